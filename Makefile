@@ -1,0 +1,30 @@
+# `make demo`: set up .venv and run the main job on the embedded default.
+# `make test`: set up .venv and run the whole suite.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv clean bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned: the CPU wheel is on disk; a loose "torch" pulls a CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e ".[train,test]"
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/python -m primenb.demo
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,36 @@
+"""primenb: the Prime Intellect fine-tuning workflow in Jupyter.
+
+`%load_ext primenb` registers the magics. Importing this package stays cheap: the config
+schema, pandas, plotly and the training stack are imported only when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from primenb.config import Config
+
+
+def load_config(source: str, *, mode: str | None = None) -> Config:
+    """Validate a prime-rl style TOML (text or a path) and return a `Config`.
+
+    Raises `primenb.errors.ConfigError` listing every problem found.
+    """
+    from primenb.config import load_config as _load
+
+    return _load(source, mode=mode)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from primenb.notebook.magics import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from primenb.notebook.magics import unregister
+
+    unregister(ipython)
