@@ -1,0 +1,27 @@
+"""The config language: prime-rl `rl.toml` / `sft.toml`, validated with located diagnostics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from primenb.config.diagnostics import Diagnostic, Report
+from primenb.config.loader import Outcome, read_source, validate
+from primenb.config.model import Config
+from primenb.errors import ConfigError
+
+__all__ = ["Config", "ConfigError", "Diagnostic", "Report", "check", "load_config"]
+
+
+def check(source: str | Path, *, mode: str | None = None) -> Outcome:
+    """Validate TOML text or a path; never raises for config problems."""
+    text, name = read_source(source)
+    return validate(text, source=name, mode=mode)
+
+
+def load_config(source: str | Path, *, mode: str | None = None) -> Config:
+    """Validate TOML text or a path and return a `Config`, or raise `ConfigError` with every problem."""
+    outcome = check(source, mode=mode)
+    if outcome.model is None:
+        raise ConfigError(outcome.report)
+    text, _ = read_source(source)
+    return Config(outcome.model, mode=outcome.mode, text=text, report=outcome.report)

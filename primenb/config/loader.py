@@ -1,0 +1,279 @@
+"""The validation pipeline: parse (positions kept) -> migrate -> schema -> propagate -> rules."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from primenb.config.diagnostics import Diagnostic, Report, format_path
+from primenb.config.migrate import Migration, migrate
+from primenb.config.positions import Path, Positions, scan
+from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
+from primenb.config.rules import rl_rules, sft_rules
+from primenb.config.schema import RLConfig, SFTConfig
+from primenb.config.schema_walk import key_index, keys_at
+
+_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TYPE_WORDS = {
+    "int": "an integer", "float": "a number", "bool": "true or false", "string": "a string",
+    "list": "an array", "dict": "a table", "model": "a table",
+}
+
+
+@dataclass
+class Outcome:
+    """What validating one text produced: a model when it is valid, and every diagnostic."""
+
+    report: Report
+    mode: str
+    model: BaseModel | None
+    raw: dict[str, Any] | None
+    migration: Migration | None
+
+
+def detect_mode(data: dict[str, Any]) -> str:
+    """As the prime CLI: [data] and no [trainer]/[orchestrator] means SFT."""
+    return "sft" if "data" in data and "trainer" not in data and "orchestrator" not in data else "rl"
+
+
+def read_source(source: str | FsPath) -> tuple[str, str]:
+    """(text, name) for a TOML text or a path to one."""
+    if isinstance(source, FsPath) or ("\n" not in source and source.endswith(".toml")):
+        path = FsPath(source)
+        if not path.is_file():
+            from primenb.errors import PrimenbError
+
+            raise PrimenbError(f"config file not found: {path} (pass TOML text or an existing .toml path)")
+        return path.read_text(), str(path)
+    return source, "<cell>"
+
+
+def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> Outcome:
+    lines = text.splitlines()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return Outcome(Report([_syntax(exc, lines)], source, lines), mode or "rl", None, None, None)
+
+    pos = scan(text)
+    migration = migrate(raw, pos)
+    diagnostics = list(migration.diagnostics)
+    if migration.hosted_shape:
+        return Outcome(Report(diagnostics, source, lines), "rl", None, raw, migration)
+    data = migration.data
+    mode = mode or detect_mode(data)
+    root: type[BaseModel] = SFTConfig if mode == "sft" else RLConfig
+
+    schema_errors = _schema(root, data, pos, migration.origins)
+    diagnostics += schema_errors
+    model = None
+    if not schema_errors:
+        prop = propagate_sft(data) if mode == "sft" else propagate_rl(data)
+        origins = {**migration.origins, **prop.origins}
+        diagnostics += _conflicts(prop, pos, origins)
+        try:
+            model = root.model_validate(prop.data)
+        except ValidationError as exc:  # a propagated value the sub-config rejects
+            diagnostics += _schema_errors(exc, root, prop.data, pos, origins)
+        if model is not None:
+            rules = sft_rules(model) if mode == "sft" else rl_rules(model)  # type: ignore[arg-type]
+            for p in rules:
+                diagnostics.append(_at(pos, origins, p.path, "error", p.code, p.message, p.hint))
+    report = Report(diagnostics, source, _redacted(lines, diagnostics))
+    if not report.ok:
+        model = None
+    return Outcome(report, mode, model, raw, migration)
+
+
+def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
+    msg = str(exc)
+    m = _TOML_POS.search(msg)
+    line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    message = _TOML_POS.sub("", msg).strip().rstrip(".")
+    hint = "check quotes, brackets and `key = value` syntax on this line"
+    if "Cannot overwrite a value" in msg or "Cannot declare" in msg:
+        hint = "this key or table is defined twice; keep one"
+    elif "Invalid value" in msg:
+        hint = 'strings need quotes ("..."), booleans are lowercase true/false'
+    elif "Expected '=' after a key" in msg:
+        hint = "every line in a table must read `key = value`"
+    return Diagnostic("error", "syntax", "", f"TOML syntax error: {message}", hint, line, col, (col or 0) + 1)
+
+
+def _schema(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
+    try:
+        root.model_validate(data)
+    except ValidationError as exc:
+        return _schema_errors(exc, root, data, pos, origins)
+    return []
+
+
+def _loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
+    """Map a pydantic error location onto the data, dropping union tags and validator names."""
+    path: list[str | int] = []
+    cur = data
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and isinstance(part, str) and part in cur:
+            path.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+            path.append(part)
+            cur = cur[part]
+        elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):
+            path.append(part)  # a missing key
+    return tuple(path)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f'the string "{value}"'
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return repr(value)
+
+
+def _suggest(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else ""
+
+
+def _schema_errors(exc: ValidationError, root: type[BaseModel], data: dict[str, Any], pos: Positions,
+                   origins: dict[Path, Path]) -> list[Diagnostic]:
+    out = []
+    for err in exc.errors():
+        path = _loc_to_path(err["loc"], data)
+        kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+        table = format_path(path[:-1])
+        where = f"[{table}]" if table else "the top level"
+        on_value = True
+        if kind == "extra_forbidden":
+            key = str(path[-1])
+            message = f"unknown key `{key}` in {where}"
+            options = keys_at(root, path[:-1], data)
+            hint = _suggest(key, options)
+            if not hint:
+                homes = [h for h in key_index(root).get(key, []) if h != (table or "top level")]
+                hint = (f"`{key}` belongs in [{homes[0]}]" if homes else
+                        "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else ""))
+            on_value = False
+        elif kind == "missing":
+            message = f"missing required key `{path[-1]}` in {where}"
+            hint = f"add `{path[-1]} = ...` to {where}"
+            on_value = False
+        elif kind == "union_tag_invalid":
+            tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
+            tag = ctx.get("tag")
+            if isinstance(value, dict) and "type" in value:
+                path = path + ("type",)
+            message = f"unknown type `{tag}` for [{format_path(path[:-1] if path[-1:] == ('type',) else path)}]"
+            hint = _suggest(str(tag), tags) or "expected one of: " + ", ".join(tags)
+        elif kind == "literal_error":
+            expected = str(ctx.get("expected", ""))
+            message = f"{_describe(value)} is not allowed here; expected {expected}"
+            hint = _suggest(str(value), re.findall(r"'([^']*)'", expected))
+        elif kind.split("_")[0] in _TYPE_WORDS and kind.endswith(("_type", "_parsing", "_from_float")):
+            want = _TYPE_WORDS[kind.split("_")[0]]
+            message = f"expected {want}, got {_describe(value)}"
+            hint = _type_hint(kind, value)
+        elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+            op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+            bound = next(iter(ctx.values()), "")
+            message = f"must be {op} {bound}, got {value}"
+            hint = ""
+        else:
+            message, hint = err["msg"], ""
+        d = _at(pos, origins, path, "error", "unknown-key" if kind == "extra_forbidden" else
+                ("missing" if kind == "missing" else "type"), message, hint, on_value=on_value)
+        out.append(d)
+    return out
+
+
+def _type_hint(kind: str, value: Any) -> str:
+    if kind.startswith(("int", "float")) and isinstance(value, str):
+        return "write the number without quotes"
+    if kind.startswith("bool"):
+        return "TOML booleans are lowercase and unquoted: true / false"
+    if kind.startswith(("dict", "model")):
+        return "write it as a [table] header with keys under it"
+    if kind.startswith("string"):
+        return 'put the value in double quotes: "..."'
+    if kind.startswith("list"):
+        return "write an array: [ ... ]"
+    return ""
+
+
+def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
+    out = []
+    for c in prop.conflicts:
+        shared_line = pos.spans.get(c.shared)
+        at = f" (line {shared_line.line})" if shared_line else ""
+        out.append(_at(pos, origins, c.path, "error", "conflict",
+                       f"`{format_path(c.path)}` = {c.value!r} disagrees with the shared "
+                       f"`{format_path(c.shared)}` = {c.shared_value!r}{at}",
+                       f"remove `{format_path(c.path)}` (the shared value fills it) or make them equal",
+                       on_value=True))
+    return out
+
+
+def _at(pos: Positions, origins: dict[Path, Path], path: Path, severity: str, code: str, message: str,
+        hint: str, *, on_value: bool = False) -> Diagnostic:
+    """A diagnostic located at `path`, or where its value came from, or its nearest table."""
+    target = path if path in pos.spans else origins.get(path, path)
+    if target not in pos.spans:
+        for n in range(len(path) - 1, 0, -1):
+            if path[:n] in origins and origins[path[:n]] in pos.spans:
+                target = origins[path[:n]]
+                break
+    found = pos.locate(target)
+    line = col = end = None
+    if found:
+        at, span = found
+        line, col, end = span.line, span.col, span.end_col
+        if on_value and at == target and span.value_col:
+            text = pos.lines[span.line - 1]
+            col, end = span.value_col, _value_end(text, span.value_col)
+    return Diagnostic(severity, code, format_path(path), message, hint, line, col, end)
+
+
+def _value_end(line: str, value_col: int) -> int:
+    """1-based column just past a one-line value (before any trailing comment)."""
+    in_str: str | None = None
+    for i in range(value_col - 1, len(line)):
+        c = line[i]
+        if in_str:
+            if c == in_str:
+                in_str = None
+        elif c in "\"'":
+            in_str = c
+        elif c == "#":
+            return len(line[:i].rstrip()) + 1
+    return len(line.rstrip()) + 1
+
+
+def _redacted(lines: list[str], diagnostics: list[Diagnostic]) -> list[str]:
+    """Source lines for display, with the values on secret-looking lines masked."""
+    from primenb.config.rules import SECRET_NAME
+
+    out = list(lines)
+    for d in diagnostics:
+        if not d.line or not 0 < d.line <= len(out):
+            continue
+        text = out[d.line - 1]
+        eq = text.find("=")
+        if eq >= 0 and SECRET_NAME.search(text):
+            out[d.line - 1] = text[: eq + 1] + ' "****"'
+            if d.col and d.col > eq:
+                d.col, d.end_col = eq + 3, eq + 9
+    return out

@@ -1,0 +1,302 @@
+"""Legacy prime-rl / prime CLI config shapes, migrated to the current schema.
+
+Each finding changes the parsed dict (so validation sees the current shape) and records a text
+edit (so `--fix` can rewrite the TOML with its comments and layout kept).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomlkit
+
+from primenb.config.diagnostics import Diagnostic, format_path
+from primenb.config.positions import Path, Positions
+from primenb.config.textedit import TextEdits
+
+ASYNC_KEYS = ("max_async_level", "strict_async_level")
+HOSTED_KEYS = {
+    "loss": "choose the mode by file: an rl.toml has [trainer]/[orchestrator], an sft.toml has [data]",
+    "learning_rate": "[trainer.optim] lr",
+    "lora_alpha": "[trainer.model.lora] alpha",
+    "batch_size": "[orchestrator] batch_size",
+    "rollouts_per_example": "[orchestrator] group_size",
+    "max_inflight_rollouts": "[orchestrator.concurrency] max_inflight",
+    "oversampling_factor": "(removed) size [orchestrator.concurrency] instead",
+    "checkpoint_id": "[resume] dir, or primenb's [primenb] init_from",
+    "sampling": "[orchestrator.train.sampling] (max_tokens is now max_completion_tokens)",
+    "checkpoints": "[ckpt] interval",
+    "adapters": "[ckpt] keep_last",
+}
+
+
+@dataclass
+class Migration:
+    data: dict[str, Any]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    origins: dict[Path, Path] = field(default_factory=dict)  # new path -> path in the text
+    edits: TextEdits | None = None
+    hosted_shape: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.edits and self.edits._ops)
+
+
+def _diag(pos: Positions, path: Path, message: str, hint: str, severity: str = "warning") -> Diagnostic:
+    found = pos.locate(path)
+    line = col = end = None
+    if found:
+        _, span = found
+        line, col, end = span.line, span.col, span.end_col
+    code = "legacy" if severity == "warning" else "retired"
+    return Diagnostic(severity, code, format_path(path), message, hint, line, col, end)
+
+
+def _value_text(pos: Positions, path: Path) -> str | None:
+    span = pos.spans.get(path)
+    if span is None or span.value_col is None:
+        return None
+    return pos.lines[span.line - 1][span.value_col - 1 :].rstrip()
+
+
+def _render(key: str, value: Any) -> str:
+    return f"{key} = {tomlkit.item(value).as_string()}"
+
+
+class _Migrator:
+    def __init__(self, data: dict[str, Any], pos: Positions) -> None:
+        self.data = copy.deepcopy(data)
+        self.pos = pos
+        self.out = Migration(self.data, edits=TextEdits(pos.lines))
+        self.edits = self.out.edits
+        assert self.edits is not None
+
+    def warn(self, path: Path, message: str, hint: str) -> None:
+        self.out.diagnostics.append(_diag(self.pos, path, message, hint))
+
+    # -- generic moves -------------------------------------------------------------------
+    def rename_key(self, table: dict[str, Any], table_path: Path, old: str, new: str, why: str) -> None:
+        """Rename a key in the same table (its line keeps its comment)."""
+        if new in table:
+            self.out.diagnostics.append(
+                _diag(self.pos, table_path + (old,), f"both `{old}` (legacy) and `{new}` are set",
+                      f"delete `{old}`; `{new}` is its current name", severity="error")
+            )
+            return
+        table[new] = table.pop(old)
+        self.out.origins[table_path + (new,)] = table_path + (old,)
+        self.warn(table_path + (old,), f"`{old}` was renamed to `{new}` ({why})",
+                  f"write `{new}` instead; `--fix` rewrites it for you")
+        span = self.pos.spans.get(table_path + (old,))
+        if span and not span.header:
+            line = self.pos.lines[span.line - 1]
+            key_text = line[span.col - 1 : span.end_col - 1]
+            if key_text.endswith(old):
+                self.edits.replace_span(span.line, span.end_col - len(old), span.end_col, new)
+
+    def move_table(self, old: Path, new: Path, why: str) -> None:
+        """Move a whole table (and its sub-tables) to a new path."""
+        value = _pop(self.data, old)
+        if value is None:
+            return
+        target = _ensure(self.data, new[:-1])
+        if new[-1] in target:
+            self.out.diagnostics.append(
+                _diag(self.pos, old, f"both [{format_path(old)}] (legacy) and [{format_path(new)}] are set",
+                      f"merge them into [{format_path(new)}]", severity="error")
+            )
+            return
+        target[new[-1]] = value
+        self.warn(old, f"[{format_path(old)}] moved to [{format_path(new)}] ({why})",
+                  f"write [{format_path(new)}]; `--fix` rewrites it for you")
+        for path, span in list(self.pos.spans.items()):
+            if path[: len(old)] != old:
+                continue
+            self.out.origins[new + path[len(old):]] = path
+            line = self.pos.lines[span.line - 1]
+            if span.header:
+                bracket = "[[" if line.lstrip().startswith("[[") else "["
+                closing = "]]" if bracket == "[[" else "]"
+                rest = format_path(new + path[len(old):])
+                self.edits.replace_span(span.line, span.col, span.end_col, f"{bracket}{rest}{closing}")
+            else:
+                # A dotted key written at the parent level, e.g. `wandb.project = ...`.
+                prefix = str(old[-1])
+                if line[span.col - 1 :].startswith(prefix + "."):
+                    new_prefix = ".".join(str(p) for p in new[len(old) - 1 :])
+                    self.edits.replace_span(span.line, span.col, span.col + len(prefix), new_prefix)
+
+    def move_key(self, old: Path, new_table: Path, new_key: str, why: str) -> None:
+        """Move a single-line key into another table (created at the end when absent)."""
+        value = _pop(self.data, old)
+        target = _ensure(self.data, new_table)
+        target[new_key] = value
+        self.out.origins[new_table + (new_key,)] = old
+        self.warn(old, f"`{format_path(old)}` is now `{format_path(new_table + (new_key,))}` ({why})",
+                  "`--fix` rewrites it for you")
+        span = self.pos.spans.get(old)
+        text = _value_text(self.pos, old)
+        if span is None or text is None:
+            return
+        self.edits.delete_lines(span.line, span.line)
+        new_line = f"{new_key} = {text}"
+        end = self.pos.table_end(new_table)
+        if end is not None:
+            self.edits.insert_after(end, [new_line])
+        else:
+            self.edits.insert_after(len(self.pos.lines), ["", f"[{format_path(new_table)}]", new_line])
+
+    def delete_key(self, table: dict[str, Any], path: Path, why: str, hint: str) -> None:
+        table.pop(path[-1], None)
+        self.warn(path, f"`{format_path(path)}` was removed upstream ({why})", hint)
+        span = self.pos.spans.get(path)
+        if span and not span.header:
+            self.edits.delete_lines(span.line, span.line)
+
+    def envs_to_sources(self, parent: Path, old_key: str, new_parent: Path, why: str) -> None:
+        """`[[orchestrator.env]] id = ...` -> `[[orchestrator.train.source]]` with `env.taskset.id`."""
+        container = _get(self.data, parent)
+        envs = container.pop(old_key)
+        if not isinstance(envs, list):
+            container[old_key] = envs
+            return
+        sources = []
+        for element in envs:
+            element = dict(element) if isinstance(element, dict) else {}
+            taskset = {"id": element.pop("id", None), **(element.pop("args", None) or {})}
+            source = {k: v for k, v in element.items()}
+            source["env"] = {
+                "taskset": taskset,
+                "agent": {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}},
+            }
+            sources.append(source)
+        target = _ensure(self.data, new_parent)
+        if "source" in target:
+            self.out.diagnostics.append(
+                _diag(self.pos, parent + (old_key,), "both legacy env tables and sources are set",
+                      f"move every env into [[{format_path(new_parent + ('source',))}]]", severity="error")
+            )
+            return
+        target["source"] = sources
+        old = parent + (old_key,)
+        new = new_parent + ("source",)
+        self.warn(old, f"[[{format_path(old)}]] became [[{format_path(new)}]] with `env.taskset.id` ({why})",
+                  "`--fix` rewrites it for you")
+        for i, source in enumerate(sources):
+            self.out.origins[new + (i,)] = old + (i,)
+            self.out.origins[new + (i, "env", "taskset", "id")] = old + (i, "id")
+            span = self.pos.spans.get(old + (i,))
+            end = self.pos.table_end(old + (i,)) if span else None
+            if span is None or end is None:
+                continue
+            comments = [
+                ln for ln in self.pos.lines[span.line : end] if ln.lstrip().startswith("#")
+            ]
+            self.edits.delete_lines(span.line, end)
+            self.edits.insert_after(span.line - 1, comments + _source_lines(new, source))
+
+
+def _source_lines(path: Path, source: dict[str, Any]) -> list[str]:
+    head = format_path(path)
+    lines = [f"[[{head}]]"]
+    lines += [_render(k, v) for k, v in source.items() if k != "env"]
+    env = source["env"]
+    lines += ["", f"[{head}.env.taskset]"] + [_render(k, v) for k, v in env["taskset"].items() if v is not None]
+    lines += ["", f"[{head}.env.agent.harness]", _render("id", "null")]
+    lines += ["", f"[{head}.env.agent.runtime]", _render("type", "subprocess")]
+    return lines
+
+
+def _get(data: dict[str, Any], path: Path) -> Any:
+    cur: Any = data
+    for p in path:
+        cur = cur[p]
+    return cur
+
+
+def _pop(data: dict[str, Any], path: Path) -> Any:
+    try:
+        parent = _get(data, path[:-1])
+    except (KeyError, IndexError, TypeError):
+        return None
+    return parent.pop(path[-1], None) if isinstance(parent, dict) else None
+
+
+def _ensure(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    cur = data
+    for p in path:
+        cur = cur.setdefault(p, {})  # type: ignore[assignment]
+    return cur
+
+
+def _is_table(data: dict[str, Any], *path: str) -> bool:
+    cur: Any = data
+    for p in path:
+        if not isinstance(cur, dict) or p not in cur:
+            return False
+        cur = cur[p]
+    return isinstance(cur, dict)
+
+
+def migrate(data: dict[str, Any], pos: Positions) -> Migration:
+    """Find legacy keys, return the migrated dict with one diagnostic per finding."""
+    if isinstance(data.get("model"), str) or isinstance(data.get("env"), list):
+        return _explain_hosted(data, pos)
+    m = _Migrator(data, pos)
+    d = m.data
+    orch = d.get("orchestrator") if isinstance(d.get("orchestrator"), dict) else None
+
+    if orch is not None and "rollouts_per_example" in orch:
+        m.rename_key(orch, ("orchestrator",), "rollouts_per_example", "group_size", "prime-rl 2026-05, #2599")
+    if "rollouts_per_example" in d:
+        m.move_key(("rollouts_per_example",), ("orchestrator",), "group_size", "prime-rl 2026-05, #2599")
+        orch = d["orchestrator"]
+    for section in ((), ("trainer",), ("orchestrator",)):
+        if _is_table(d, *section, "wandb"):
+            m.move_table(section + ("wandb",), section + ("monitors", "wandb"), "prime-rl 2026-08, #3275")
+    if orch is not None and _is_table(orch, "sampling"):
+        sampling = orch["sampling"]
+        if "max_tokens" in sampling:
+            m.rename_key(sampling, ("orchestrator", "sampling"), "max_tokens", "max_completion_tokens",
+                         "prime-rl 2026-05, #2599")
+        m.move_table(("orchestrator", "sampling"), ("orchestrator", "train", "sampling"), "prime-rl 2026-05, #2599")
+    for sampling_path in (("orchestrator", "train", "sampling"), ("orchestrator", "eval", "sampling")):
+        if _is_table(d, *sampling_path) and "max_tokens" in _get(d, sampling_path):
+            m.rename_key(_get(d, sampling_path), sampling_path, "max_tokens", "max_completion_tokens",
+                         "prime-rl 2026-05, #2599")
+    if orch is not None:
+        if isinstance(orch.get("env"), list):
+            m.envs_to_sources(("orchestrator",), "env", ("orchestrator", "train"), "prime-rl 2026-07, #3150")
+        if _is_table(orch, "train") and isinstance(orch["train"].get("env"), list):
+            m.envs_to_sources(("orchestrator", "train"), "env", ("orchestrator", "train"), "prime-rl 2026-07, #3150")
+        if _is_table(orch, "eval") and isinstance(orch["eval"].get("env"), list):
+            m.envs_to_sources(("orchestrator", "eval"), "env", ("orchestrator", "eval"), "prime-rl 2026-07, #3150")
+    for section in ((), ("orchestrator",), ("trainer",)):
+        table = _get(d, section) if not section or _is_table(d, *section) else None
+        for key in ASYNC_KEYS:
+            if table is not None and key in table:
+                m.delete_key(table, section + (key,), "prime-rl 2026-05, #2631",
+                             "delete it: async is now a fixed one-step overlap")
+    return m.out
+
+
+def _explain_hosted(data: dict[str, Any], pos: Positions) -> Migration:
+    out = Migration(copy.deepcopy(data), hosted_shape=True)
+    shape = "the retired hosted-training (shared LoRA) shape, which prime CLI 0.18 rejects"
+    if isinstance(data.get("model"), str):
+        out.diagnostics.append(_diag(
+            pos, ("model",), f'top-level `model = "{data["model"]}"` is {shape}',
+            f'write a [model] table: [model] name = "{data["model"]}"', severity="error"))
+    if isinstance(data.get("env"), list):
+        out.diagnostics.append(_diag(
+            pos, ("env",), f"[[env]] is {shape}",
+            "write [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = \"<env id>\"",
+            severity="error"))
+    for key, home in HOSTED_KEYS.items():
+        if key in data:
+            out.diagnostics.append(_diag(
+                pos, (key,), f"`{key}` belongs to {shape}", f"current home: {home}", severity="error"))
+    return out

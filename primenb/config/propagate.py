@@ -1,0 +1,146 @@
+"""Shared-field propagation, as prime-rl's `propagate_shared_fields`: top-level values fill the
+sub-configs where they are unset; a sub-config value that disagrees is an error."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from primenb.config.positions import Path
+
+# shared path -> sub-config paths it fills (inference only when [inference] exists)
+_SCALARS: list[tuple[Path, list[Path]]] = [
+    (("model", "name"), [("trainer", "model", "name"), ("orchestrator", "model", "name"),
+                         ("inference", "vllm", "model")]),
+    (("model", "vlm"), [("trainer", "model", "vlm"), ("orchestrator", "model", "vlm")]),
+    (("max_steps",), [("trainer", "max_steps"), ("orchestrator", "max_steps")]),
+    (("seq_len",), [("trainer", "model", "seq_len"), ("orchestrator", "seq_len")]),
+    (("monitors", "file", "path"), [("trainer", "monitors", "file", "path"),
+                                    ("orchestrator", "monitors", "file", "path")]),
+]
+# shared tables whose every key fills the matching sub-config tables (a bare header enables them)
+_TABLES: list[tuple[Path, list[Path]]] = [
+    (("ckpt",), [("trainer", "ckpt"), ("orchestrator", "ckpt")]),
+    (("resume",), [("trainer", "resume"), ("orchestrator", "resume")]),
+    (("monitors", "wandb"), [("trainer", "monitors", "wandb"), ("orchestrator", "monitors", "wandb")]),
+    (("tokenizer",), [("trainer", "tokenizer"), ("orchestrator", "tokenizer")]),
+    (("log",), [("trainer", "log"), ("orchestrator", "log"), ("inference", "log")]),
+    (("weight_broadcast",), [("trainer", "weight_broadcast"), ("orchestrator", "weight_broadcast"),
+                             ("inference", "weight_broadcast")]),
+    (("rollout_transport",), [("trainer", "rollout_transport"), ("orchestrator", "rollout_transport")]),
+    (("slurm",), [("inference", "slurm")]),
+]
+
+
+@dataclass
+class Conflict:
+    path: Path  # the sub-config key that disagrees
+    shared: Path
+    value: Any
+    shared_value: Any
+
+
+@dataclass
+class Propagated:
+    data: dict[str, Any]
+    origins: dict[Path, Path] = field(default_factory=dict)
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+def _lookup(data: dict[str, Any], path: Path) -> tuple[bool, Any]:
+    cur: Any = data
+    for p in path:
+        if not isinstance(cur, dict) or p not in cur:
+            return False, None
+        cur = cur[p]
+    return True, cur
+
+
+def _set(data: dict[str, Any], path: Path, value: Any) -> None:
+    cur = data
+    for p in path[:-1]:
+        nxt = cur.get(p)
+        if not isinstance(nxt, dict):
+            nxt = cur[p] = {}
+        cur = nxt
+    cur[path[-1]] = value
+
+
+def propagate_rl(raw: dict[str, Any]) -> Propagated:
+    data = copy.deepcopy(raw)
+    out = Propagated(data)
+    has_inference = isinstance(data.get("inference"), dict)
+
+    def fill(shared: Path, target: Path, value: Any) -> None:
+        if target[0] == "inference" and not has_inference:
+            return
+        present, current = _lookup(data, target)
+        if not present:
+            _set(data, target, copy.deepcopy(value))
+            out.origins[target] = shared
+        elif current != value and not isinstance(value, dict):
+            out.conflicts.append(Conflict(target, shared, current, value))
+
+    for shared, targets in _SCALARS:
+        present, value = _lookup(data, shared)
+        if present:
+            for target in targets:
+                fill(shared, target, value)
+    for shared, targets in _TABLES:
+        present, table = _lookup(data, shared)
+        if not present or not isinstance(table, dict):
+            continue
+        for target in targets:
+            if target[0] == "inference" and not has_inference:
+                continue
+            t_present, t_table = _lookup(data, target)
+            if not t_present:
+                _set(data, target, {})
+                out.origins[target] = shared
+            elif not isinstance(t_table, dict):
+                continue
+            if "type" in table and isinstance(t_table, dict) and t_table.get("type", table["type"]) != table["type"]:
+                out.conflicts.append(Conflict(target + ("type",), shared + ("type",), t_table["type"], table["type"]))
+                continue
+            for key, value in table.items():
+                fill(shared + (key,), target + (key,), value)
+    _lora(data, out)
+    orch = data.setdefault("orchestrator", {})
+    if isinstance(orch, dict) and "batch_size" not in orch and "token_batch_size" not in orch:
+        orch["batch_size"] = 128  # upstream's default when neither is set
+    return out
+
+
+def _lora(data: dict[str, Any], out: Propagated) -> None:
+    """Orchestrator LoRA inherits the trainer's rank/alpha; vLLM serves adapters of that rank."""
+    present, lora = _lookup(data, ("trainer", "model", "lora"))
+    if not present or not isinstance(lora, dict):
+        return
+    rank, alpha = lora.get("rank", 16), lora.get("alpha", 32.0)
+    o_present, o_lora = _lookup(data, ("orchestrator", "model", "lora"))
+    if not o_present or not isinstance(o_lora, dict):
+        o_lora = {}
+        _set(data, ("orchestrator", "model", "lora"), o_lora)
+    for key, value in (("rank", rank), ("alpha", alpha)):
+        if key in o_lora and o_lora[key] != value:
+            out.conflicts.append(Conflict(("orchestrator", "model", "lora", key),
+                                          ("trainer", "model", "lora", key), o_lora[key], value))
+        o_lora.setdefault(key, value)
+    o_lora.setdefault("name", f"r{rank}-a{alpha:g}")
+    if isinstance(data.get("inference"), dict):
+        vllm = data["inference"].setdefault("vllm", {})
+        vllm.setdefault("enable_lora", True)
+        vllm.setdefault("max_lora_rank", rank)
+
+
+def propagate_sft(raw: dict[str, Any]) -> Propagated:
+    data = copy.deepcopy(raw)
+    out = Propagated(data)
+    present, name = _lookup(data, ("model", "name"))
+    if present and isinstance(data.get("inference"), dict):
+        vllm = data["inference"].setdefault("vllm", {})
+        if "model" not in vllm:
+            vllm["model"] = name
+            out.origins[("inference", "vllm", "model")] = ("model", "name")
+    return out

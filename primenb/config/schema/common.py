@@ -1,0 +1,250 @@
+"""Building blocks shared by the RL and SFT schemas (prime-rl-configs 0.4.0 shapes)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+
+class Section(BaseModel):
+    """A TOML table: unknown keys are errors, the string "None" means None (as upstream)."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _none_strings(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(v == "None" for v in data.values()):
+            return {k: (None if v == "None" else v) for k, v in data.items()}
+        return data
+
+
+class OpenSection(Section):
+    """A table whose extra keys are passed through (vLLM options, taskset arguments)."""
+
+    model_config = ConfigDict(extra="allow", validate_default=False)
+
+
+def typed_union(default: str, *classes: type[BaseModel]) -> Any:
+    """A union switched by its `type` key, which defaults to `default` when absent."""
+
+    def pick(value: Any) -> str:
+        if isinstance(value, dict):
+            return value.get("type", default)
+        return getattr(value, "type", default)
+
+    tagged = tuple(Annotated[c, Tag(c.model_fields["type"].default)] for c in classes)
+    return Annotated[Union[tagged], Discriminator(pick)]  # noqa: UP007
+
+
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+
+class RunConfig(Section):
+    name: str | None = None
+    dir: str | None = None
+
+
+class LogConfig(Section):
+    level: str | None = None
+    json_logging: bool = False
+
+
+class CkptConfig(Section):
+    output_dir: str | None = None
+    interval: PosInt | None = None
+    keep_last: PosInt | None = None
+    keep_interval: PosInt | None = None
+
+
+class ResumeConfig(Section):
+    step: PosInt | None = None
+    dir: str | None = None
+
+
+class WandbConfig(Section):
+    project: str = "prime-rl"
+    entity: str | None = None
+    name: str | None = None
+    group: str | None = None
+    tags: list[str] | None = None
+    offline: bool = False
+
+
+class FileMonitorConfig(Section):
+    path: str = "metrics.jsonl"
+
+
+class PrimeMonitorConfig(Section):
+    name: str | None = None
+
+
+class SharedMonitorsConfig(Section):
+    wandb: WandbConfig | None = None
+    file: FileMonitorConfig | None = None
+    prime: PrimeMonitorConfig | None = None
+
+
+class MonitorsConfig(Section):
+    """Monitors of a sub-config: the file monitor is on by default."""
+
+    wandb: WandbConfig | None = None
+    file: FileMonitorConfig | None = FileMonitorConfig()
+    prime: PrimeMonitorConfig | None = None
+
+
+class SharedModelConfig(Section):
+    name: str = "Qwen/Qwen3-0.6B"
+    vlm: Any = None
+
+
+class TokenizerConfig(Section):
+    name: str | None = None
+    trust_remote_code: bool | None = None
+    chat_template: str | None = None
+
+
+class FilesystemBroadcast(Section):
+    type: Literal["filesystem"] = "filesystem"
+
+
+class NcclBroadcast(Section):
+    type: Literal["nccl"] = "nccl"
+    host: str = "localhost"
+    port: int = 29501
+    timeout: int = 1200
+    quantize_in_weight_transfer: bool = False
+
+
+class NixlBroadcast(Section):
+    type: Literal["nixl"] = "nixl"
+    port: int = 8001
+    session_id: str | None = None
+
+
+WeightBroadcast = typed_union("filesystem", FilesystemBroadcast, NcclBroadcast, NixlBroadcast)
+
+
+class FilesystemTransport(Section):
+    type: Literal["filesystem"] = "filesystem"
+
+
+class ZmqTransport(Section):
+    type: Literal["zmq"] = "zmq"
+    host: str = "localhost"
+    port: int = 5555
+    hwm: int = 10
+
+
+RolloutTransport = typed_union("zmq", FilesystemTransport, ZmqTransport)
+
+
+class SlurmConfig(Section):
+    job_name: str = "prime-rl"
+    project_dir: str = "."
+    template_path: str | None = None
+    partition: str = "cluster"
+    nodelist: str | None = None
+    exclude: str | None = None
+    account: str | None = None
+    time: str | None = None
+    pre_run_command: str | None = None
+    cleanup_grace_period: int = 3600
+    shared_fs: bool = True
+
+
+class HeartbeatConfig(OpenSection):
+    pass
+
+
+class GCConfig(Section):
+    interval: PosInt | None = 50
+
+
+class LoraConfig(Section):
+    rank: PosInt = 16
+    alpha: Annotated[float, Field(ge=0)] = 32.0
+    dropout: Annotated[float, Field(ge=0, le=1)] = 0.0
+    target_modules: list[str] = [
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+        "experts", "fc1_latent_proj", "fc2_latent_proj",
+    ]  # fmt: skip
+    modules_to_save: list[str] = []
+
+
+class OptimBase(Section):
+    lr: Annotated[float, Field(ge=0)] = 1e-6
+    weight_decay: Annotated[float, Field(ge=0)] = 0.01
+    max_norm: Annotated[float, Field(ge=0)] = 1.0
+
+
+class AdamWConfig(OptimBase):
+    type: Literal["adamw"] = "adamw"
+    betas1: float = 0.9
+    betas2: float = 0.999
+
+
+class SGDConfig(OptimBase):
+    type: Literal["sgd"] = "sgd"
+    nesterov: bool = True
+    momentum: float = 0.9
+
+
+class MuonConfig(OptimBase):
+    type: Literal["muon"] = "muon"
+    mu: float = 0.95
+    betas1: float = 0.9
+    betas2: float = 0.95
+
+
+class SignSGDConfig(OptimBase):
+    type: Literal["sign_sgd"] = "sign_sgd"
+
+
+Optimizer = typed_union("adamw", AdamWConfig, SGDConfig, MuonConfig, SignSGDConfig)
+
+
+class ConstantScheduler(Section):
+    type: Literal["constant"] = "constant"
+
+
+class LinearScheduler(Section):
+    type: Literal["linear"] = "linear"
+    warmup_steps: NonNegInt = 10
+    decay_steps: NonNegInt = 10
+    min_lr: Annotated[float, Field(ge=0)] = 0.0
+
+
+class CosineScheduler(Section):
+    type: Literal["cosine"] = "cosine"
+    warmup_steps: NonNegInt = 10
+    min_lr: Annotated[float, Field(ge=0)] = 0.0
+
+
+Scheduler = typed_union("constant", ConstantScheduler, LinearScheduler, CosineScheduler)
+
+
+class PrimenbMonitorSettings(Section):
+    refresh_seconds: Annotated[float, Field(ge=0.1)] = 0.5
+    metrics: list[str] = ["reward", "loss"]
+    max_points: Annotated[int, Field(ge=100)] = 2000
+
+
+class PrimenbPrivacySettings(Section):
+    record_hostname: bool = True
+    record_git: bool = True
+    redact_env: list[str] = []
+
+
+class PrimenbSettings(Section):
+    """primenb's own settings: the one table added to the upstream schema, stripped upstream."""
+
+    backend: Literal["local", "ssh", "slurm", "modelfactory"] = "local"
+    seed: NonNegInt = 0
+    logging_steps: PosInt = 1
+    sample_every: PosInt = 10
+    init_from: str | None = None
+    monitor: PrimenbMonitorSettings = PrimenbMonitorSettings()
+    privacy: PrimenbPrivacySettings = PrimenbPrivacySettings()

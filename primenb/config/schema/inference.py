@@ -1,0 +1,91 @@
+"""`[inference]`: the vLLM server. `[inference.vllm]` forwards any extra key to vLLM."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from primenb.config.schema.common import (
+    LogConfig,
+    OpenSection,
+    PosInt,
+    Section,
+    SlurmConfig,
+    WeightBroadcast,
+    typed_union,
+)
+
+
+class ServerConfig(Section):
+    host: str | None = None
+    port: int = 8000
+    liveness_timeout_seconds: int = 30
+
+
+class RouterConfig(OpenSection):
+    policy: str = "consistent_hash"
+
+
+class VLLMConfig(OpenSection):
+    model: str = "Qwen/Qwen3-0.6B"
+    dtype: str = "auto"
+    max_model_len: PosInt | None = None
+    enforce_eager: bool = False
+    trust_remote_code: bool = False
+    chat_template: str | None = None
+    tool_call_parser: str | None = "auto"
+    reasoning_parser: str | None = "auto"
+    tensor_parallel_size: PosInt = 1
+    data_parallel_size: PosInt = 1
+    data_parallel_size_local: PosInt | None = None
+    api_server_count: PosInt = 1
+    seed: int = 0
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
+    enable_prefix_caching: bool | None = None
+    quantization: str | None = None
+    enable_lora: bool = False
+    max_loras: PosInt = 8
+    max_cpu_loras: PosInt = 100
+    max_lora_rank: PosInt | None = None
+    enable_expert_parallel: bool = False
+    enable_eplb: bool = False
+    enable_return_routed_experts: bool = False
+
+
+class InferenceSingleNode(OpenSection):
+    type: Literal["single_node"] = "single_node"
+
+
+class InferenceMultiNode(OpenSection):
+    type: Literal["multi_node"] = "multi_node"
+    num_nodes: PosInt = 2
+
+
+class InferenceDisaggregated(OpenSection):
+    type: Literal["disaggregated"] = "disaggregated"
+
+
+InferenceDeployment = typed_union(
+    "single_node", InferenceSingleNode, InferenceMultiNode, InferenceDisaggregated
+)
+
+
+class KVCacheOffloadConfig(OpenSection):
+    type: Literal["native", "mooncake"] = "native"
+
+
+class InferenceConfig(Section):
+    server: ServerConfig = ServerConfig()
+    router: RouterConfig | None = RouterConfig()
+    backend_port: int = 8100
+    vllm: VLLMConfig = VLLMConfig()
+    log: LogConfig = LogConfig()
+    env_vars: dict[str, str] = {}
+    use_deep_gemm: bool = False
+    weight_broadcast: WeightBroadcast | None = None
+    kv_cache_offload: KVCacheOffloadConfig | None = None
+    deployment: InferenceDeployment = InferenceSingleNode()
+    slurm: SlurmConfig | None = None
+    output_dir: str | None = None
+    dry_run: bool = False

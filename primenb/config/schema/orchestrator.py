@@ -1,0 +1,183 @@
+"""`[orchestrator]`: rollouts, sampling, environments (sources) and evals."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from primenb.config.schema.common import (
+    CkptConfig,
+    HeartbeatConfig,
+    MonitorsConfig,
+    NonNegInt,
+    OpenSection,
+    PosInt,
+    ResumeConfig,
+    RolloutTransport,
+    Section,
+    TokenizerConfig,
+    WeightBroadcast,
+)
+
+
+class TasksetConfig(OpenSection):
+    """`env.taskset`: `id` plus any arguments the taskset takes."""
+
+    id: str | None = None
+
+
+class HarnessConfig(OpenSection):
+    id: str = "null"
+
+
+class RuntimeConfig(OpenSection):
+    type: str = "prime"
+
+
+class AgentConfig(Section):
+    harness: HarnessConfig = HarnessConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+
+
+class EnvConfig(Section):
+    taskset: TasksetConfig | None = None
+    agent: AgentConfig = AgentConfig()
+
+
+class TrainSamplingConfig(Section):
+    temperature: Annotated[float, Field(ge=0, le=2)] = 1.0
+    max_completion_tokens: PosInt | None = None
+    extra_body: dict[str, Any] = {}
+
+
+class EvalSamplingConfig(Section):
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    top_k: int | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_completion_tokens: PosInt | None = None
+    reasoning_effort: str | None = None
+    extra_body: dict[str, Any] | None = None
+
+
+class AlgoConfig(OpenSection):
+    type: Literal[
+        "grpo", "max_rl", "rae", "hierarchical_grpo", "opd", "opsd", "sft", "echo"
+    ] = "grpo"  # fmt: skip
+
+
+class CurriculumConfig(OpenSection):
+    sampler: Literal["standard", "difficulty_pool"] = "standard"
+
+
+class TrainSourceConfig(Section):
+    env: EnvConfig = EnvConfig()
+    serve: dict[str, Any] | None = None
+    name: str | None = None
+    ratio: Annotated[float, Field(gt=0)] = 1.0
+    sampling: TrainSamplingConfig | None = None
+    group_size: PosInt | None = None
+    algo: AlgoConfig | None = None
+    curriculum: CurriculumConfig | None = None
+
+
+class EvalSourceConfig(Section):
+    env: EnvConfig = EnvConfig()
+    serve: dict[str, Any] | None = None
+    name: str | None = None
+    num_examples: int | None = None
+    group_size: PosInt | None = None
+    sampling: EvalSamplingConfig | None = None
+
+
+class TrainConfig(Section):
+    source: list[TrainSourceConfig] = []
+    sampling: TrainSamplingConfig = TrainSamplingConfig()
+    filter_zero_advantages: bool = True
+
+
+class EvalConfig(Section):
+    source: list[EvalSourceConfig] = []
+    sampling: EvalSamplingConfig = EvalSamplingConfig()
+    num_examples: int = -1
+    group_size: PosInt = 1
+    interval: PosInt = 100
+    skip_first_step: bool = False
+    retrigger_on_resume: bool = False
+
+
+class LoraRefConfig(Section):
+    name: str | None = None
+    rank: PosInt | None = None
+    alpha: Annotated[float, Field(ge=0)] | None = None
+
+
+class ClientConfig(Section):
+    base_url: str | list[str] = "http://localhost:8000/v1"
+    api_key_var: str = "VLLM_API_KEY"
+    wait_for_ready_timeout: int = 1800
+    headers: dict[str, str] = {}
+    headers_from_env: dict[str, str] = {}
+    extra_headers_from_state: dict[str, str] = {}
+    skip_model_check: bool = False
+    admin_base_url: str | list[str] | None = None
+
+
+class OrchestratorModelConfig(Section):
+    name: str = "Qwen/Qwen3-0.6B"
+    trust_remote_code: bool = False
+    vlm: Any = None
+    lora: LoraRefConfig | None = None
+    client: ClientConfig = ClientConfig()
+
+
+class RendererConfig(OpenSection):
+    name: str = "auto"
+
+
+class OrchestratorLogConfig(Section):
+    level: str | None = None
+    vf_level: str | None = None
+    json_logging: bool = False
+    log_data: bool = False
+    interval: float = 10.0
+
+
+class ConcurrencyConfig(Section):
+    initial_inflight: PosInt | None = None
+    min_inflight: PosInt = 1
+    max_inflight: PosInt = 1024
+
+
+class OrchestratorCkptConfig(CkptConfig):
+    wait_for_weights_timeout: int | None = None
+    skip_progress: bool = False
+
+
+class OrchestratorConfig(Section):
+    algo: AlgoConfig = AlgoConfig()
+    model: OrchestratorModelConfig = OrchestratorModelConfig()
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig | None = None
+    tokenizer: TokenizerConfig | None = None
+    renderer: RendererConfig = RendererConfig()
+    log: OrchestratorLogConfig = OrchestratorLogConfig()
+    monitors: MonitorsConfig = MonitorsConfig()
+    ckpt: OrchestratorCkptConfig | None = None
+    resume: ResumeConfig | None = None
+    weight_broadcast: WeightBroadcast | None = None
+    rollout_transport: RolloutTransport | None = None
+    output_dir: str | None = None
+    tasks_per_minute: PosInt | None = None
+    env_server_base_port: int = 5000
+    batch_size: PosInt | None = None
+    token_batch_size: PosInt | None = None
+    concurrency: ConcurrencyConfig = ConcurrencyConfig()
+    group_size: PosInt = 1
+    seq_len: PosInt = 2048
+    num_train_workers: PosInt = 1
+    pad_to_multiple_of: PosInt = 1
+    max_steps: PosInt | None = None
+    max_off_policy_steps: NonNegInt = 8
+    heartbeat: HeartbeatConfig | None = None

@@ -1,0 +1,70 @@
+"""`rl.toml`: the top level of a prime-rl RL config (`RLConfig`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from primenb.config.schema.common import (
+    CkptConfig,
+    LogConfig,
+    NonNegInt,
+    PosInt,
+    PrimenbSettings,
+    ResumeConfig,
+    RolloutTransport,
+    RunConfig,
+    Section,
+    SharedModelConfig,
+    SharedMonitorsConfig,
+    SlurmConfig,
+    TokenizerConfig,
+    WeightBroadcast,
+    typed_union,
+)
+from primenb.config.schema.inference import InferenceConfig
+from primenb.config.schema.orchestrator import OrchestratorConfig
+from primenb.config.schema.trainer import TrainerConfig
+
+
+class SingleNodeDeployment(Section):
+    type: Literal["single_node"] = "single_node"
+    gpus_per_node: PosInt = 8
+    num_train_gpus: PosInt = 1
+    num_infer_gpus: NonNegInt = 1
+
+
+class MultiNodeDeployment(Section):
+    type: Literal["multi_node"] = "multi_node"
+    gpus_per_node: PosInt = 8
+    num_train_nodes: PosInt
+    num_infer_nodes: NonNegInt = 1
+    num_infer_replicas: PosInt = 1
+    nodes_per_fsdp_group: PosInt | None = None
+    orchestrator_on_inference: bool = False
+
+
+Deployment = typed_union("single_node", SingleNodeDeployment, MultiNodeDeployment)
+
+
+class RLConfig(Section):
+    trainer: TrainerConfig = TrainerConfig()
+    orchestrator: OrchestratorConfig = OrchestratorConfig()
+    inference: InferenceConfig | None = None
+    env_vars: dict[str, str] = {}
+    run: RunConfig = RunConfig()
+    output_dir: str = "outputs"
+    clean: bool = False
+    log: LogConfig | None = None
+    ckpt: CkptConfig | None = None
+    resume: ResumeConfig | None = None
+    monitors: SharedMonitorsConfig = SharedMonitorsConfig()
+    model: SharedModelConfig | None = None
+    tokenizer: TokenizerConfig | None = None
+    max_steps: PosInt | None = None
+    seq_len: PosInt | None = None
+    weight_broadcast: WeightBroadcast | None = None
+    rollout_transport: RolloutTransport | None = None
+    deployment: Deployment = SingleNodeDeployment()
+    slurm: SlurmConfig | None = None
+    dry_run: bool = False
+    primenb: PrimenbSettings | None = None

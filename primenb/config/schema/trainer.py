@@ -1,0 +1,159 @@
+"""`[trainer]` (RL) and the model section the SFT trainer shares with it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from primenb.config.schema.common import (
+    AdamWConfig,
+    CkptConfig,
+    ConstantScheduler,
+    GCConfig,
+    HeartbeatConfig,
+    LoraConfig,
+    MonitorsConfig,
+    Optimizer,
+    PosInt,
+    ResumeConfig,
+    RolloutTransport,
+    Scheduler,
+    Section,
+    TokenizerConfig,
+    WeightBroadcast,
+    typed_union,
+)
+
+
+class CompileConfig(Section):
+    fullgraph: bool = False
+
+
+class ActivationCheckpointConfig(Section):
+    mode: Literal["full", "selective"] = "full"
+    freq: PosInt = 1
+    targets: list[str] = ["norm"]
+
+
+class ActivationOffloadConfig(Section):
+    pin_memory: bool = True
+    max_inflight_activations: PosInt = 5
+
+
+class DebugModelConfig(Section):
+    num_layers: PosInt | None = None
+    random_init: bool = False
+    force_balanced_routing: bool = False
+
+
+Dtype = Literal["float32", "bfloat16"]
+
+
+class ModelConfig(Section):
+    name: str = "Qwen/Qwen3-0.6B"
+    trust_remote_code: bool = False
+    vlm: Any = None
+    conversion_dir: str | None = None
+    seq_len: PosInt = 2048
+    attn: str = "auto"
+    compile: CompileConfig | None = CompileConfig()
+    ac: ActivationCheckpointConfig | None = ActivationCheckpointConfig()
+    ac_offloading: ActivationOffloadConfig | None = ActivationOffloadConfig()
+    fsdp_cpu_offload: bool = False
+    optim_cpu_offload: bool = True
+    full_offload: bool | None = None
+    reshard_after_forward: bool = True
+    dp_replicate: PosInt = 1
+    ep: PosInt | Literal["auto"] = "auto"
+    ep_comm_backend: str = "torch"
+    cp: PosInt = 1
+    cp_style: str = "ring"
+    impl: Literal["hf", "custom", "auto"] = "auto"
+    optimization_dtype: Dtype = "float32"
+    reduce_dtype: Dtype = "float32"
+    quantization: Literal["fp8", "mxfp8"] | None = None
+    freeze_moe_router: bool = False
+    lora: LoraConfig | None = None
+    debug: DebugModelConfig = DebugModelConfig()
+    fused_lm_head_token_chunk_size: PosInt | None = 8192
+
+
+class FakeDataConfig(Section):
+    batch_size: PosInt = 2
+    generate_samples: bool = False
+
+
+class TrainerDataConfig(Section):
+    fake: FakeDataConfig | None = None
+
+
+class DefaultLoss(Section):
+    type: Literal["default"] = "default"
+    dppo_mask_low: float = 0.2
+    dppo_mask_high: float = 0.2
+    adv_tau: float = 1.0
+    kl_tau: float = 1e-3
+
+
+class IPOLoss(Section):
+    type: Literal["ipo"] = "ipo"
+    ipo_threshold: float = 0.1
+    adv_tau: float = 1.0
+    kl_tau: float = 1e-3
+
+
+class CustomLoss(Section):
+    type: Literal["custom"] = "custom"
+    import_path: str
+    kwargs: dict[str, Any] = {}
+
+
+Loss = typed_union("default", DefaultLoss, IPOLoss, CustomLoss)
+
+
+class TrainerCkptConfig(CkptConfig):
+    skip_progress: bool = False
+    skip_scheduler: bool = False
+    skip_dataloader: bool = False
+    skip_optimizer: bool = False
+
+
+class TrainerLogConfig(Section):
+    level: str | None = None
+    json_logging: bool = False
+    ranks_filter: list[int] = [0]
+
+
+class MetricsServerConfig(Section):
+    port: int = 8000
+    host: str = "0.0.0.0"
+
+
+MatmulPrecision = Literal["highest", "high", "medium"]
+
+
+class TrainerConfig(Section):
+    model: ModelConfig = ModelConfig()
+    tokenizer: TokenizerConfig | None = None
+    data: TrainerDataConfig = TrainerDataConfig()
+    loss: Loss = DefaultLoss()
+    optim: Optimizer = AdamWConfig()
+    scheduler: Scheduler = ConstantScheduler()
+    ckpt: TrainerCkptConfig | None = None
+    resume: ResumeConfig | None = None
+    weight_broadcast: WeightBroadcast | None = None
+    rollout_transport: RolloutTransport | None = None
+    log: TrainerLogConfig = TrainerLogConfig()
+    monitors: MonitorsConfig = MonitorsConfig()
+    output_dir: str | None = None
+    matmul_precision: MatmulPrecision = "high"
+    max_steps: PosInt | None = None
+    enable_router_replay: bool = False
+    memory_profiler_path: str | None = None
+    gc: GCConfig | None = GCConfig()
+    trace_path: str | None = None
+    dist_timeout_seconds: PosInt = 3600
+    heartbeat: HeartbeatConfig | None = None
+    metrics_server: MetricsServerConfig | None = None
+    enable_token_export: bool = False
+    env_vars: dict[str, str] = {}
+

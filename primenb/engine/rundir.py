@@ -1,0 +1,235 @@
+"""The run directory protocol: the files the engine writes and every viewer reads.
+
+``RUN_DIR/``
+    ``configs/resolved.json``  the config the engine trains (written by the launcher)
+    ``status.json``            state + progress, replaced atomically (tmp file + ``os.replace``)
+    ``metrics.jsonl``          one JSON object per logging step: ``{"step", "time", ...}``
+    ``samples.jsonl``          sampled rollouts: ``{"step", "prompt", "completion", "reward", ...}``
+    ``logs/engine.log``        the engine's log
+    ``checkpoints/step_N/``    ``save_pretrained`` output (adapter only for LoRA)
+    ``STOP``                   created by anyone to ask the engine to stop at the next step
+
+``status.json["state"]`` is one of ``queued`` (launcher), ``running``, ``completed``, ``failed``,
+``stopped``. No torch import here, so viewers can use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+STATES = ("queued", "running", "completed", "failed", "stopped")
+FINAL_STATES = ("completed", "failed", "stopped")
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime())
+
+
+def atomic_write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write JSON so a reader sees the old or the new file, never a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def finite_numbers(values: Mapping[str, Any]) -> dict[str, float | int]:
+    """Keep numeric, finite values (bools become ints); drop everything else."""
+    out: dict[str, float | int] = {}
+    for key, value in values.items():
+        if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+            try:
+                value = value.item()
+            except Exception:
+                continue
+        if isinstance(value, bool):
+            out[key] = int(value)
+        elif isinstance(value, int):
+            out[key] = value
+        elif isinstance(value, float) and math.isfinite(value):
+            out[key] = value
+    return out
+
+
+class JsonlWriter:
+    """Append-only JSON lines, flushed after every row so a tailing reader sees it at once."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fh: TextIO | None = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps(row, default=str, allow_nan=False) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL file; a partial last line (a writer mid-append) is skipped."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def tail_lines(path: Path, n: int = 30, max_bytes: int = 64_000) -> list[str]:
+    if not path.exists():
+        return []
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - max_bytes))
+        data = fh.read().decode("utf-8", errors="replace")
+    return data.splitlines()[-n:]
+
+
+class RunDir:
+    """Paths and writers for one run directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    # paths
+    @property
+    def resolved_config(self) -> Path:
+        return self.root / "configs" / "resolved.json"
+
+    @property
+    def status_path(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def samples_path(self) -> Path:
+        return self.root / "samples.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "logs" / "engine.log"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def stop_path(self) -> Path:
+        return self.root / "STOP"
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}"
+
+    def list_checkpoints(self) -> list[tuple[int, Path]]:
+        """``(step, path)`` of every ``checkpoints/step_N`` folder, oldest first."""
+        if not self.checkpoints.is_dir():
+            return []
+        found = []
+        for child in self.checkpoints.iterdir():
+            m = _STEP_DIR.match(child.name)
+            if m and child.is_dir():
+                found.append((int(m.group(1)), child))
+        return sorted(found)
+
+    def read_config(self) -> dict[str, Any]:
+        with open(self.resolved_config, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.resolved_config} does not hold a JSON object")
+        return data
+
+    def read_status(self) -> dict[str, Any]:
+        try:
+            with open(self.status_path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            return data if isinstance(data, dict) else {}
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def stop_requested(self) -> bool:
+        return self.stop_path.exists()
+
+
+class StatusFile:
+    """The engine's view of ``status.json``: keeps the fields in memory, rewrites atomically."""
+
+    def __init__(self, run_dir: RunDir, *, enabled: bool = True) -> None:
+        self.run_dir = run_dir
+        self.enabled = enabled
+        self.data: dict[str, Any] = run_dir.read_status() if enabled else {}
+        self._last_write = 0.0
+
+    def update(self, *, throttle_s: float = 0.0, **fields: Any) -> None:
+        self.data.update(fields)
+        if not self.enabled:
+            return
+        t = time.monotonic()
+        if throttle_s and t - self._last_write < throttle_s:
+            return
+        self.data["updated_at"] = now_iso()
+        atomic_write_json(self.run_dir.status_path, self.data)
+        self._last_write = t
+
+    def start(self, **fields: Any) -> None:
+        self.update(
+            state="running",
+            pid=os.getpid(),
+            ppid=os.getppid(),
+            host=socket.gethostname(),
+            started_at=now_iso(),
+            ended_at=None,
+            error=None,
+            log_tail=None,
+            step=0,
+            **fields,
+        )
+
+    def finish(self, state: str, **fields: Any) -> None:
+        assert state in FINAL_STATES, state
+        self.update(state=state, ended_at=now_iso(), **fields)
+
+
+__all__ = [
+    "FINAL_STATES",
+    "STATES",
+    "JsonlWriter",
+    "RunDir",
+    "StatusFile",
+    "atomic_write_json",
+    "finite_numbers",
+    "read_jsonl",
+    "tail_lines",
+]
