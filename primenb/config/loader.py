@@ -85,6 +85,7 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
             rules = sft_rules(model) if mode == "sft" else rl_rules(model)  # type: ignore[arg-type]
             for p in rules:
                 diagnostics.append(_at(pos, origins, p.path, "error", p.code, p.message, p.hint))
+    diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
     report = Report(diagnostics, source, _redacted(lines, diagnostics))
     if not report.ok:
         model = None
@@ -272,7 +273,8 @@ def _redacted(lines: list[str], diagnostics: list[Diagnostic]) -> list[str]:
             continue
         text = out[d.line - 1]
         eq = text.find("=")
-        if eq >= 0 and SECRET_NAME.search(text):
+        keys = re.findall(r"([A-Za-z0-9_-]+)[\"']?\s*=", text)
+        if eq >= 0 and any(SECRET_NAME.search(k) for k in keys):
             out[d.line - 1] = text[: eq + 1] + ' "****"'
             if d.col and d.col > eq:
                 d.col, d.end_col = eq + 3, eq + 9

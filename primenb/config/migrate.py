@@ -85,6 +85,7 @@ class _Migrator:
                 _diag(self.pos, table_path + (old,), f"both `{old}` (legacy) and `{new}` are set",
                       f"delete `{old}`; `{new}` is its current name", severity="error")
             )
+            table.pop(old)
             return
         table[new] = table.pop(old)
         self.out.origins[table_path + (new,)] = table_path + (old,)

@@ -81,6 +81,7 @@ def propagate_rl(raw: dict[str, Any]) -> Propagated:
             out.origins[target] = shared
         elif current != value and not isinstance(value, dict):
             out.conflicts.append(Conflict(target, shared, current, value))
+            _set(data, target, copy.deepcopy(value))  # reported once; later rules see one value
 
     for shared, targets in _SCALARS:
         present, value = _lookup(data, shared)

@@ -10,7 +10,8 @@ from typing import Any
 from primenb.config.positions import Path
 from primenb.config.schema import RLConfig, SFTConfig
 
-SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+# Key names that hold secrets: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD...
+SECRET_NAME = re.compile(r"(^|_)(API_?KEY|TOKEN|ACCESS_?KEY|SECRET(_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
 
 
 @dataclass

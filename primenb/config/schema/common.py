@@ -246,5 +246,8 @@ class PrimenbSettings(Section):
     logging_steps: PosInt = 1
     sample_every: PosInt = 10
     init_from: str | None = None
+    # Before RL, train this many SFT steps on the environment's reference answers: a random-init
+    # model (the embedded default) otherwise rarely samples a rewarded completion.
+    sft_warmup_steps: NonNegInt = 0
     monitor: PrimenbMonitorSettings = PrimenbMonitorSettings()
     privacy: PrimenbPrivacySettings = PrimenbPrivacySettings()
