@@ -15,7 +15,7 @@ from primenb.config.diagnostics import Diagnostic, Report, format_path
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
-from primenb.config.rules import rl_rules, sft_rules
+from primenb.config.rules import rl_rules, secrets, sft_rules
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema_walk import key_index, keys_at
 
@@ -70,6 +70,8 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
     mode = mode or detect_mode(data)
     root: type[BaseModel] = SFTConfig if mode == "sft" else RLConfig
 
+    for p in secrets(data):
+        diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
     schema_errors = _schema(root, data, pos, migration.origins)
     diagnostics += schema_errors
     model = None

@@ -30,7 +30,13 @@ class Positions:
     lines: list[str]
 
     def locate(self, path: Path) -> tuple[Path, Span] | None:
-        """The span of `path`, or of its longest prefix that appears in the text."""
+        """The span of `path`, else of its first descendant (a table only implied by
+        `[a.b]` lives there), else of its longest prefix that appears in the text."""
+        if path and path not in self.spans:
+            inside = [(s.line, p) for p, s in self.spans.items() if p[: len(path)] == path]
+            if inside:
+                line, first = min(inside)
+                return first, self.spans[first]
         for n in range(len(path), 0, -1):
             span = self.spans.get(path[:n])
             if span is not None:

@@ -77,10 +77,6 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
             yield Problem(("weight_broadcast", "quantize_in_weight_transfer"),
                           "quantize_in_weight_transfer needs [inference] and trainer.model.impl = \"custom\"")
     yield from _resume_rules(c.resume, ("resume",))
-    yield from _secret_rules(c.env_vars, ("env_vars",))
-    yield from _secret_rules(t.env_vars, ("trainer", "env_vars"))
-    if c.inference is not None:
-        yield from _secret_rules(c.inference.env_vars, ("inference", "env_vars"))
 
 
 def sft_rules(c: SFTConfig) -> Iterator[Problem]:
@@ -129,7 +125,6 @@ def sft_rules(c: SFTConfig) -> Iterator[Problem]:
     if c.trace_path is not None and (c.max_steps is None or c.max_steps >= 10):
         yield Problem(("trace_path",), "trace_path needs max_steps below 10", "set max_steps = 5 for a traced run")
     yield from _resume_rules(c.resume, ("resume",))
-    yield from _secret_rules(c.env_vars, ("env_vars",))
 
 
 def _batch_rules(o: Any, at: Path) -> Iterator[Problem]:
@@ -272,11 +267,15 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
                       "point it at a checkpoint folder, e.g. outputs/my-run/checkpoints/step_10")
 
 
-def _secret_rules(env: dict[str, str], at: Path) -> Iterator[Problem]:
-    for key, value in env.items():
-        if SECRET_NAME.search(key) and value:
+def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
+    """Secret-looking keys with a value, anywhere in the raw config (checked before the schema)."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if isinstance(key, str) and SECRET_NAME.search(key) and isinstance(value, str) and value:
             yield Problem(at + (key,), f"`{key}` looks like a secret; secrets never go in a config file",
                           f"remove it and export {key} in the environment that launches the run", code="secret")
+        elif isinstance(value, (dict, list)):
+            yield from secrets(value, at + (key,))
 
 
 def _fmt(path: Path) -> str:

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 class Section(BaseModel):
     """A TOML table: unknown keys are errors, the string "None" means None (as upstream)."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=False)
+    # strict: TOML values are typed, so "20" for an integer is a mistake worth reporting.
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -23,7 +24,7 @@ class Section(BaseModel):
 class OpenSection(Section):
     """A table whose extra keys are passed through (vLLM options, taskset arguments)."""
 
-    model_config = ConfigDict(extra="allow", validate_default=False)
+    model_config = ConfigDict(extra="allow", strict=True, validate_default=False)
 
 
 def typed_union(default: str, *classes: type[BaseModel]) -> Any:

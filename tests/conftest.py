@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+UPSTREAM = sorted((ROOT / "examples" / "upstream").rglob("*.toml"))
+
+
+@pytest.fixture
+def shell():
+    """A real IPython shell with the extension loaded, as a notebook kernel has."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "primenb")
+    yield sh
+    sh.run_line_magic("unload_ext", "primenb")
+    sh.user_ns.pop("cfg", None)

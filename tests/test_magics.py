@@ -1,0 +1,115 @@
+"""The magics in a real IPython InteractiveShell, as a notebook kernel runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from primenb.config import Config
+
+from .conftest import UPSTREAM
+from .test_config_broken import VALID
+
+BROKEN = VALID.replace("batch_size = 32", "batch_size = 30")
+
+
+def _cell(shell, line: str, body: str):
+    return shell.run_cell(f"%%rltoml {line}\n{body}")
+
+
+@pytest.mark.parametrize("path", UPSTREAM, ids=lambda p: p.parent.name + "/" + p.name)
+def test_upstream_examples_validate_clean_in_the_magic(shell, path):
+    result = _cell(shell, "cfg", path.read_text())
+    assert result.success, result.error_in_exec
+    cfg = shell.user_ns["cfg"]
+    assert isinstance(cfg, Config)
+    assert not cfg.report.diagnostics
+    assert cfg.mode == ("sft" if path.name == "sft.toml" else "rl")
+
+
+def test_success_binds_config_with_summary(shell):
+    assert _cell(shell, "cfg", VALID).success
+    cfg = shell.user_ns["cfg"]
+    html = cfg._repr_html_()
+    for text in ("RL", "primenb/tiny-byte", "reverse-text", "32 rollouts, group 8", "full fine-tune"):
+        assert text in html
+    assert cfg.resolved()["trainer"]["max_steps"] == 20  # propagated from the top level
+
+
+def test_failure_keeps_previous_value_and_saved_file(shell, tmp_path, capsys):
+    target = tmp_path / "rl.toml"
+    assert _cell(shell, f"cfg --save {target}", VALID).success
+    good = shell.user_ns["cfg"]
+    saved = target.read_text()
+    result = _cell(shell, f"cfg --save {target}", BROKEN)
+    assert not result.success
+    assert shell.user_ns["cfg"] is good
+    assert target.read_text() == saved
+    out = capsys.readouterr()
+    assert "must be divisible by group_size" in out.out
+    assert "Traceback" not in out.out + out.err  # a message, not a Python traceback
+
+
+def test_save_writes_exactly_the_cell(shell, tmp_path):
+    target = tmp_path / "sub" / "rl.toml"
+    assert _cell(shell, f"cfg --save {target}", VALID).success
+    assert target.read_text() == VALID + "\n" or target.read_text() == VALID
+    assert not list(target.parent.glob(".*tmp"))  # no temp file left behind
+
+
+def test_mode_flags_override_detection(shell):
+    sft = "max_steps = 5\n\n[data]\nname = \"reverse-text\"\n"
+    assert _cell(shell, "cfg", sft).success and shell.user_ns["cfg"].mode == "sft"
+    result = _cell(shell, "cfg --rl", sft)
+    assert not result.success  # [data] is not an RL key
+
+
+def test_fix_offers_migrated_cell_and_binds_it(shell):
+    legacy = VALID.replace("group_size = 8", "rollouts_per_example = 8  # per prompt")
+    payloads = []
+    shell.set_next_input = lambda text, replace=False: payloads.append(text)
+    try:
+        assert _cell(shell, "cfg --fix", legacy).success
+    finally:
+        del shell.set_next_input
+    assert payloads and payloads[0].startswith("%%rltoml cfg\n")
+    assert "group_size = 8  # per prompt" in payloads[0]  # renamed in place, comment kept
+    assert "rollouts_per_example" not in payloads[0]
+    assert not shell.user_ns["cfg"].warnings
+
+
+def test_usage_error_is_a_message(shell, capsys):
+    result = shell.run_cell("%%rltoml\nmax_steps = 1\n")
+    assert not result.success
+    assert "usage" in capsys.readouterr().out.lower()
+
+
+def test_prime_train_init_writes_valid_config_and_never_overwrites(shell, tmp_path):
+    out = tmp_path / "rl.toml"
+    assert shell.run_cell(f"%prime_train init --out {out}").success
+    text = out.read_text()
+    assert "primenb/tiny-byte" in text and "reverse-text" in text
+    assert _cell(shell, "cfg", text).success
+    out.write_text("# mine\n")
+    assert not shell.run_cell(f"%prime_train init --out {out}").success
+    assert out.read_text() == "# mine\n"
+    assert shell.run_cell(f"%prime_train init --sft --lora --out {out} --force").success
+    assert _cell(shell, "cfg", out.read_text()).success
+    cfg = shell.user_ns["cfg"]
+    assert cfg.mode == "sft" and cfg.lora.rank == 16
+
+
+def test_loading_the_extension_imports_no_training_stack():
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "sh = InteractiveShell.instance()\n"
+        "sh.run_line_magic('load_ext', 'primenb')\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft', 'accelerate', 'pandas', 'plotly')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
