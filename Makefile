@@ -24,7 +24,7 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 bench: venv
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_load.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,91 @@
+"""Extension load and config validation cost.
+
+Targets (issue 2): `%load_ext primenb` under 0.3 s on top of IPython; validating the upstream
+reverse-text rl.toml under 20 ms. Each figure is the median of several fresh processes, printed
+beside its baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RL = ROOT / "examples" / "upstream" / "basic" / "reverse-text" / "rl.toml"
+RUNS = 7
+
+BASELINE = """
+import time; t = time.perf_counter()
+from IPython.core.interactiveshell import InteractiveShell
+sh = InteractiveShell.instance()
+print(time.perf_counter() - t)
+"""
+WITH_EXT = """
+import time; t = time.perf_counter()
+from IPython.core.interactiveshell import InteractiveShell
+sh = InteractiveShell.instance()
+t1 = time.perf_counter()
+sh.run_line_magic("load_ext", "primenb")
+print(time.perf_counter() - t, time.perf_counter() - t1)
+"""
+FIRST_CELL = f"""
+import time
+from IPython.core.interactiveshell import InteractiveShell
+sh = InteractiveShell.instance()
+sh.run_line_magic("load_ext", "primenb")
+text = open({str(RL)!r}).read()
+t = time.perf_counter()
+from primenb.config import check
+check(text)
+print(time.perf_counter() - t)
+"""
+
+
+def _fresh(code: str) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [float(x) for x in out.stdout.split()]
+
+
+def main() -> None:
+    base, total, ext, first = [], [], [], []
+    for _ in range(RUNS):  # interleaved so machine noise hits both sides alike
+        base.append(_fresh(BASELINE)[0])
+        t, e = _fresh(WITH_EXT)
+        total.append(t)
+        ext.append(e)
+        first.append(_fresh(FIRST_CELL)[0])
+    b, t, e = statistics.median(base), statistics.median(total), statistics.median(ext)
+    print(f"IPython shell alone          : {b * 1000:8.1f} ms (median of {RUNS} fresh processes)")
+    print(f"IPython shell + load_ext     : {t * 1000:8.1f} ms  ratio {t / b:.2f}x")
+    print(f"  of which %load_ext primenb : {e * 1000:8.1f} ms  target < 300 ms: {'PASS' if e < 0.3 else 'FAIL'}")
+
+    from primenb.config import check
+
+    text = RL.read_text()
+    check(text)  # warm: schema classes built
+    timings = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        check(text)
+        timings.append(time.perf_counter() - t0)
+    warm = statistics.median(timings)
+    tomllib_parse = statistics.median(_time_parse(text) for _ in range(200))
+    print(f"tomllib.loads alone (baseline): {tomllib_parse * 1000:8.2f} ms")
+    print(f"validate rl.toml, warm        : {warm * 1000:8.2f} ms  ratio {warm / tomllib_parse:.1f}x parse;"
+          f" target < 20 ms: {'PASS' if warm < 0.02 else 'FAIL'}")
+    print(f"first %%rltoml in a kernel    : {statistics.median(first) * 1000:8.1f} ms (imports pydantic + schema)")
+
+
+def _time_parse(text: str) -> float:
+    import tomllib
+
+    t0 = time.perf_counter()
+    tomllib.loads(text)
+    return time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    main()
