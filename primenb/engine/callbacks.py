@@ -1,0 +1,368 @@
+"""TrainerCallbacks that write the run directory: metrics, samples, checkpoints, eval, stop."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from primenb.engine.evaluation import Evaluator
+from primenb.engine.models import CHECKPOINT_META
+from primenb.engine.plan import Plan
+from primenb.engine.rundir import JsonlWriter, RunDir, StatusFile, finite_numbers
+from primenb.envs import Environment, completion_text, prompt_text
+
+log = logging.getLogger("primenb.engine")
+
+SAMPLES_PER_STEP = 8
+_TOKEN_COUNTERS = ("num_tokens", "num_input_tokens_seen")
+
+
+# ---------------------------------------------------------------------------------------------
+# stop requests
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT (or the ``STOP`` file); a second signal aborts at once."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+        self.requested = False
+        self.reason: str | None = None
+        self.triggered = False  # the trainer actually stopped early because of it
+        self.on_request: Callable[[str], None] | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.requested:
+            raise KeyboardInterrupt(f"second {name}: stopping without a final checkpoint")
+        self.request(f"received {name}")
+
+    def request(self, reason: str) -> None:
+        if not self.requested:
+            self.requested = True
+            self.reason = reason
+            log.warning("stop requested (%s): stopping at the next step boundary", reason)
+            if self.on_request is not None:
+                self.on_request(reason)
+
+    def poll(self) -> bool:
+        if not self.requested and self.run_dir.stop_requested():
+            self.request("STOP file")
+        return self.requested
+
+
+def _dist_ready() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _all_reduce(value: float, op: str, device: torch.device) -> float:
+    if not _dist_ready() or torch.distributed.get_world_size() < 2:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    reduce_op = torch.distributed.ReduceOp.MAX if op == "max" else torch.distributed.ReduceOp.SUM
+    torch.distributed.all_reduce(t, op=reduce_op)
+    return float(t.item())
+
+
+# ---------------------------------------------------------------------------------------------
+# shared state of one run
+
+
+@dataclass
+class EngineContext:
+    run_dir: RunDir
+    plan: Plan
+    status: StatusFile
+    stop: StopFlag
+    is_main: bool
+    tokenizer: Any = None
+    base: dict[str, Any] = field(default_factory=dict)
+    evaluator: Evaluator | None = None
+    sample_evaluator: Evaluator | None = None  # SFT: greedy samples
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    metrics: JsonlWriter | None = None
+    samples: JsonlWriter | None = None
+    saved_steps: set[int] = field(default_factory=set)
+    evaluated_steps: set[int] = field(default_factory=set)
+    last_eval: dict[str, float] = field(default_factory=dict)
+    first_eval: dict[str, float] = field(default_factory=dict)
+    train_started: float = 0.0
+
+    def open_writers(self) -> None:
+        if self.is_main:
+            self.metrics = JsonlWriter(self.run_dir.metrics_path)
+            self.samples = JsonlWriter(self.run_dir.samples_path)
+
+    def close(self) -> None:
+        for w in (self.metrics, self.samples):
+            if w is not None:
+                w.close()
+
+    def write_metrics(self, step: int, values: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            row = finite_numbers(values)
+            if row:
+                self.metrics.write({"step": step, "time": time.time(), **row})
+
+    def write_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        if self.samples is not None:
+            for row in rows:
+                clean = {k: v for k, v in row.items() if v is not None or k == "reward"}
+                reward = clean.get("reward")
+                if isinstance(reward, float) and reward != reward:  # NaN
+                    clean["reward"] = None
+                self.samples.write({"step": step, "time": time.time(), **clean})
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self, model: Any, step: int) -> Path | None:
+        """``checkpoints/step_N`` via ``save_pretrained`` (adapter only for PEFT models), written
+        to a temporary folder and renamed, then older ones pruned to ``keep_last``."""
+        if not self.is_main or step in self.saved_steps:
+            return None
+        final = self.run_dir.checkpoint_dir(step)
+        tmp = final.with_name(f".{final.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        model.save_pretrained(str(tmp))
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(str(tmp))
+        is_adapter = (tmp / "adapter_config.json").exists()
+        meta = {
+            "step": step,
+            "mode": self.plan.mode,
+            "model": self.plan.model_name,
+            "adapter": is_adapter,
+            "base": self.base,
+            "run": str(self.run_dir.root),
+            "time": time.time(),
+        }
+        (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=1))
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        self.saved_steps.add(step)
+        log.info("saved checkpoint %s%s", final, " (adapter only)" if is_adapter else "")
+        self._prune(keep=final)
+        self.status.update(last_checkpoint=str(final), checkpoint_step=step)
+        return final
+
+    def _prune(self, keep: Path) -> None:
+        keep_last = self.plan.keep_last
+        if not keep_last:
+            return
+        ckpts = [p for _, p in self.run_dir.list_checkpoints()]
+        for old in ckpts[: max(0, len(ckpts) - keep_last)]:
+            if old != keep:
+                shutil.rmtree(old, ignore_errors=True)
+                log.info("removed old checkpoint %s (keep_last=%d)", old, keep_last)
+
+    # -- eval -----------------------------------------------------------------------------------
+    def evaluate(self, model: Any, step: int) -> None:
+        if not self.is_main or self.evaluator is None or step in self.evaluated_steps:
+            return
+        t0 = time.time()
+        metrics, _ = self.evaluator.run(model)
+        metrics["eval/time_s"] = time.time() - t0
+        self.evaluated_steps.add(step)
+        self.last_eval = metrics
+        if not self.first_eval:
+            self.first_eval = metrics
+        self.write_metrics(step, metrics)
+        shown = {k: round(v, 4) for k, v in metrics.items() if not k.endswith("num_examples")}
+        log.info("eval at step %d: %s", step, shown)
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+
+
+class RunDirCallback(TrainerCallback):
+    """Metrics, status, samples (SFT), eval, checkpoints and stop checks, in one place so the
+    order within a step is fixed: record -> eval -> checkpoint -> stop."""
+
+    def __init__(self, ctx: EngineContext, recorder: RewardRecorder | None = None) -> None:
+        self.ctx = ctx
+        self.recorder = recorder
+        self._last_tokens: tuple[float, float] | None = None
+
+    # train begin/end
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+        ctx = self.ctx
+        ranks = int(_all_reduce(1.0, "sum", ctx.device))
+        ctx.train_started = time.time()
+        ctx.status.update(
+            ranks_seen=ranks,
+            world_size=int(args.world_size),
+            step=state.global_step,
+            phase="training",
+        )
+        log.info("training: %d rank(s), max_steps=%d", ranks, state.max_steps)
+        if model is not None:
+            ctx.evaluate(model, state.global_step)
+            self._sft_samples(model, state.global_step, force=True)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+        if model is not None:
+            self.ctx.evaluate(model, state.global_step)
+            self._sft_samples(model, state.global_step, force=False)
+
+    # per step
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+        ctx, step = self.ctx, state.global_step
+        if self.recorder is not None:
+            self.recorder.flush(step)
+        if model is not None:
+            if ctx.evaluator is not None and ctx.plan.eval and step % ctx.plan.eval.interval == 0:
+                ctx.evaluate(model, step)
+            if step % ctx.plan.sample_every == 0:
+                self._sft_samples(model, step, force=False)
+            if ctx.plan.ckpt_interval and step % ctx.plan.ckpt_interval == 0:
+                ctx.save_checkpoint(model, step)
+        ctx.status.update(step=step, throttle_s=1.0)
+        local = 1.0 if ctx.stop.poll() else 0.0
+        if _all_reduce(local, "max", ctx.device) > 0 and step < state.max_steps:
+            if not ctx.stop.requested:
+                ctx.stop.request("another rank asked to stop")
+            ctx.stop.triggered = True
+            control.should_training_stop = True
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:  # noqa: E501
+        if not self.ctx.is_main or not logs:
+            return
+        values = dict(logs)
+        now = time.time()
+        for key in _TOKEN_COUNTERS:
+            tokens = values.get(key)
+            if isinstance(tokens, (int, float)):
+                prev_t, prev_n = self._last_tokens or (self.ctx.train_started, 0.0)
+                if now > prev_t and tokens >= prev_n:
+                    values["tokens/s"] = (tokens - prev_n) / (now - prev_t)
+                self._last_tokens = (now, float(tokens))
+                break
+        self.ctx.write_metrics(state.global_step, values)
+        self.ctx.status.update(step=state.global_step)
+
+    def _sft_samples(self, model: Any, step: int, *, force: bool) -> None:
+        ctx = self.ctx
+        if not ctx.is_main or ctx.sample_evaluator is None:
+            return
+        if not force and step % ctx.plan.sample_every != 0 and step != ctx.plan.max_steps:
+            return
+        _, rows = ctx.sample_evaluator.run(model)
+        ctx.write_samples(step, rows)
+
+
+class RewardRecorder:
+    """Wraps reward functions so the rollouts they score can be written to ``samples.jsonl``.
+
+    TRL calls every reward function on the same batch; the recorder keeps each function's values
+    and, at the end of the step, writes up to `SAMPLES_PER_STEP` rollouts with the weighted total.
+    """
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.weights: dict[str, float] = {}
+        self._batch: dict[str, Any] | None = None
+
+    def wrap(
+        self, env: Environment, func: Callable[..., Any], weight: float, *, name: str,
+        source: str | None,
+    ) -> Callable[..., list[float | None]]:  # fmt: skip
+        """A TRL reward function named ``name`` that scores rows of ``source`` (all rows when
+        None) with ``func`` and returns None for the others."""
+        self.weights[name] = weight
+        internal = {"trainer_state", "log_extra", "log_metric", "completion_ids", "info", "task"}
+
+        def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+            tasks = kwargs.get("task") or [source] * len(prompts)
+            idx = [i for i, t in enumerate(tasks) if source is None or t == source]
+            infos = [_decode_info(x) for x in kwargs.get("info") or [None] * len(prompts)]
+            cols = {k: v for k, v in kwargs.items() if k not in internal and isinstance(v, list)}
+            cols["info"] = infos
+            out: list[float | None] = [None] * len(prompts)
+            if idx:
+                values = func(
+                    prompts=[prompts[i] for i in idx],
+                    completions=[completions[i] for i in idx],
+                    **{k: [v[i] for i in idx] for k, v in cols.items()},
+                )
+                for i, v in zip(idx, values, strict=True):
+                    out[i] = None if v is None else float(v)
+            state = kwargs.get("trainer_state")
+            self._record(state, name, prompts, completions, kwargs.get("answer"), tasks, out)
+            return out
+
+        reward.__name__ = name
+        reward.__qualname__ = name
+        return reward
+
+    def _record(
+        self, state: Any, name: str, prompts: list[Any], completions: list[Any],
+        answers: list[Any] | None, tasks: list[Any], values: list[float | None],
+    ) -> None:  # fmt: skip
+        if not self.ctx.is_main or state is None:
+            return
+        step = int(state.global_step) + 1  # the optimizer step these rollouts feed
+        if step % self.ctx.plan.sample_every != 0 and step != 1:
+            return
+        if self._batch is None or self._batch["step"] != step:
+            n = min(SAMPLES_PER_STEP, len(prompts))
+            self._batch = {
+                "step": step,
+                "prompts": prompts[:n],
+                "completions": completions[:n],
+                "answers": (answers or [None] * n)[:n],
+                "tasks": tasks[:n],
+                "rewards": {},
+            }
+        self._batch["rewards"][name] = values[: len(self._batch["prompts"])]
+
+    def flush(self, step: int) -> None:
+        batch = self._batch
+        if batch is None or batch["step"] > step:
+            return
+        self._batch = None
+        rows = []
+        for i, (p, c) in enumerate(zip(batch["prompts"], batch["completions"], strict=True)):
+            per_func = {k: v[i] for k, v in batch["rewards"].items()}
+            known = [(self.weights.get(k, 1.0), v) for k, v in per_func.items() if v is not None]
+            rows.append(
+                {
+                    "task": batch["tasks"][i],
+                    "prompt": prompt_text(p),
+                    "completion": completion_text(c),
+                    "reward": sum(w * v for w, v in known) if known else None,
+                    "rewards": per_func,
+                    "answer": batch["answers"][i],
+                }
+            )
+        self.ctx.write_samples(batch["step"], rows)
+
+
+def _decode_info(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value) if value else {}
+        except json.JSONDecodeError:
+            return value
+    return value if value is not None else {}
+
+
+__all__ = ["EngineContext", "RewardRecorder", "RunDirCallback", "StopFlag"]

@@ -1,0 +1,104 @@
+"""Training data: environment rows -> TRL datasets, or a hub dataset for SFT."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from primenb.engine.plan import Plan, SourceSpec
+from primenb.envs import Environment, get_environment, is_known
+from primenb.envs.errors import _Base
+
+log = logging.getLogger("primenb.engine")
+
+
+class DatasetLoadError(_Base, RuntimeError):
+    """A dataset could not be loaded (offline, wrong name)."""
+
+
+@dataclass
+class Source:
+    """A configured source with its built environment."""
+
+    name: str
+    env: Environment
+
+
+def build_sources(specs: list[SourceSpec]) -> list[Source]:
+    return [Source(spec.name, get_environment(spec.env_id, **spec.env_args)) for spec in specs]
+
+
+def rl_rows(sources: list[Source], *, chat: bool) -> list[dict[str, Any]]:
+    """GRPO rows: ``prompt`` (text, or messages for chat models), ``answer``, ``info`` (JSON text,
+    so rows with different info keys share one column type) and ``task`` (the source name)."""
+    rows = []
+    for src in sources:
+        for row in src.env.train_rows():
+            rows.append(
+                {
+                    "prompt": src.env.format_prompt(row["prompt"], chat=chat),
+                    "answer": str(row.get("answer", "")),
+                    "info": json.dumps(row.get("info") or {}),
+                    "task": src.name,
+                }
+            )
+    return rows
+
+
+def sft_env_args(plan: Plan) -> dict[str, Any]:
+    """Arguments for an SFT environment: ``data.args`` if given, else those of an eval source with
+    the same environment id (so the eval rows stay held out of training)."""
+    data = plan.data
+    if data.get("args"):
+        return dict(data["args"])
+    if plan.eval:
+        for spec in plan.eval.sources:
+            if spec.env_id == data["name"]:
+                return dict(spec.env_args)
+    return {}
+
+
+def sft_dataset(plan: Plan, *, chat: bool) -> tuple[Any, Environment | None]:
+    """The SFT training dataset and, when it comes from an environment, that environment."""
+    from datasets import Dataset
+
+    name = str(plan.data["name"])
+    if is_known(name) and ("/" not in name or ":" in name):
+        env = get_environment(name, **sft_env_args(plan))
+        rows = []
+        for row in env.train_rows():
+            ideal = env.ideal_completion(row)
+            if ideal is None:
+                raise DatasetLoadError(
+                    f"environment {name!r} has no ideal completion, so SFT cannot train on it; "
+                    "set data.name to a dataset"
+                )
+            prompt = env.format_prompt(row["prompt"], chat=chat)
+            completion: Any = [{"role": "assistant", "content": ideal}] if chat else ideal
+            rows.append({"prompt": prompt, "completion": completion})
+        log.info("SFT data: %d rows from environment %s %s", len(rows), name, env.args)
+        return Dataset.from_list(rows), env
+    return load_hub_dataset(name, plan.data.get("subsets"), plan.data.get("splits")), None
+
+
+def load_hub_dataset(name: str, subsets: Any = None, splits: Any = None) -> Any:
+    from datasets import load_dataset
+
+    subset = subsets[0] if isinstance(subsets, list) and subsets else None
+    split = splits[0] if isinstance(splits, list) and splits else "train"
+    try:
+        ds = load_dataset(name, subset, split=split)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise DatasetLoadError(
+            f"Could not load dataset {name!r} ({type(exc).__name__}: {first}). If this machine is "
+            f"offline, set data.name = \"reverse-text\" (built in) or download the dataset first "
+            f"and set HF_DATASETS_OFFLINE=1."
+        ) from exc
+    log.info("SFT data: %d rows from dataset %s (split %s)", len(ds), name, split)
+    return ds
+
+
+__all__ = ["DatasetLoadError", "Source", "build_sources", "rl_rows", "sft_dataset", "sft_env_args"]

@@ -1,0 +1,164 @@
+"""The engine process: read the run directory, train, and always leave a final status.
+
+``python -m primenb.engine RUN_DIR`` (one process per rank under torchrun/accelerate). Only rank 0
+writes files. Exit code: 0 completed or stopped, 1 failed, 130 aborted by a second signal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from primenb.engine.rundir import RunDir, StatusFile, tail_lines
+
+log = logging.getLogger("primenb.engine")
+LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def setup_logging(run_dir: RunDir, *, is_main: bool, rank: int) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    fmt = logging.Formatter(LOG_FORMAT if rank == 0 else f"[rank {rank}] {LOG_FORMAT}")
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(fmt)
+    root.addHandler(stream)
+    if is_main:
+        run_dir.log_path.parent.mkdir(parents=True, exist_ok=True)
+        fh = logging.FileHandler(run_dir.log_path, encoding="utf-8")
+        fh.setFormatter(fmt)
+        root.addHandler(fh)
+    logging.captureWarnings(True)
+
+
+def _route_library_logs() -> None:
+    """transformers/TRL log through the root handlers (file + stderr) at WARNING and above."""
+    import transformers
+
+    tl = transformers.utils.logging
+    tl.set_verbosity_warning()
+    tl.disable_default_handler()
+    tl.enable_propagation()
+    tl.disable_progress_bar()
+    try:
+        import datasets
+        import huggingface_hub
+
+        datasets.disable_progress_bars()
+        huggingface_hub.utils.disable_progress_bars()
+    except Exception:  # pragma: no cover - cosmetic only
+        pass
+
+
+def _flush_logs() -> None:
+    for h in logging.getLogger().handlers:
+        h.flush()
+
+
+def _error_text(exc: BaseException) -> str:
+    from primenb.envs.errors import _Base
+
+    if isinstance(exc, _Base):
+        return str(exc)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print("usage: python -m primenb.engine RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = RunDir(Path(args[0]).expanduser().resolve())
+    if not run_dir.resolved_config.exists():
+        print(f"error: {run_dir.resolved_config} does not exist", file=sys.stderr)
+        return 2
+
+    rank = _rank()
+    is_main = rank == 0
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world == 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        # one process trains on one GPU (TRL refuses nn.DataParallel); more GPUs need N ranks
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    setup_logging(run_dir, is_main=is_main, rank=rank)
+    status = StatusFile(run_dir, enabled=is_main)
+
+    from primenb.engine.plan import build_plan
+
+    status.start(world_size=world, rank=rank, phase="starting")
+    t0 = time.time()
+    ctx = None
+    try:
+        plan = build_plan(run_dir.read_config())
+        status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name)
+        log.info("engine start: %s run, model %s, %d steps, %d rank(s), pid %d",
+                 plan.mode, plan.model_name, plan.max_steps, world, os.getpid())  # fmt: skip
+
+        from primenb.engine.callbacks import EngineContext, StopFlag
+
+        stop = StopFlag(run_dir)
+        stop.install()
+        ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main)
+        stop.on_request = lambda reason: status.update(stop_requested=reason)
+        status.update(phase="importing")
+        _route_library_logs()
+        from primenb.engine.train import run_training
+
+        ctx.open_writers()
+        result = run_training(plan, ctx)
+        state = "stopped" if result.stopped else "completed"
+        status.finish(
+            state,
+            step=result.step,
+            final_checkpoint=result.final_checkpoint,
+            eval_first=result.first_eval or None,
+            eval_last=result.last_eval or None,
+            wall_s=round(time.time() - t0, 2),
+            phase="done",
+        )
+        log.info("engine %s at step %d in %.1f s", state, result.step, time.time() - t0)
+        return 0
+    except KeyboardInterrupt as exc:
+        log.warning("aborted: %s", exc or "interrupted")
+        _flush_logs()
+        status.finish("stopped", error=f"aborted: {exc or 'interrupted'}",
+                      log_tail=tail_lines(run_dir.log_path), wall_s=round(time.time() - t0, 2))  # fmt: skip
+        return 130
+    except BaseException as exc:  # any failure: leave a readable status behind
+        from primenb.envs.errors import _Base
+
+        if isinstance(exc, _Base):
+            log.error("%s", _error_text(exc))
+        else:
+            log.exception("engine failed: %s", _error_text(exc))
+        _flush_logs()
+        status.finish("failed", error=_error_text(exc), error_type=type(exc).__name__,
+                      log_tail=tail_lines(run_dir.log_path), wall_s=round(time.time() - t0, 2))  # fmt: skip
+        return 1
+    finally:
+        if ctx is not None:
+            ctx.close()
+        _shutdown_dist()
+        _flush_logs()
+
+
+def _shutdown_dist() -> None:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    except Exception:  # pragma: no cover - best effort at exit
+        pass
+
+
+__all__ = ["main", "setup_logging"]

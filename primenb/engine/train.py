@@ -1,0 +1,233 @@
+"""Build TRL's GRPOTrainer / SFTTrainer from a `Plan` and run it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback
+from primenb.engine.data import Source, build_sources, rl_rows, sft_dataset
+from primenb.engine.evaluation import Evaluator
+from primenb.engine.models import load_model
+from primenb.engine.optim import custom_optimizer
+from primenb.engine.plan import Plan, grpo_args, sft_args
+from primenb.engine.rundir import atomic_write_json
+
+log = logging.getLogger("primenb.engine")
+
+SFT_SAMPLE_PROMPTS = 4
+
+
+@dataclass
+class TrainResult:
+    step: int
+    stopped: bool
+    final_checkpoint: str | None
+    first_eval: dict[str, float]
+    last_eval: dict[str, float]
+
+
+def device_info() -> tuple[bool, bool]:
+    """(use CUDA, bf16 supported on it)."""
+    cuda = torch.cuda.is_available()
+    return cuda, bool(cuda and torch.cuda.is_bf16_supported())
+
+
+def lora_config(spec: dict[str, Any], model: Any) -> Any:
+    """peft ``LoraConfig`` from the prime-rl LoRA fields; target/save module names the model does
+    not have are dropped (no target left -> ``"all-linear"``)."""
+    from peft import LoraConfig
+
+    linear = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    leaves = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules() if n}
+    targets = [t for t in spec["target_modules"] if t in linear]
+    dropped = sorted(set(spec["target_modules"]) - set(targets))
+    if dropped:
+        log.info("LoRA: target modules not in this model, ignored: %s", ", ".join(dropped))
+    to_save = [m for m in spec["modules_to_save"] if m in leaves]
+    return LoraConfig(
+        r=spec["r"],
+        lora_alpha=spec["lora_alpha"],
+        lora_dropout=spec["lora_dropout"],
+        target_modules=targets or "all-linear",
+        modules_to_save=to_save or None,
+        task_type="CAUSAL_LM",
+    )
+
+
+def _prepare_model(plan: Plan) -> tuple[Any, Any, dict[str, Any], Any]:
+    """Model, tokenizer, base description and the LoRA config to hand the trainer (or None)."""
+    model, tok, base = load_model(plan.model_name, seed=plan.seed, init_from=plan.init_from)
+    peft_config = None
+    is_peft = hasattr(model, "peft_config")
+    if is_peft and plan.lora is None:
+        log.info("init_from is a LoRA adapter and this run has no LoRA: merging it into the base")
+        model = model.merge_and_unload()
+    elif is_peft:
+        log.info("init_from is a LoRA adapter: training it further (model.lora settings unused)")
+    elif plan.lora is not None:
+        peft_config = lora_config(plan.lora, model)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("model %s: %s parameters, base %s", plan.model_name, f"{n_params:,}", base)
+    return model, tok, base, peft_config
+
+
+def _write_trainer_args(ctx: EngineContext, kind: str, args: dict[str, Any], notes: list[str]) -> None:
+    for note in notes:
+        log.warning("%s", note)
+    if ctx.is_main:
+        atomic_write_json(
+            ctx.run_dir.root / "configs" / "trainer_args.json",
+            {"trainer": kind, "args": args, "notes": notes},
+        )
+    ctx.status.update(notes=notes)
+    log.info("%s arguments: %s", kind, json.dumps(args, default=str, sort_keys=True))
+
+
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def _apply_optimizer(trainer: Any, plan: Plan) -> None:
+    custom = custom_optimizer(plan.optim)
+    if custom is not None:
+        trainer.optimizer_cls_and_kwargs = custom
+        log.info("optimizer: %s (%s)", plan.optim.type, custom[0].__name__)
+
+
+def _eval_tokens(plan: Plan, default: int) -> int:
+    if plan.eval and plan.eval.max_completion_tokens:
+        return int(plan.eval.max_completion_tokens)
+    return default
+
+
+def _longest_prompt(tok: Any, rows: list[dict[str, Any]], chat: bool) -> int:
+    sample = [r["prompt"] for r in rows[:2000]]
+    if chat:
+        sample = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in sample]
+    return max((len(tok(t, add_special_tokens=not chat)["input_ids"]) for t in sample), default=0)
+
+
+def build_grpo(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback]) -> Any:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tok, base, peft_config = _prepare_model(plan)
+    ctx.tokenizer, ctx.base = tok, base
+    chat = tok.chat_template is not None
+    sources = build_sources(plan.sources)
+    rows = rl_rows(sources, chat=chat)
+    longest = 0 if plan.max_completion_tokens else _longest_prompt(tok, rows, chat)
+    cuda, bf16_ok = device_info()
+    args, notes = grpo_args(
+        plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest
+    )
+    _write_trainer_args(ctx, "GRPOTrainer", args, notes)
+
+    recorder = RewardRecorder(ctx)
+    funcs, weights = [], []
+    multi = len(sources) > 1
+    for src in sources:
+        for func, weight in zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True):
+            name = getattr(func, "__name__", "reward")
+            name = f"{src.name}/{name}" if multi else name
+            funcs.append(
+                recorder.wrap(src.env, func, weight, name=name, source=src.name if multi else None)
+            )
+            weights.append(weight)
+    args["reward_weights"] = weights
+    config = GRPOConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=args["max_completion_length"])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        peft_config=peft_config,
+        callbacks=[RunDirCallback(ctx, recorder), *extra_callbacks],
+    )
+    _apply_optimizer(trainer, plan)
+    return trainer
+
+
+def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback]) -> Any:
+    from trl import SFTConfig, SFTTrainer
+
+    model, tok, base, peft_config = _prepare_model(plan)
+    ctx.tokenizer, ctx.base = tok, base
+    chat = tok.chat_template is not None
+    dataset, data_env = sft_dataset(plan, chat=chat)
+    conversational = "messages" in getattr(dataset, "column_names", [])
+    markers = bool(chat and "generation" in str(tok.chat_template))
+    cuda, bf16_ok = device_info()
+    args, notes = sft_args(
+        plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok,
+        conversational=conversational, has_generation_markers=markers,
+    )  # fmt: skip
+    _write_trainer_args(ctx, "SFTTrainer", args, notes)
+    config = SFTConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=64)
+    sample_sources = ctx.evaluator.sources if ctx.evaluator else []
+    if not sample_sources and data_env is not None:
+        sample_sources = [Source(str(plan.data["name"]), data_env)]
+    if sample_sources:
+        ctx.sample_evaluator = Evaluator(
+            sample_sources[:1], tok, chat=chat, num_examples=SFT_SAMPLE_PROMPTS,
+            max_new_tokens=_eval_tokens(plan, 64),
+        )  # fmt: skip
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tok,
+        peft_config=peft_config,
+        callbacks=[RunDirCallback(ctx), *extra_callbacks],
+    )
+    _apply_optimizer(trainer, plan)
+    return trainer
+
+
+def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default_tokens: int) -> None:
+    if plan.eval is None:
+        return
+    ctx.evaluator = Evaluator(
+        build_sources(plan.eval.sources), tok, chat=chat, num_examples=plan.eval.num_examples,
+        max_new_tokens=_eval_tokens(plan, default_tokens),
+    )  # fmt: skip
+
+
+def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
+    """Build the trainer for ``plan.mode``, train, and save the final checkpoint."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    ctx.device = state.device
+    builder = build_grpo if plan.mode == "rl" else build_sft
+    ctx.status.update(phase="building trainer")
+    trainer = builder(plan, ctx, [])
+    if ctx.stop.poll():
+        log.warning("stop requested before training started")
+        ctx.stop.triggered = True
+        return TrainResult(0, True, None, {}, {})
+    trainer.train()
+    step = int(trainer.state.global_step)
+    final = None
+    if ctx.is_main:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        path = ctx.save_checkpoint(model, step)
+        final = str(path or ctx.run_dir.checkpoint_dir(step))
+    state.wait_for_everyone()
+    scratch = ctx.run_dir.root / "trainer"
+    if ctx.is_main and scratch.is_dir() and not any(scratch.iterdir()):
+        scratch.rmdir()
+    return TrainResult(step, ctx.stop.triggered, final, ctx.first_eval, ctx.last_eval)
+
+
+__all__ = ["TrainResult", "build_grpo", "build_sft", "device_info", "lora_config", "run_training"]
