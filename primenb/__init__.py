@@ -24,6 +24,13 @@ def load_config(source: str, *, mode: str | None = None) -> Config:
     return _load(source, mode=mode)
 
 
+def attach(name_or_dir: str) -> Any:
+    """Re-attach to a run by name or directory (after a kernel restart, or from a terminal)."""
+    from primenb.run import attach as _attach
+
+    return _attach(name_or_dir)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     from primenb.notebook.magics import register
 

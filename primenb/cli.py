@@ -1,4 +1,4 @@
-"""`primenb` in a terminal: validate and init (train and harness come with the engine)."""
+"""`primenb` in a terminal: validate, init, train, stop, attach."""
 
 from __future__ import annotations
 
@@ -42,6 +42,72 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _follow(run, *, every: float = 2.0) -> int:  # type: ignore[no-untyped-def]
+    """Print a progress line per new metrics row (at most one per `every` s) until the run ends."""
+    import time
+
+    from primenb.notebook.summary import headline
+    from primenb.notebook.tail import JsonlTail
+
+    tail = JsonlTail(run.files.metrics_path)
+    rows: list[dict] = []
+    last_print = 0.0
+    try:
+        while True:
+            rows = (rows + tail.read_new())[-1:]
+            status = run.status
+            done = status.get("state") in ("completed", "failed", "stopped")
+            if rows and (done or time.monotonic() - last_print >= every):
+                h = headline(status, rows)
+                values = " ".join(f"{k}={v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
+                print(f"[{run.name}] step {h['step']}/{h['max_steps'] or '?'} {values}", flush=True)
+                last_print = time.monotonic()
+            if done:
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: asking {run.name} to save a checkpoint and stop...", flush=True)
+        run.stop(wait=True)
+    status = run.status
+    print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
+    if status.get("error"):
+        print(f"error: {status['error']}", file=sys.stderr)
+        tail_text = status.get("log_tail")
+        if tail_text:
+            print("\n".join(tail_text) if isinstance(tail_text, list) else tail_text, file=sys.stderr)
+    return 0 if status.get("state") in ("completed", "stopped") else 1
+
+
+def _train(args: argparse.Namespace) -> int:
+    from primenb.backends import submit
+    from primenb.config import ConfigError, load_config
+
+    try:
+        config = load_config(Path(args.file), mode="sft" if args.sft else "rl" if args.rl else None)
+    except ConfigError as exc:
+        print(exc.report.to_text())
+        return 1
+    run = submit(config, name=args.name, backend=args.backend)
+    print(f"started {run.name} in {run.dir}", flush=True)
+    if args.detach:
+        return 0
+    return _follow(run)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from primenb.run import attach
+
+    run = attach(args.run)
+    print(f"{run.name}: {run.stop(wait=True, timeout=args.timeout)}")
+    return 0
+
+
+def _attach(args: argparse.Namespace) -> int:
+    from primenb.run import attach
+
+    return _follow(attach(args.run))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primenb", description="prime-rl configs and fine-tuning runs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -62,6 +128,25 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--out", default=None, help="output file (default rl.toml / sft.toml)")
     i.add_argument("--force", action="store_true", help="overwrite an existing file")
     i.set_defaults(func=_init)
+
+    t = sub.add_parser("train", help="validate a config and train it, printing progress")
+    t.add_argument("file")
+    t.add_argument("--name", default=None, help="run name (default: <env>--<model>--<id>)")
+    t.add_argument("--backend", default=None, help="where to train (default: [primenb] backend, local)")
+    t.add_argument("--detach", action="store_true", help="start the run and return at once")
+    tm = t.add_mutually_exclusive_group()
+    tm.add_argument("--sft", action="store_true")
+    tm.add_argument("--rl", action="store_true")
+    t.set_defaults(func=_train)
+
+    s = sub.add_parser("stop", help="ask a run to save a final checkpoint and stop")
+    s.add_argument("run", help="run name or directory")
+    s.add_argument("--timeout", type=float, default=120.0)
+    s.set_defaults(func=_stop)
+
+    a = sub.add_parser("attach", help="follow a run's progress")
+    a.add_argument("run", help="run name or directory")
+    a.set_defaults(func=_attach)
     return parser
 
 

@@ -44,6 +44,17 @@ def _init_parser() -> MagicParser:
     return p
 
 
+def _train_parser() -> MagicParser:
+    p = MagicParser("%prime_train")
+    p.add_argument("config", nargs="?", help="a %%rltoml variable or a .toml path")
+    p.add_argument("--name", default=None, help="run name (default: <env>--<model>--<id>)")
+    p.add_argument("--wait", action="store_true", help="block until the run ends")
+    p.add_argument("--backend", default=None, help="where to train (default: [primenb] backend, local)")
+    p.add_argument("--stop", metavar="RUN", help="ask a run to save a final checkpoint and stop")
+    p.add_argument("--attach", metavar="RUN", help="show a run (e.g. after a kernel restart) and follow it")
+    return p
+
+
 @magics_class
 class PrimeMagics(Magics):
     @cell_magic
@@ -56,11 +67,16 @@ class PrimeMagics(Magics):
 
     @line_magic
     def prime_train(self, line: str) -> Any:
-        """%prime_train init [--model M] [--env E] [--sft] [--lora] [--out FILE] [--force]"""
+        """Launch and control fine-tuning runs.
+
+        %prime_train CONFIG [--name RUN] [--wait] [--backend local]   (CONFIG: a %%rltoml variable or a .toml path)
+        %prime_train --stop RUN | --attach RUN
+        %prime_train init [--model M] [--env E] [--sft] [--lora] [--out FILE] [--force]
+        """
         words = line.split()
         if words and words[0] == "init":
             return self._guard(self._init, line.split(None, 1)[1] if len(words) > 1 else "")
-        raise MagicFailed("usage: %prime_train init [--model M] [--env E] [--sft] [--lora] [--out FILE]")
+        return self._guard(self._train, line)
 
     # -- implementations ---------------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any) -> Any:
@@ -101,6 +117,50 @@ class PrimeMagics(Magics):
         if args.save:
             print(f"saved {args.save}")
 
+    def _train(self, line: str) -> Any:
+        from primenb.backends import submit
+        from primenb.notebook.monitor import show_monitor
+        from primenb.run import attach
+
+        args = _train_parser().parse_line(line)
+        if args.stop:
+            run = attach(args.stop)
+            state = run.stop(wait=True)
+            print(f"{run.name}: {state}")
+            return run
+        if args.attach:
+            run = attach(args.attach)
+            show_monitor(run)
+            return run
+        if not args.config:
+            raise MagicFailed("usage: %prime_train CONFIG [--name RUN] [--wait] [--backend local]; "
+                              "or %prime_train init to write a starter config")
+        run = submit(self._config(args.config), name=args.name, backend=args.backend)
+        show_monitor(run)
+        if args.wait:
+            try:
+                run.wait()
+            except KeyboardInterrupt:
+                print(f"stopped waiting; {run.name} keeps training (stop it with %prime_train --stop {run.name})")
+        return run
+
+    def _config(self, ref: str) -> Any:
+        from primenb.config import Config, load_config
+
+        value = self.shell.user_ns.get(ref)
+        if isinstance(value, Config):
+            return value
+        if Path(ref).is_file():
+            from primenb.config import ConfigError
+
+            try:
+                return load_config(Path(ref))
+            except ConfigError as exc:
+                display(exc.report)
+                raise MagicFailed(f"{ref} is not valid: {exc.report.summary().split(': ', 1)[1]} (listed above)") from None
+        raise MagicFailed(f"{ref!r} is neither a %%rltoml config variable nor a .toml file; "
+                          "write one with %%rltoml NAME or %prime_train init")
+
     def _init(self, line: str) -> None:
         from primenb.config.templates import starter
 
@@ -113,7 +173,7 @@ class PrimeMagics(Magics):
 
         atomic_write_text(out, text)
         print(f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
-              f"load it with: %%rltoml cfg  (paste it) or primenb.load_config({str(out)!r})")
+              f"train it with: %prime_train {out}")
 
 
 def register(ipython: Any) -> None:

@@ -1,0 +1,202 @@
+"""`Run`: one training run, seen through its run directory (the source of truth).
+
+Works the same for a run this kernel launched, one launched before a kernel restart, and one
+launched from a terminal: everything is read from the files the engine writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from primenb.engine.rundir import FINAL_STATES, RunDir, read_jsonl, tail_lines
+from primenb.errors import PrimenbError
+from primenb.home import prime_home
+
+if TYPE_CHECKING:
+    import subprocess
+
+    import pandas as pd
+
+RUN_INDEX = "runs.txt"  # one run directory per line, appended at launch
+
+
+class Run:
+    """A training run: `.status`, `.metrics`, `.samples`, `.stop()`, `.wait()`, `.logs()`, `.dir`."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, process: subprocess.Popen[bytes] | None = None) -> None:
+        self.files = RunDir(run_dir)
+        self.dir = self.files.root.resolve()
+        self.name = self.dir.name
+        self._process = process
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def status(self) -> dict[str, Any]:
+        """status.json, with `state` corrected to `failed` when the process vanished mid-run."""
+        status = self.files.read_status()
+        if self._process is not None:
+            self._process.poll()  # reap a finished child so its pid is free
+        if status.get("state") in ("queued", "running") and not self._alive(status):
+            status = self.files.read_status()  # it may have just finished
+            if status.get("state") in ("queued", "running"):
+                status["state"] = "failed"
+                status["error"] = status.get("error") or "the training process ended without writing a final status"
+                status["log_tail"] = self.logs(20)
+        return status
+
+    @property
+    def state(self) -> str:
+        return str(self.status.get("state", "unknown"))
+
+    @property
+    def done(self) -> bool:
+        return self.state in FINAL_STATES
+
+    def _alive(self, status: dict[str, Any]) -> bool:
+        if self._process is not None:
+            return self._process.poll() is None
+        pgid = self.launcher.get("pgid")
+        if not pgid:
+            return True  # queued by a launcher that has not recorded a pid yet
+        if self.launcher.get("host") not in (None, socket.gethostname()):
+            return True  # another machine's process: trust its status file
+        try:
+            os.killpg(int(pgid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    @property
+    def launcher(self) -> dict[str, Any]:
+        """launcher.json: the process group the launcher started (local backend)."""
+        return read_json(self.dir / "launcher.json")
+
+    # -- data ----------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.files.read_config()
+
+    def metric_rows(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.files.metrics_path))
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        import pandas as pd
+
+        rows = self.metric_rows()
+        return pd.DataFrame(rows).set_index("step") if rows else pd.DataFrame()
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(list(read_jsonl(self.files.samples_path)))
+
+    @property
+    def checkpoints(self) -> list[Path]:
+        return [p for _, p in self.files.list_checkpoints()]
+
+    def logs(self, n: int = 50) -> str:
+        lines = tail_lines(self.files.log_path, n)
+        launcher = self.dir / "logs" / "launcher.log"
+        if not lines and launcher.exists():
+            lines = tail_lines(launcher, n)
+        return "\n".join(lines)
+
+    # -- control -------------------------------------------------------------------------
+    def stop(self, *, wait: bool = True, timeout: float = 120.0, force: bool = False) -> str:
+        """Ask the engine to save a final checkpoint and end as `stopped`.
+
+        `force=True` (or a run that ignores the request for `timeout` seconds) kills its
+        process group instead; checkpoints already written are kept."""
+        if self.done:
+            return self.state
+        self.files.stop_path.touch()
+        pgid = self.launcher.get("pgid")
+        if force and pgid:
+            _signal_group(int(pgid), signal.SIGKILL)
+        if not wait:
+            return self.state
+        try:
+            return self.wait(timeout=timeout)
+        except TimeoutError:
+            if pgid:
+                _signal_group(int(pgid), signal.SIGKILL)
+            self.wait(timeout=10)
+            return self.state
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
+        """Block until the run ends; returns its final state."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.done:
+            if end is not None and time.monotonic() > end:
+                raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
+            time.sleep(poll)
+        if self._process is not None:
+            self._process.wait(timeout=30)
+        return self.state
+
+    # -- display -------------------------------------------------------------------------
+    def _ipython_display_(self) -> None:
+        from primenb.notebook.monitor import show_monitor
+
+        show_monitor(self)
+
+    def __repr__(self) -> str:
+        from primenb.notebook.summary import run_text
+
+        return run_text(self)
+
+    def _repr_html_(self) -> str:
+        from primenb.notebook.summary import run_html
+
+        return run_html(self)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def record_run(run_dir: Path) -> None:
+    """Remember a run directory so `attach(NAME)` finds it from any working directory."""
+    with open(prime_home() / RUN_INDEX, "a", encoding="utf-8") as fh:
+        fh.write(str(run_dir.resolve()) + "\n")
+
+
+def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Path:
+    """A run directory from a path, `output_dir/NAME`, or the index of launched runs (newest first)."""
+    direct = Path(name_or_dir)
+    for candidate in (direct, Path(output_dir) / direct):
+        if (candidate / "status.json").exists() or (candidate / "configs" / "resolved.json").exists():
+            return candidate
+    index = prime_home() / RUN_INDEX
+    if index.exists():
+        for line in reversed(index.read_text().splitlines()):
+            path = Path(line)
+            if path.name == str(name_or_dir) and path.is_dir():
+                return path
+    raise PrimenbError(f"no run named {str(name_or_dir)!r} (looked in {Path(output_dir) / direct} and the run "
+                       f"index {index}); pass the run directory itself")
+
+
+def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:
+    """Re-attach to a run (e.g. after a kernel restart) by its name or directory."""
+    return Run(find_run(name_or_dir, output_dir))
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
