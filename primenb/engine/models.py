@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config
@@ -129,7 +132,7 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:400]
 
 
-def load_tokenizer(name: str) -> Any:
+def load_tokenizer(name: str, *, local_files_only: bool = False) -> Any:
     """``AutoTokenizer``, except that a folder saved from a plain ``tokenizers`` tokenizer (like
     the byte-level one) reloads as exactly that, not as the model type's tokenizer class (which
     in transformers 5 adds a normalizer and a pre-tokenizer split)."""
@@ -141,22 +144,51 @@ def load_tokenizer(name: str) -> Any:
             cls = None
         if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
             return PreTrainedTokenizerFast.from_pretrained(str(cfg_path.parent))
-    return AutoTokenizer.from_pretrained(name)
+    return AutoTokenizer.from_pretrained(name, local_files_only=local_files_only)
+
+
+def hub_unreachable(timeout: float = 3.0) -> bool:
+    """True when the hub cannot be reached: ``HF_HUB_OFFLINE`` is set, or (with no proxy set) a
+    TCP connection to the endpoint fails. Without this check an offline machine spends ~45 s in
+    the hub client's retries before failing."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    proxies = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+    if any(os.environ.get(v) for v in proxies):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout).close()
+    except OSError:
+        return True
+    return False
 
 
 def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
     """``AutoModelForCausalLM`` + ``AutoTokenizer`` from a hub id or a local folder.
 
-    Raises `ModelLoadError` with a short reason (no hub traceback) when it cannot load.
+    When the hub is unreachable, only the local cache is tried. Raises `ModelLoadError` with a
+    short reason (no hub traceback) when it cannot load.
     """
+    local_dir = Path(name).expanduser().is_dir()
+    offline = not local_dir and hub_unreachable()
+    if offline:
+        kwargs["local_files_only"] = True
     try:
-        tokenizer = load_tokenizer(name)
+        tokenizer = load_tokenizer(name, local_files_only=offline)
         model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
     except Exception as exc:  # hub/OSError/ValueError: all mean "cannot load this model here"
+        where = (
+            "the Hugging Face hub is not reachable from this machine and the model is not in "
+            "the local cache"
+            if offline
+            else _short(exc)
+        )
         raise ModelLoadError(
-            f"Could not load model {name!r} ({_short(exc)}). If this machine is offline or the id "
-            f"is wrong, use model.name = \"primenb/tiny-byte\" (built in, no download), or "
-            f"download the model first (e.g. `hf download {name}`) and set HF_HUB_OFFLINE=1."
+            f"Could not load model {name!r}: {where}. Use model.name = \"primenb/tiny-byte\" "
+            f"(built in, no download), or download the model first (e.g. `hf download {name}` "
+            f"on a machine with internet) and train again."
         ) from exc
     return model, tokenizer
 

@@ -46,7 +46,9 @@ class CombinedOptimizer(torch.optim.Optimizer):
     def __init__(self, optimizers: list[torch.optim.Optimizer]) -> None:
         self.optimizers = optimizers
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
-        super().__init__(params, {})
+        # `defaults["lr"]` is read by some schedulers (e.g. cosine_with_min_lr)
+        lr = next((opt.defaults["lr"] for opt in optimizers if "lr" in opt.defaults), 0.0)
+        super().__init__(params, {"lr": lr})
         self.param_groups = [g for opt in optimizers for g in opt.param_groups]
 
     @torch.no_grad()

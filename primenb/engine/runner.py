@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from primenb.engine.rundir import RunDir, StatusFile, tail_lines
@@ -37,6 +38,8 @@ def setup_logging(run_dir: RunDir, *, is_main: bool, rank: int) -> None:
         fh.setFormatter(fmt)
         root.addHandler(fh)
     logging.captureWarnings(True)
+    # raised from inside TRL on every run; nothing a user can act on
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
 def _route_library_logs() -> None:

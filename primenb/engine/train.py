@@ -203,6 +203,17 @@ def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default
     )  # fmt: skip
 
 
+def _ranks_in_sync(model: Any, device: Any) -> bool:
+    """Whether every rank ended with the same weights (a parameter checksum, min vs max)."""
+    with torch.no_grad():
+        total = sum(float(p.detach().double().sum()) for p in model.parameters())
+    lo = torch.tensor([total], dtype=torch.float64, device=device)
+    hi = lo.clone()
+    torch.distributed.all_reduce(lo, op=torch.distributed.ReduceOp.MIN)
+    torch.distributed.all_reduce(hi, op=torch.distributed.ReduceOp.MAX)
+    return bool(abs(hi.item() - lo.item()) <= 1e-6 * max(1.0, abs(hi.item())))
+
+
 def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
     """Build the trainer for ``plan.mode``, train, and save the final checkpoint."""
     from accelerate import PartialState
@@ -218,6 +229,8 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
         return TrainResult(0, True, None, {}, {})
     trainer.train()
     step = int(trainer.state.global_step)
+    if state.num_processes > 1:
+        ctx.status.update(ranks_in_sync=_ranks_in_sync(trainer.model, state.device))
     final = None
     if ctx.is_main:
         model = trainer.accelerator.unwrap_model(trainer.model)

@@ -1,0 +1,243 @@
+"""Real engine runs on the tiny default (subprocess ``python -m primenb.engine RUN_DIR``)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from primenb.engine import launch_command
+from tests.engine.conftest import (
+    deep_update,
+    metrics,
+    rl_config,
+    run_engine,
+    samples,
+    sft_config,
+    start_engine,
+    status,
+    wait_for,
+    write_run,
+)
+
+pytest.importorskip("trl")
+
+
+def _losses(run_dir: Path) -> list[float]:
+    return [r["loss"] for r in metrics(run_dir) if "loss" in r]
+
+
+def test_sft_run_learns_and_writes_the_run_directory(sft_run: Path) -> None:
+    st = status(sft_run)
+    assert st["state"] == "completed" and st["step"] == 80 and st["max_steps"] == 80
+    assert st["world_size"] == 1 and st["ranks_seen"] == 1 and st["mode"] == "sft"
+    assert st["ended_at"] and st["error"] is None and isinstance(st["pid"], int)
+
+    losses = _losses(sft_run)
+    assert len(losses) >= 10
+    assert losses[-1] < 0.5 * losses[0]  # loss falls (5.6 -> ~0.6 in 80 steps)
+    rows = metrics(sft_run)
+    assert all(isinstance(r["step"], int) and isinstance(r["time"], float) for r in rows)
+    assert any("tokens/s" in r and r["tokens/s"] > 0 for r in rows)
+    assert all(v == v and abs(v) != float("inf") for r in rows for v in r.values())
+    evals = [r for r in rows if "eval/reverse-text/reward" in r]
+    assert [r["step"] for r in evals] == [0, 40, 80]
+    assert all(0.0 <= r["eval/reverse-text/exact_match"] <= 1.0 for r in evals)
+
+    steps = sorted({s["step"] for s in samples(sft_run)})
+    assert steps == [0, 20, 40, 60, 80]
+    assert all({"prompt", "completion", "reward", "answer"} <= s.keys() for s in samples(sft_run))
+
+    ckpts = sorted(p.name for p in (sft_run / "checkpoints").iterdir())
+    assert ckpts == ["step_40", "step_80"]
+    final = sft_run / "checkpoints" / "step_80"
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "primenb_checkpoint.json"):
+        assert (final / name).exists(), name
+    assert st["final_checkpoint"] == str(final)
+    assert "SFTTrainer arguments" in (sft_run / "logs" / "engine.log").read_text()
+    args = json.loads((sft_run / "configs" / "trainer_args.json").read_text())
+    assert args["trainer"] == "SFTTrainer" and args["args"]["max_length"] == 64
+
+
+def test_checkpoint_reloads_offline(sft_run: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from primenb.engine.models import load_model
+
+    model, tok, base = load_model("primenb/tiny-byte", init_from=str(sft_run))  # run dir -> latest
+    assert base["path"].endswith("step_80") and len(tok) == 260
+    enc = tok(["abcde="], return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=40, do_sample=False, pad_token_id=0)
+    assert tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True).startswith("<reversed_text>")
+
+
+def test_grpo_run_writes_rewards_and_samples(sft_run: Path, tmp_path: Path) -> None:
+    cfg = rl_config(primenb={"seed": 0, "sample_every": 2, "logging_steps": 1,
+                             "init_from": str(sft_run / "checkpoints" / "step_80")})
+    cfg = deep_update(cfg, "orchestrator.eval", {
+        "interval": 3, "num_examples": 16,
+        "source": cfg["orchestrator"]["train"]["source"],
+    })  # fmt: skip
+    run_dir = write_run(tmp_path / "rl", cfg)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    st = status(run_dir)
+    assert st["state"] == "completed" and st["step"] == 6 and st["mode"] == "rl"
+
+    train_rows = [r for r in metrics(run_dir) if "reward" in r]
+    assert [r["step"] for r in train_rows] == [1, 2, 3, 4, 5, 6]
+    for r in train_rows:
+        assert 0.0 <= r["reward"] <= 1.0 and "rewards/lcs/mean" in r and "reward_std" in r
+        assert "loss" in r and "completions/mean_length" in r and r["completions/mean_length"] <= 40
+    assert [r["step"] for r in metrics(run_dir) if "eval/reverse-text/reward" in r] == [0, 3, 6]
+
+    rows = samples(run_dir)
+    assert sorted({s["step"] for s in rows}) == [1, 2, 4, 6]
+    assert all(s["prompt"].endswith("=") and s["answer"] == s["prompt"][:-1][::-1] for s in rows)
+    assert all(0.0 <= s["reward"] <= 1.0 and "lcs" in s["rewards"] for s in rows)
+    assert any(s["completion"].startswith("<reversed_text>") for s in rows)  # warm start shows
+    assert (run_dir / "checkpoints" / "step_6" / "model.safetensors").exists()
+
+
+def test_lora_run_saves_adapter_only_and_reloads(sft_run: Path, tmp_path: Path) -> None:
+    lora = {"rank": 4, "alpha": 8.0, "dropout": 0.0, "modules_to_save": [],
+            "target_modules": ["q_proj", "v_proj", "experts", "fc1_latent_proj"]}
+    cfg = deep_update(rl_config(max_steps=3), "trainer.model.lora", lora)
+    cfg["primenb"]["init_from"] = str(sft_run)
+    run_dir = write_run(tmp_path / "lora", cfg)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert status(run_dir)["state"] == "completed"
+    final = run_dir / "checkpoints" / "step_3"
+    names = {p.name for p in final.iterdir()}
+    assert "adapter_config.json" in names and "adapter_model.safetensors" in names
+    assert "model.safetensors" not in names
+    adapter_cfg = json.loads((final / "adapter_config.json").read_text())
+    assert sorted(adapter_cfg["target_modules"]) == ["q_proj", "v_proj"]  # unknown names dropped
+    meta = json.loads((final / "primenb_checkpoint.json").read_text())
+    assert meta["adapter"] and meta["base"]["path"].endswith("step_80")
+
+    from primenb.engine.models import load_model
+
+    model, _, base = load_model("primenb/tiny-byte", init_from=str(final))
+    assert hasattr(model, "peft_config") and base["path"].endswith("step_80")
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+
+
+def test_bad_optimizer_fails_with_reason(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "bad", deep_update(sft_config(), "optim.type", "lamb"))
+    proc = run_engine(run_dir)
+    assert proc.returncode == 1
+    st = status(run_dir)
+    assert st["state"] == "failed" and st["ended_at"]
+    assert "optimizer type 'lamb' is not supported" in st["error"]
+    assert st["log_tail"] and any("lamb" in line for line in st["log_tail"])
+    assert "Traceback" not in proc.stderr  # a user error is a message, not a traceback
+
+
+def test_unloadable_model_fails_with_reason(tmp_path: Path) -> None:
+    cfg = sft_config(model={"name": "nobody-here/not-a-real-model-xyz", "lora": None})
+    run_dir = write_run(tmp_path / "nomodel", cfg)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 1
+    st = status(run_dir)
+    assert st["state"] == "failed" and st["error_type"] == "ModelLoadError"
+    assert "Could not load model 'nobody-here/not-a-real-model-xyz'" in st["error"]
+    assert "primenb/tiny-byte" in st["error"]
+
+
+def _long_sft(tmp_path: Path, name: str) -> Path:
+    cfg = sft_config(max_steps=100_000, ckpt={"interval": 3, "keep_last": 2}, eval=None)
+    cfg["primenb"]["logging_steps"] = 1
+    cfg["data"]["name"] = "reverse-text"
+    return write_run(tmp_path / name, cfg)
+
+
+def _assert_stopped(run_dir: Path) -> None:
+    st = status(run_dir)
+    assert st["state"] == "stopped" and st["stop_requested"]
+    assert 0 < st["step"] < 100_000
+    final = run_dir / "checkpoints" / f"step_{st['step']}"
+    assert (final / "model.safetensors").exists() and st["final_checkpoint"] == str(final)
+    kept = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints").iterdir())
+    assert len(kept) <= 2 and kept[-1] == st["step"]  # keep_last=2 applies to the final too
+
+
+def test_stop_file_stops_at_a_step_boundary(tmp_path: Path) -> None:
+    run_dir = _long_sft(tmp_path, "stopfile")
+    proc = start_engine(run_dir)
+    try:
+        wait_for(lambda: len(_losses(run_dir) if (run_dir / "metrics.jsonl").exists() else []) >= 4,
+                 120, "4 logged steps")
+        (run_dir / "STOP").touch()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    _assert_stopped(run_dir)
+    assert status(run_dir)["stop_requested"] == "STOP file"
+
+
+def test_sigterm_stops_at_a_step_boundary(tmp_path: Path) -> None:
+    run_dir = _long_sft(tmp_path, "sigterm")
+    proc = start_engine(run_dir)
+    try:
+        wait_for(lambda: (run_dir / "metrics.jsonl").exists() and len(_losses(run_dir)) >= 2,
+                 120, "2 logged steps")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    _assert_stopped(run_dir)
+    assert "SIGTERM" in status(run_dir)["stop_requested"]
+
+
+def test_muon_and_cosine_schedule_run(tmp_path: Path) -> None:
+    cfg = sft_config(max_steps=6, eval=None, ckpt=None)
+    cfg["optim"] = {"type": "muon", "lr": 2e-3, "weight_decay": 0.0, "max_norm": 1.0,
+                    "betas1": 0.9, "betas2": 0.95, "mu": 0.95}
+    cfg["scheduler"] = {"type": "cosine", "warmup_steps": 2, "min_lr": 2e-4}
+    cfg["primenb"]["logging_steps"] = 1
+    run_dir = write_run(tmp_path / "muon", cfg)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lrs = [r["learning_rate"] for r in metrics(run_dir) if "learning_rate" in r]
+    assert lrs[0] == 0.0 and max(lrs) == pytest.approx(2e-3)
+    assert lrs[-1] < max(lrs) and lrs[-1] >= 2e-4 - 1e-12  # decays toward min_lr
+    assert "optimizer: muon (MuonFactory)" in (run_dir / "logs" / "engine.log").read_text()
+    assert (run_dir / "checkpoints" / "step_6").exists()  # a final checkpoint even with ckpt=null
+
+
+def test_two_ranks_with_torchrun(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "ddp", rl_config(max_steps=2))
+    cmd = launch_command(run_dir, 2)
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    proc = run_engine(run_dir, argv=cmd, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    st = status(run_dir)
+    assert st["state"] == "completed" and st["world_size"] == 2 and st["ranks_seen"] == 2
+    assert st["ranks_in_sync"] is True  # DDP kept both ranks' weights equal
+    args = json.loads((run_dir / "configs" / "trainer_args.json").read_text())["args"]
+    assert args["per_device_train_batch_size"] == 8  # 16 rollouts per step over 2 ranks
+    assert [r["step"] for r in metrics(run_dir) if "reward" in r] == [1, 2]
+    assert "[rank 1]" in proc.stderr  # the second rank really ran (its log goes to stderr only)
+
+
+def test_two_ranks_with_accelerate_launch(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "acc", sft_config(max_steps=2, eval=None, ckpt=None))
+    proc = run_engine(run_dir, argv=launch_command(run_dir, 2, launcher="accelerate"), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    st = status(run_dir)
+    assert st["state"] == "completed" and st["ranks_seen"] == 2 and st["ranks_in_sync"] is True
+
+
+def test_engine_usage_errors(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "primenb.engine"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "usage" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "primenb.engine", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "resolved.json" in proc.stderr
