@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.engine.rundir import FINAL_STATES, RunDir, read_jsonl, tail_lines
+from primenb.engine.rundir import FINAL_STATES, RunDir, atomic_write_json, now_iso, read_jsonl, tail_lines
 from primenb.errors import PrimenbError
 from primenb.home import prime_home
 
@@ -45,9 +45,18 @@ class Run:
         if status.get("state") in ("queued", "running") and not self._alive(status):
             status = self.files.read_status()  # it may have just finished
             if status.get("state") in ("queued", "running"):
-                status["state"] = "failed"
-                status["error"] = status.get("error") or "the training process ended without writing a final status"
-                status["log_tail"] = self.logs(20)
+                status = self._record_vanished(status)
+        return status
+
+    def _record_vanished(self, status: dict[str, Any]) -> dict[str, Any]:
+        """The process is gone without a final status (killed, out of memory): say so on disk."""
+        code = self._process.returncode if self._process is not None else None
+        how = (f"was killed by signal {-code}" if code is not None and code < 0
+               else f"exited with code {code}" if code is not None else "ended")
+        status = {**status, "state": "failed", "ended_at": now_iso(), "log_tail": self.logs(20).splitlines(),
+                  "error": f"the training process {how} without writing a final status "
+                           f"(checkpoints so far are kept: {len(self.checkpoints)})"}
+        atomic_write_json(self.files.status_path, status)
         return status
 
     @property

@@ -141,3 +141,73 @@ def test_metric_series_memory_is_bounded_on_long_runs():
     xs, ys = series.points["loss"]
     assert len(xs) <= 1000 and xs[-1] == 99_999 and ys[-1] == pytest.approx(1 / 100_000)
     assert xs == sorted(xs)
+
+
+def test_a_killed_engine_ends_failed_with_the_reason(workdir):
+    import os
+    import signal
+
+    config = load_config(SFT_QUICK.format(steps=100000, ckpt=100000))
+    from primenb.backends import submit
+
+    run = submit(config, name="killed")
+    assert _wait_for(lambda: len(run.metric_rows()) >= 2), run.logs()
+    os.killpg(run.launcher["pgid"], signal.SIGKILL)
+    assert _wait_for(lambda: run.status["state"] == "failed", timeout=30)
+    assert "killed by signal 9" in run.status["error"]
+    assert attach("killed").status["state"] == "failed"  # written to disk for every later viewer
+
+
+RL_QUICK = """max_steps = 4
+seq_len = 128
+
+[model]
+name = "primenb/tiny-byte"
+
+[orchestrator]
+batch_size = 8
+group_size = 4
+
+[orchestrator.train.sampling]
+max_completion_tokens = 16
+
+[[orchestrator.train.source]]
+name = "reverse-text"
+
+[orchestrator.train.source.env.taskset]
+id = "reverse-text"
+
+[trainer.optim]
+lr = 1e-4
+
+[trainer.model.lora]
+rank = 4
+alpha = 8
+
+[ckpt]
+
+[primenb]
+sample_every = 2
+"""
+
+
+def test_grpo_lora_through_the_magic(shell, workdir):
+    shell.run_cell(f"%%rltoml rl\n{RL_QUICK}")
+    assert shell.run_cell("run = %prime_train rl --name grpo --wait").success
+    run = shell.user_ns["run"]
+    assert run.state == "completed", run.logs()
+    assert "reward" in run.metrics.columns
+    assert not run.samples.empty and {"prompt", "completion", "reward"} <= set(run.samples.columns)
+    final = run.checkpoints[-1]
+    assert (final / "adapter_config.json").exists()  # LoRA: the adapter only
+    assert not (final / "model.safetensors").exists()
+
+
+def test_two_ranks_really_run(workdir):
+    config = load_config(RL_QUICK.replace("[ckpt]\n", "[ckpt]\n\n[deployment]\nnum_train_gpus = 2\n"))
+    from primenb.backends import submit
+
+    run = submit(config, name="ddp")
+    assert run.wait(timeout=300) == "completed", run.logs()
+    assert run.status["world_size"] == 2
+    assert "accelerate" in " ".join(run.launcher["command"])

@@ -77,7 +77,9 @@ def prepare(config: Config, *, name: str | None = None) -> Path:
 def submit(config: Config, *, name: str | None = None) -> Run:
     run_dir = prepare(config, name=name)
     (run_dir / "logs").mkdir(exist_ok=True)
-    cmd = launch_command(run_dir, num_processes(config))
+    # Several ranks go through `accelerate launch --multi_gpu`, which starts N gloo ranks even on a
+    # machine with no GPU (`--cpu --num_processes N` silently starts one).
+    cmd = launch_command(run_dir, num_processes(config), launcher="accelerate")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(run_dir / "logs" / "launcher.log", "ab") as log:
         try:
