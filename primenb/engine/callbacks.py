@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,52 +18,13 @@ from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import CHECKPOINT_META
 from primenb.engine.plan import Plan
 from primenb.engine.rundir import JsonlWriter, RunDir, StatusFile, finite_numbers
+from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
 
 log = logging.getLogger("primenb.engine")
 
 SAMPLES_PER_STEP = 8
 _TOKEN_COUNTERS = ("num_tokens", "num_input_tokens_seen")
-
-
-# ---------------------------------------------------------------------------------------------
-# stop requests
-
-
-class StopFlag:
-    """Set by SIGTERM/SIGINT (or the ``STOP`` file); a second signal aborts at once."""
-
-    def __init__(self, run_dir: RunDir) -> None:
-        self.run_dir = run_dir
-        self.requested = False
-        self.reason: str | None = None
-        self.triggered = False  # the trainer actually stopped early because of it
-        self.on_request: Callable[[str], None] | None = None
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.requested:
-            raise KeyboardInterrupt(f"second {name}: stopping without a final checkpoint")
-        self.request(f"received {name}")
-
-    def request(self, reason: str) -> None:
-        if not self.requested:
-            self.requested = True
-            self.reason = reason
-            log.warning("stop requested (%s): stopping at the next step boundary", reason)
-            if self.on_request is not None:
-                self.on_request(reason)
-
-    def poll(self) -> bool:
-        if not self.requested and self.run_dir.stop_requested():
-            self.request("STOP file")
-        return self.requested
 
 
 def _dist_ready() -> bool:

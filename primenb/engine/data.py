@@ -94,8 +94,8 @@ def load_hub_dataset(name: str, subsets: Any = None, splits: Any = None) -> Any:
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise DatasetLoadError(
             f"Could not load dataset {name!r} ({type(exc).__name__}: {first}). If this machine is "
-            f"offline, set data.name = \"reverse-text\" (built in) or download the dataset first "
-            f"and set HF_DATASETS_OFFLINE=1."
+            f"offline, set data.name = \"reverse-text\" (built in), or download the dataset first "
+            f"on a machine with internet and train again."
         ) from exc
     log.info("SFT data: %d rows from dataset %s (split %s)", len(ds), name, split)
     return ds

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config
 
+from primenb.engine.hub import hub_unreachable
 from primenb.engine.models_info import (
     TINY_MODELS,
     TINY_SIZES,
@@ -145,24 +143,6 @@ def load_tokenizer(name: str, *, local_files_only: bool = False) -> Any:
         if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
             return PreTrainedTokenizerFast.from_pretrained(str(cfg_path.parent))
     return AutoTokenizer.from_pretrained(name, local_files_only=local_files_only)
-
-
-def hub_unreachable(timeout: float = 3.0) -> bool:
-    """True when the hub cannot be reached: ``HF_HUB_OFFLINE`` is set, or (with no proxy set) a
-    TCP connection to the endpoint fails. Without this check an offline machine spends ~45 s in
-    the hub client's retries before failing."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    proxies = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-    if any(os.environ.get(v) for v in proxies):
-        return False
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout).close()
-    except OSError:
-        return True
-    return False
 
 
 def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:

@@ -95,8 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     status = StatusFile(run_dir, enabled=is_main)
 
     from primenb.engine.plan import build_plan
+    from primenb.engine.stop import StopFlag
 
     status.start(world_size=world, rank=rank, phase="starting")
+    stop = StopFlag(run_dir)
+    stop.on_request = lambda reason: status.update(stop_requested=reason)
+    stop.install()
     t0 = time.time()
     ctx = None
     try:
@@ -105,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         log.info("engine start: %s run, model %s, %d steps, %d rank(s), pid %d",
                  plan.mode, plan.model_name, plan.max_steps, world, os.getpid())  # fmt: skip
 
-        from primenb.engine.callbacks import EngineContext, StopFlag
+        from primenb.engine.hub import go_offline_if_unreachable
 
-        stop = StopFlag(run_dir)
-        stop.install()
+        if go_offline_if_unreachable(plan):
+            log.warning("the Hugging Face hub is not reachable: using the local cache only")
+
+        from primenb.engine.callbacks import EngineContext  # first torch import
+
         ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main)
-        stop.on_request = lambda reason: status.update(stop_requested=reason)
         status.update(phase="importing")
         _route_library_logs()
         from primenb.engine.train import run_training

@@ -84,11 +84,12 @@ def write_run(run_dir: Path, cfg: dict[str, Any]) -> Path:
 
 
 def run_engine(
-    run_dir: Path, argv: list[str] | None = None, timeout: float = 240
-) -> subprocess.CompletedProcess[str]:
+    run_dir: Path, argv: list[str] | None = None, timeout: float = 240,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
     cmd = argv or [sys.executable, "-m", "primenb.engine", str(run_dir)]
     proc = subprocess.run(
-        cmd, cwd=ROOT, env=engine_env(), capture_output=True, text=True, timeout=timeout
+        cmd, cwd=ROOT, env=env or engine_env(), capture_output=True, text=True, timeout=timeout
     )
     (run_dir / "engine.stdout.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return proc

@@ -151,6 +151,27 @@ def test_unloadable_model_fails_with_reason(tmp_path: Path) -> None:
     assert "primenb/tiny-byte" in st["error"]
 
 
+def test_unreachable_hub_dataset_fails_fast(tmp_path: Path) -> None:
+    import time
+
+    from tests.engine.conftest import engine_env
+
+    env = engine_env()
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy",
+                "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        env.pop(var, None)
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: "offline"
+    cfg = deep_update(sft_config(), "data.name", "someone/some-sft-dataset")
+    run_dir = write_run(tmp_path / "nodata", cfg)
+    t0 = time.time()
+    proc = run_engine(run_dir, env=env)
+    assert proc.returncode == 1 and time.time() - t0 < 60
+    st = status(run_dir)
+    assert st["state"] == "failed" and st["error_type"] == "DatasetLoadError"
+    assert "Could not load dataset 'someone/some-sft-dataset'" in st["error"]
+    assert "not reachable" in (run_dir / "logs" / "engine.log").read_text()
+
+
 def _long_sft(tmp_path: Path, name: str) -> Path:
     cfg = sft_config(max_steps=100_000, ckpt={"interval": 3, "keep_last": 2}, eval=None)
     cfg["primenb"]["logging_steps"] = 1
