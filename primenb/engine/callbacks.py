@@ -90,12 +90,13 @@ class EngineContext:
                 self.samples.write({"step": step, "time": time.time(), **clean})
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def save_checkpoint(self, model: Any, step: int) -> Path | None:
+    def save_checkpoint(self, model: Any, step: int, *, name: str | None = None) -> Path | None:
         """``checkpoints/step_N`` via ``save_pretrained`` (adapter only for PEFT models), written
-        to a temporary folder and renamed, then older ones pruned to ``keep_last``."""
-        if not self.is_main or step in self.saved_steps:
+        to a temporary folder and renamed, then older ones pruned to ``keep_last``. With
+        ``name``: ``checkpoints/<name>`` instead, never pruned (the SFT warm-up model)."""
+        if not self.is_main or (name is None and step in self.saved_steps):
             return None
-        final = self.run_dir.checkpoint_dir(step)
+        final = self.run_dir.checkpoints / name if name else self.run_dir.checkpoint_dir(step)
         tmp = final.with_name(f".{final.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -116,10 +117,11 @@ class EngineContext:
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
-        self.saved_steps.add(step)
         log.info("saved checkpoint %s%s", final, " (adapter only)" if is_adapter else "")
-        self._prune(keep=final)
-        self.status.update(last_checkpoint=str(final), checkpoint_step=step)
+        if name is None:
+            self.saved_steps.add(step)
+            self._prune(keep=final)
+            self.status.update(last_checkpoint=str(final), checkpoint_step=step)
         return final
 
     def _prune(self, keep: Path) -> None:
@@ -133,19 +135,25 @@ class EngineContext:
                 log.info("removed old checkpoint %s (keep_last=%d)", old, keep_last)
 
     # -- eval -----------------------------------------------------------------------------------
-    def evaluate(self, model: Any, step: int) -> None:
-        if not self.is_main or self.evaluator is None or step in self.evaluated_steps:
+    def evaluate(self, model: Any, step: int, *, prefix: str = "") -> None:
+        """Greedy eval, written as a metrics row; ``prefix`` marks the SFT warm-up phase."""
+        if not self.is_main or self.evaluator is None:
+            return
+        if not prefix and step in self.evaluated_steps:
             return
         t0 = time.time()
         metrics, _ = self.evaluator.run(model)
         metrics["eval/time_s"] = time.time() - t0
-        self.evaluated_steps.add(step)
-        self.last_eval = metrics
-        if not self.first_eval:
-            self.first_eval = metrics
-        self.write_metrics(step, metrics)
+        if prefix:
+            self.write_metrics(step, {prefix + k: v for k, v in metrics.items()})
+        else:
+            self.evaluated_steps.add(step)
+            self.last_eval = metrics
+            if not self.first_eval:
+                self.first_eval = metrics
+            self.write_metrics(step, metrics)
         shown = {k: round(v, 4) for k, v in metrics.items() if not k.endswith("num_examples")}
-        log.info("eval at step %d: %s", step, shown)
+        log.info("%seval at step %d: %s", prefix, step, shown)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,12 +203,7 @@ class RunDirCallback(TrainerCallback):
             if ctx.plan.ckpt_interval and step % ctx.plan.ckpt_interval == 0:
                 ctx.save_checkpoint(model, step)
         ctx.status.update(step=step, throttle_s=1.0)
-        local = 1.0 if ctx.stop.poll() else 0.0
-        if _all_reduce(local, "max", ctx.device) > 0 and step < state.max_steps:
-            if not ctx.stop.requested:
-                ctx.stop.request("another rank asked to stop")
-            ctx.stop.triggered = True
-            control.should_training_stop = True
+        check_stop(ctx, state, control)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:  # noqa: E501
         if not self.ctx.is_main or not logs:
@@ -226,6 +229,39 @@ class RunDirCallback(TrainerCallback):
             return
         _, rows = ctx.sample_evaluator.run(model)
         ctx.write_samples(step, rows)
+
+
+def check_stop(ctx: EngineContext, state: Any, control: Any) -> None:
+    """At a step boundary: stop when any rank saw a stop request (agreed via all-reduce)."""
+    local = 1.0 if ctx.stop.poll() else 0.0
+    if _all_reduce(local, "max", ctx.device) > 0 and state.global_step < state.max_steps:
+        if not ctx.stop.requested:
+            ctx.stop.request("another rank asked to stop")
+        ctx.stop.triggered = True
+        control.should_training_stop = True
+
+
+class WarmupCallback(TrainerCallback):
+    """The SFT warm-up phase of an RL run: metrics under ``warmup/`` (own step count), an eval
+    before it starts, status ``phase = "sft warmup"``, and stop checks."""
+
+    PREFIX = "warmup/"
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+        self.ctx.status.update(phase="sft warmup", warmup_step=0, warmup_steps=state.max_steps)
+        if model is not None:
+            self.ctx.evaluate(model, 0, prefix=self.PREFIX)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.ctx.status.update(warmup_step=state.global_step, throttle_s=1.0)
+        check_stop(self.ctx, state, control)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:  # noqa: E501
+        if self.ctx.is_main and logs:
+            self.ctx.write_metrics(state.global_step, {self.PREFIX + k: v for k, v in logs.items()})
 
 
 class RewardRecorder:
@@ -324,4 +360,6 @@ def _decode_info(value: Any) -> Any:
     return value if value is not None else {}
 
 
-__all__ = ["EngineContext", "RewardRecorder", "RunDirCallback", "StopFlag"]
+__all__ = [
+    "EngineContext", "RewardRecorder", "RunDirCallback", "StopFlag", "WarmupCallback", "check_stop",
+]

@@ -65,22 +65,33 @@ def sft_dataset(plan: Plan, *, chat: bool) -> tuple[Any, Environment | None]:
     from datasets import Dataset
 
     name = str(plan.data["name"])
-    if is_known(name) and ("/" not in name or ":" in name):
+    if is_env_name(name):
         env = get_environment(name, **sft_env_args(plan))
-        rows = []
-        for row in env.train_rows():
-            ideal = env.ideal_completion(row)
-            if ideal is None:
-                raise DatasetLoadError(
-                    f"environment {name!r} has no ideal completion, so SFT cannot train on it; "
-                    "set data.name to a dataset"
-                )
-            prompt = env.format_prompt(row["prompt"], chat=chat)
-            completion: Any = [{"role": "assistant", "content": ideal}] if chat else ideal
-            rows.append({"prompt": prompt, "completion": completion})
+        rows = ideal_rows(env, name, chat=chat)
         log.info("SFT data: %d rows from environment %s %s", len(rows), name, env.args)
         return Dataset.from_list(rows), env
     return load_hub_dataset(name, plan.data.get("subsets"), plan.data.get("splits")), None
+
+
+def is_env_name(name: str) -> bool:
+    """An SFT ``data.name`` that names an environment rather than a hub dataset."""
+    return is_known(name) and ("/" not in name or ":" in name)
+
+
+def ideal_rows(env: Environment, name: str, *, chat: bool) -> list[dict[str, Any]]:
+    """Prompt/completion rows whose completion is the environment's ideal answer."""
+    rows = []
+    for row in env.train_rows():
+        ideal = env.ideal_completion(row)
+        if ideal is None:
+            raise DatasetLoadError(
+                f"environment {name!r} has no ideal completion, so SFT cannot train on it; "
+                "use a dataset instead"
+            )
+        prompt = env.format_prompt(row["prompt"], chat=chat)
+        completion: Any = [{"role": "assistant", "content": ideal}] if chat else ideal
+        rows.append({"prompt": prompt, "completion": completion})
+    return rows
 
 
 def load_hub_dataset(name: str, subsets: Any = None, splits: Any = None) -> Any:
@@ -101,4 +112,7 @@ def load_hub_dataset(name: str, subsets: Any = None, splits: Any = None) -> Any:
     return ds
 
 
-__all__ = ["DatasetLoadError", "Source", "build_sources", "rl_rows", "sft_dataset", "sft_env_args"]
+__all__ = [
+    "DatasetLoadError", "Source", "build_sources", "ideal_rows", "is_env_name", "rl_rows",
+    "sft_dataset", "sft_env_args",
+]

@@ -37,7 +37,7 @@ def needs_hub(plan: Plan) -> bool:
         return True
     if plan.mode == "sft":
         name = str(plan.data.get("name", ""))
-        return not (is_known(name) and ("/" not in name or ":" in name))
+        return not (is_known(name) and ("/" not in name or ":" in name))  # see data.is_env_name
     return False
 
 

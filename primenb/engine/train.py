@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -11,17 +12,19 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback
-from primenb.engine.data import Source, build_sources, rl_rows, sft_dataset
+from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback, WarmupCallback
+from primenb.engine.data import Source, build_sources, ideal_rows, rl_rows, sft_dataset
 from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import load_model
+from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
-from primenb.engine.plan import Plan, grpo_args, sft_args
+from primenb.engine.plan import Plan, grpo_args, sft_args, warmup_plan
 from primenb.engine.rundir import atomic_write_json
 
 log = logging.getLogger("primenb.engine")
 
 SFT_SAMPLE_PROMPTS = 4
+WARMUP_CHECKPOINT = "sft_warmup"
 
 
 @dataclass
@@ -61,9 +64,12 @@ def lora_config(spec: dict[str, Any], model: Any) -> Any:
     )
 
 
-def _prepare_model(plan: Plan) -> tuple[Any, Any, dict[str, Any], Any]:
+Loaded = tuple[Any, Any, dict[str, Any]]  # model, tokenizer, base description
+
+
+def _prepare_model(plan: Plan, loaded: Loaded | None = None) -> tuple[Any, Any, dict[str, Any], Any]:
     """Model, tokenizer, base description and the LoRA config to hand the trainer (or None)."""
-    model, tok, base = load_model(plan.model_name, seed=plan.seed, init_from=plan.init_from)
+    model, tok, base = loaded or load_model(plan.model_name, seed=plan.seed, init_from=plan.init_from)
     peft_config = None
     is_peft = hasattr(model, "peft_config")
     if is_peft and plan.lora is None:
@@ -78,15 +84,17 @@ def _prepare_model(plan: Plan) -> tuple[Any, Any, dict[str, Any], Any]:
     return model, tok, base, peft_config
 
 
-def _write_trainer_args(ctx: EngineContext, kind: str, args: dict[str, Any], notes: list[str]) -> None:
+def _write_trainer_args(
+    ctx: EngineContext, kind: str, args: dict[str, Any], notes: list[str], *, file: str = "trainer_args"
+) -> None:
     for note in notes:
         log.warning("%s", note)
     if ctx.is_main:
         atomic_write_json(
-            ctx.run_dir.root / "configs" / "trainer_args.json",
+            ctx.run_dir.root / "configs" / f"{file}.json",
             {"trainer": kind, "args": args, "notes": notes},
         )
-    ctx.status.update(notes=notes)
+    ctx.status.update(notes=[*ctx.status.data.get("notes", []), *notes])
     log.info("%s arguments: %s", kind, json.dumps(args, default=str, sort_keys=True))
 
 
@@ -114,11 +122,14 @@ def _longest_prompt(tok: Any, rows: list[dict[str, Any]], chat: bool) -> int:
     return max((len(tok(t, add_special_tokens=not chat)["input_ids"]) for t in sample), default=0)
 
 
-def build_grpo(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback]) -> Any:
+def build_grpo(
+    plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback],
+    loaded: Loaded | None = None,
+) -> Any:  # fmt: skip
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    model, tok, base, peft_config = _prepare_model(plan)
+    model, tok, base, peft_config = _prepare_model(plan, loaded)
     ctx.tokenizer, ctx.base = tok, base
     chat = tok.chat_template is not None
     sources = build_sources(plan.sources)
@@ -143,7 +154,8 @@ def build_grpo(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCall
             weights.append(weight)
     args["reward_weights"] = weights
     config = GRPOConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
-    _setup_eval(plan, ctx, tok, chat, default_tokens=args["max_completion_length"])
+    if ctx.evaluator is None:
+        _setup_eval(plan, ctx, tok, chat, default_tokens=args["max_completion_length"])
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
@@ -155,6 +167,42 @@ def build_grpo(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCall
     )
     _apply_optimizer(trainer, plan)
     return trainer
+
+
+def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
+    """RL with ``primenb.sft_warmup_steps``: SFT the (full) model on the train sources' ideal
+    answers, save it as ``checkpoints/sft_warmup`` and return it as the base for GRPO."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    model, tok, base = load_model(plan.model_name, seed=plan.seed, init_from=plan.init_from)
+    if hasattr(model, "peft_config"):
+        model = model.merge_and_unload()
+    ctx.tokenizer = tok
+    chat = tok.chat_template is not None
+    wplan = warmup_plan(plan, tiny=is_tiny(plan.model_name))
+    sources = build_sources(plan.sources)
+    rows = [r for src in sources for r in ideal_rows(src.env, src.name, chat=chat)]
+    cuda, bf16_ok = device_info()
+    args, notes = sft_args(wplan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok)
+    _write_trainer_args(ctx, "SFTTrainer (sft_warmup)", args, notes, file="trainer_args.sft_warmup")
+    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.max_completion_tokens or 64)
+    log.info("SFT warm-up: %d steps on %d ideal answers before GRPO", wplan.max_steps, len(rows))
+    trainer = SFTTrainer(
+        model=model,
+        args=SFTConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        callbacks=[WarmupCallback(ctx)],
+    )
+    trainer.train()
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    path = ctx.run_dir.checkpoints / WARMUP_CHECKPOINT
+    ctx.save_checkpoint(model, int(trainer.state.global_step), name=WARMUP_CHECKPOINT)
+    ctx.status.update(warmup_checkpoint=str(path), warmup_step=int(trainer.state.global_step))
+    del trainer
+    gc.collect()
+    return model, tok, {**base, "path": str(path)}
 
 
 def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback]) -> Any:
@@ -220,9 +268,23 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
 
     state = PartialState()
     ctx.device = state.device
-    builder = build_grpo if plan.mode == "rl" else build_sft
+    loaded = None
+    if plan.mode == "rl" and plan.sft_warmup_steps:
+        ctx.status.update(phase="sft warmup")
+        loaded = run_sft_warmup(plan, ctx)
+    if ctx.stop.poll():
+        log.warning("stop requested before %straining started", "GRPO " if loaded else "")
+        ctx.stop.triggered = True
+        final = None
+        if loaded is not None and ctx.is_main:
+            final = str(ctx.save_checkpoint(loaded[0], 0))
+        state.wait_for_everyone()
+        return TrainResult(0, True, final, {}, {})
     ctx.status.update(phase="building trainer")
-    trainer = builder(plan, ctx, [])
+    if plan.mode == "rl":
+        trainer = build_grpo(plan, ctx, [], loaded=loaded)
+    else:
+        trainer = build_sft(plan, ctx, [])
     if ctx.stop.poll():
         log.warning("stop requested before training started")
         ctx.stop.triggered = True

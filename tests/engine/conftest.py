@@ -55,7 +55,7 @@ def rl_config(**top: Any) -> dict[str, Any]:
         },
         "orchestrator": {
             "batch_size": 16, "group_size": 4, "seq_len": 128,
-            "train": {"sampling": {"temperature": 1.0, "max_completion_tokens": 40},
+            "train": {"sampling": {"temperature": 1.0, "max_completion_tokens": 48},
                       "source": [{"name": "reverse-text", "env": {"taskset": dict(ENV)}}]},
             "eval": None,
         },

@@ -32,7 +32,7 @@ def test_grpo_mapping() -> None:
     plan = build_plan(rl_config())
     args, notes = grpo_args(plan, world_size=1, cuda=False, bf16_ok=False)
     assert args["per_device_train_batch_size"] == 16 and args["num_generations"] == 4
-    assert args["max_completion_length"] == 40 and args["temperature"] == 1.0
+    assert args["max_completion_length"] == 48 and args["temperature"] == 1.0
     assert args["use_cpu"] and not args["bf16"] and not args["activation_checkpointing"]
     assert args["use_vllm"] is False and args["report_to"] == "none"
     assert args["optim"] == "adamw_torch" and args["adam_beta2"] == 0.999
