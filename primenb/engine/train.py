@@ -18,7 +18,7 @@ from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
-from primenb.engine.plan import Plan, grpo_args, sft_args, warmup_plan
+from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
 from primenb.engine.rundir import atomic_write_json
 
 log = logging.getLogger("primenb.engine")
@@ -238,8 +238,25 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
         peft_config=peft_config,
         callbacks=[RunDirCallback(ctx), *extra_callbacks],
     )
+    _check_sft_rows(len(dataset), trainer.train_dataset, plan.data["seq_len"])
     _apply_optimizer(trainer, plan)
     return trainer
+
+
+def _check_sft_rows(before: int, prepared: Any, seq_len: int) -> None:
+    """TRL drops rows whose completion is cut off entirely by ``max_length``: say so plainly."""
+    try:
+        after = len(prepared)
+    except TypeError:  # an iterable dataset: nothing to count
+        return
+    if after == 0:
+        raise PlanError(
+            f"no SFT example fits: data.seq_len = {seq_len} tokens leaves no room for any "
+            f"completion after its prompt (all {before} rows were dropped); raise data.seq_len"
+        )
+    if after < before:
+        log.warning("%d of %d SFT rows were dropped: their completion does not fit in "
+                    "data.seq_len = %d tokens", before - after, before, seq_len)  # fmt: skip
 
 
 def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default_tokens: int) -> None:

@@ -25,6 +25,8 @@ from tests.engine.conftest import (
 )
 
 pytest.importorskip("trl")
+# raised by peft/TRL internals when a PeftModel is loaded in-process; nothing to act on
+pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
 
 
 def _losses(run_dir: Path) -> list[float]:
@@ -315,3 +317,46 @@ def test_rl_with_sft_warmup_then_lora(tmp_path: Path) -> None:
 
     model, tok, base = load_model("primenb/tiny-byte", init_from=str(run_dir))
     assert hasattr(model, "peft_config") and base["path"] == str(warm_dir) and len(tok) == 260
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def chat_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local model folder whose tokenizer has a chat template (the hub-model code path)."""
+    from primenb.engine.models import build_byte_tokenizer, build_tiny_model
+
+    folder = tmp_path_factory.mktemp("chatmodel")
+    tok = build_byte_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(folder)
+    build_tiny_model("xs", 0).save_pretrained(folder)
+    return folder
+
+
+def test_chat_template_model_from_a_local_folder(chat_model_dir: Path, tmp_path: Path) -> None:
+    cfg = rl_config(max_steps=2, model={"name": str(chat_model_dir)})
+    cfg["primenb"].update(sft_warmup_steps=3, sample_every=1)
+    run_dir = write_run(tmp_path / "chat-rl", cfg)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert status(run_dir)["state"] == "completed"
+    rows = samples(run_dir)
+    assert rows and rows[0]["prompt"].startswith("system: Reverse the text")  # chat messages
+    assert all(isinstance(s["completion"], str) for s in rows)
+
+    sft = sft_config(max_steps=3, model={"name": str(chat_model_dir), "lora": None}, ckpt=None)
+    run_dir = write_run(tmp_path / "chat-sft-short", sft)  # the chat prompt alone is ~105 tokens
+    assert run_engine(run_dir).returncode == 1
+    assert "data.seq_len = 64 tokens leaves no room" in status(run_dir)["error"]
+
+    run_dir = write_run(tmp_path / "chat-sft", deep_update(sft, "data.seq_len", 256))
+    proc = run_engine(run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["step"] for r in metrics(run_dir) if "eval/reverse-text/reward" in r] == [0, 3]
+    saved = json.loads((run_dir / "checkpoints" / "step_3" / "tokenizer_config.json").read_text())
+    assert "chat_template" in saved or (run_dir / "checkpoints" / "step_3" / "chat_template.jinja").exists()
