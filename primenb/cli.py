@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("attach", help="follow a run's progress")
     a.add_argument("run", help="run name or directory")
     a.set_defaults(func=_attach)
+
+    from primenb import cli_env, cli_harness
+
+    cli_env.add_commands(sub)
+    cli_harness.add_commands(sub)
     return parser
 
 

@@ -86,7 +86,7 @@ def rl_template(model: str = TINY_MODEL, env: str = DEFAULT_ENV, *, lora: bool =
         "sample_every = 10  # keep sampled completions every N steps",
     ]
     if tiny:
-        lines += ["sft_warmup_steps = 150  # teach the random-init model the answer format before RL"]
+        lines += ["sft_warmup_steps = 200  # teach the random-init model the answer format before RL"]
     return "\n".join(lines) + "\n"
 
 

@@ -176,12 +176,21 @@ class PrimeMagics(Magics):
               f"train it with: %prime_train {out}")
 
 
+def _magic_classes() -> list[type[Magics]]:
+    from primenb.notebook.env_magics import EnvMagics
+    from primenb.notebook.harness_magics import HarnessMagics
+
+    return [PrimeMagics, EnvMagics, HarnessMagics]
+
+
 def register(ipython: Any) -> None:
-    ipython.register_magics(PrimeMagics)
+    for cls in _magic_classes():
+        ipython.register_magics(cls)
 
 
 def unregister(ipython: Any) -> None:
     magics = ipython.magics_manager.magics
-    for kind, names in (("cell", ["rltoml"]), ("line", ["prime_train"])):
-        for name in names:
-            magics[kind].pop(name, None)
+    for cls in _magic_classes():
+        for kind, names in cls.magics.items():
+            for name in names:
+                magics[kind].pop(name, None)

@@ -234,9 +234,10 @@ class PrimenbMonitorSettings(Section):
 
 
 class PrimenbPrivacySettings(Section):
+    # "deny": no prompt/completion text is written anywhere in the run directory or trace.
+    data_collection: Literal["allow", "deny"] = "allow"
     record_hostname: bool = True
     record_git: bool = True
-    redact_env: list[str] = []
 
 
 class PrimenbSettings(Section):
