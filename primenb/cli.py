@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from primenb.errors import PrimenbError
+from primenb.progress import follow
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -42,42 +43,6 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(run, *, every: float = 2.0) -> int:  # type: ignore[no-untyped-def]
-    """Print a progress line per new metrics row (at most one per `every` s) until the run ends."""
-    import time
-
-    from primenb.notebook.summary import headline
-    from primenb.notebook.tail import JsonlTail
-
-    tail = JsonlTail(run.files.metrics_path)
-    rows: list[dict] = []
-    last_print = 0.0
-    try:
-        while True:
-            rows = (rows + tail.read_new())[-1:]
-            status = run.status
-            done = status.get("state") in ("completed", "failed", "stopped")
-            if rows and (done or time.monotonic() - last_print >= every):
-                h = headline(status, rows)
-                values = " ".join(f"{k}={v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
-                print(f"[{run.name}] step {h['step']}/{h['max_steps'] or '?'} {values}", flush=True)
-                last_print = time.monotonic()
-            if done:
-                break
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: asking {run.name} to save a checkpoint and stop...", flush=True)
-        run.stop(wait=True)
-    status = run.status
-    print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
-    if status.get("error"):
-        print(f"error: {status['error']}", file=sys.stderr)
-        tail_text = status.get("log_tail")
-        if tail_text:
-            print("\n".join(tail_text) if isinstance(tail_text, list) else tail_text, file=sys.stderr)
-    return 0 if status.get("state") in ("completed", "stopped") else 1
-
-
 def _train(args: argparse.Namespace) -> int:
     from primenb.backends import submit
     from primenb.config import ConfigError, load_config
@@ -91,7 +56,7 @@ def _train(args: argparse.Namespace) -> int:
     print(f"started {run.name} in {run.dir}", flush=True)
     if args.detach:
         return 0
-    return _follow(run)
+    return follow(run)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -105,7 +70,7 @@ def _stop(args: argparse.Namespace) -> int:
 def _attach(args: argparse.Namespace) -> int:
     from primenb.run import attach
 
-    return _follow(attach(args.run))
+    return follow(attach(args.run))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -49,7 +49,7 @@ def rl_template(model: str = TINY_MODEL, env: str = DEFAULT_ENV, *, lora: bool =
         "",
         "[orchestrator.eval]",
         f"interval = {50 if tiny else 10}  # evaluate every N steps",
-        "num_examples = 50",
+        "num_examples = 100  # held-out prompts, greedy decoding",
         "",
         "[[orchestrator.eval.source]]",
         f'name = "{env}"',

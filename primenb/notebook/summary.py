@@ -27,7 +27,11 @@ def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
     step = status.get("step") or last.get("step") or 0
     out: dict[str, Any] = {"state": status.get("state", "unknown"), "step": step,
                            "max_steps": status.get("max_steps")}
-    for key in ("reward", "loss", "eval/reward", "learning_rate"):
+    keys = {k for r in rows for k in r}
+    wanted = ["reward", "loss"] + sorted(k for k in keys if k.startswith("eval/") and k.endswith("/reward"))
+    if "reward" not in keys and "loss" not in keys:
+        wanted += ["warmup/loss"]  # still in the SFT warm-up of an RL run
+    for key in wanted:
         values = [r[key] for r in rows if key in r]
         if values:
             out[key] = values[-1]
