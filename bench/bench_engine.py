@@ -1,0 +1,97 @@
+"""primenb's engine against a bare TRL script: same model, data and GRPO settings, side by side.
+
+Prints steady-state steps/s (target ratio >= 0.97) and the time from launch to the first logged
+step (target: within 2 s of the bare script). Runs alternate primenb / bare, ROUNDS times each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from primenb import load_config
+from primenb.backends.local import submit
+from primenb.engine.rundir import read_jsonl
+
+ROOT = Path(__file__).resolve().parent
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
+STEPS = int(os.environ.get("BENCH_STEPS", "80"))
+CONFIG = f"""max_steps = {STEPS}
+seq_len = 128
+
+[model]
+name = "primenb/tiny-byte"
+
+[orchestrator]
+batch_size = 32
+group_size = 8
+
+[orchestrator.train.sampling]
+max_completion_tokens = 48
+
+[[orchestrator.train.source]]
+name = "reverse-text"
+
+[orchestrator.train.source.env.taskset]
+id = "reverse-text"
+
+[trainer.optim]
+lr = 5e-5
+"""
+
+
+def _rate(points: list[tuple[float, int]]) -> float:
+    """Steps per second between the 5th log and the last (skips start-up and first steps)."""
+    pts = points[5:]
+    return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+
+def run_primenb(work: Path, i: int) -> tuple[float, float, Path]:
+    os.chdir(work)
+    t0 = time.time()
+    run = submit(load_config(CONFIG), name=f"primenb-{i}")
+    assert run.wait(timeout=900) == "completed", run.logs()
+    rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "step" in r]
+    points = [(r["time"], r["step"]) for r in rows]
+    return points[0][0] - t0, _rate(points), run.dir
+
+
+def run_bare(run_dir: Path, work: Path, i: int) -> tuple[float, float]:
+    out = work / f"bare-{i}.json"
+    t0 = time.time()
+    subprocess.run([sys.executable, str(ROOT / "bare_grpo.py"), str(run_dir), str(out)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    points = [tuple(p) for p in json.loads(out.read_text())]
+    return points[0][0] - t0, _rate(points)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="primenb-bench-engine-"))
+    os.environ.setdefault("PRIME_HOME", str(work / "home"))
+    p_first, p_rate, b_first, b_rate = [], [], [], []
+    for i in range(ROUNDS):
+        first, rate, run_dir = run_primenb(work, i)
+        p_first.append(first)
+        p_rate.append(rate)
+        first, rate = run_bare(run_dir, work, i)
+        b_first.append(first)
+        b_rate.append(rate)
+    pr, br = statistics.median(p_rate), statistics.median(b_rate)
+    pf, bf = statistics.median(p_first), statistics.median(b_first)
+    print(f"GRPO, tiny-byte, batch 32 x group 8, {STEPS} steps, {ROUNDS} rounds (median)")
+    print(f"steps/s          primenb {pr:6.2f}   bare TRL {br:6.2f}   ratio {pr / br:.3f}"
+          f"  target >= 0.97: {'PASS' if pr / br >= 0.97 else 'FAIL'}")
+    print(f"launch->1st step primenb {pf:6.2f}s  bare TRL {bf:6.2f}s  diff {pf - bf:+.2f}s"
+          f"  target <= +2 s: {'PASS' if pf - bf <= 2 else 'FAIL'}")
+    print(f"(all rounds: primenb {[round(x, 2) for x in p_rate]} / {[round(x, 2) for x in p_first]}, "
+          f"bare {[round(x, 2) for x in b_rate]} / {[round(x, 2) for x in b_first]})")
+
+
+if __name__ == "__main__":
+    main()
