@@ -87,6 +87,10 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
             rules = sft_rules(model) if mode == "sft" else rl_rules(model)  # type: ignore[arg-type]
             for p in rules:
                 diagnostics.append(_at(pos, origins, p.path, "error", p.code, p.message, p.hint))
+            from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
+
+            for e in env_problems(model, mode):
+                diagnostics.append(_at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id"))
     diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
     report = Report(diagnostics, source, _redacted(lines, diagnostics))
     if not report.ok:

@@ -7,8 +7,11 @@ An environment is data plus a way to score completions:
 * reward functions in TRL's signature ``f(prompts, completions, **columns) -> list[float]``
   (``columns`` carries ``answer``, ``info`` and the other row fields), each with a weight;
 * a system prompt, used when the model has a chat template;
-* optionally an ideal completion per row (lets SFT train on the environment) and an exact-match
-  test (reported by evaluation).
+* optionally an ideal completion per row (lets SFT train on the environment), an exact-match
+  test (reported by evaluation) and a parser (text of a completion -> the answer it gives, used
+  for exact match when the environment defines no test of its own).
+
+``docs/environments.md`` describes the interface for user environments.
 
 This module imports no torch; the notebook side imports it to validate ids.
 """
@@ -71,6 +74,9 @@ class Environment:
     system_prompt: str | None = None
     text_template: str = "{prompt}"
     args: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    version: str = ""
+    parser: Callable[[str], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.reward_weights is None:
@@ -122,8 +128,15 @@ class Environment:
         return total
 
     def is_correct(self, completion: Any, row: Row) -> bool | None:
-        """Exact-match test for evaluation; None when the environment has none."""
-        return None
+        """Exact-match test for evaluation: with a ``parser``, whether the parsed answer equals
+        the row's answer; None when the environment has neither a test nor a parser."""
+        if self.parser is None:
+            return None
+        parsed = self.parser(completion_text(completion))
+        return parsed is not None and str(parsed).strip() == str(row.get("answer", "")).strip()
+
+    def reward_names(self) -> list[str]:
+        return [getattr(f, "__name__", "reward") for f in self.reward_funcs]
 
 
 def _row_keys(rows: list[Row]) -> list[str]:

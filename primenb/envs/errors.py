@@ -1,7 +1,7 @@
-"""Errors raised by environments and the training engine.
+"""Errors raised by environments, the environment registry and the training engine.
 
-They derive from `primenb.errors.PrimenbError` when that module exists, so the notebook side can
-show them as one-line messages; otherwise from `Exception`.
+They derive from `primenb.errors.PrimenbError`, so magics and the CLI show them as one-line
+messages and the engine records them as a run's failure reason without a traceback.
 """
 
 from __future__ import annotations
@@ -25,4 +25,30 @@ class EnvironmentArgumentError(_Base, TypeError):
     """An environment got an argument it does not take, or a bad value."""
 
 
-__all__ = ["EnvironmentArgumentError", "EnvironmentLookupError"]
+class EnvironmentLoadError(_Base, RuntimeError):
+    """An environment raised while loading, or what it returned is not a usable environment.
+    The message names the environment and says why."""
+
+
+class UnsupportedEnvironmentError(_Base, RuntimeError):
+    """The environment needs something the local engine cannot run (tools, several turns, a
+    container, a judge model): it runs on a remote backend only."""
+
+
+class RewardFunctionError(_Base, RuntimeError):
+    """A reward function broke its contract for a whole batch (e.g. returned the wrong number
+    of scores). One failing completion is not this: it is scored 0.0 and logged."""
+
+
+class RegistryError(_Base, ValueError):
+    """Adding or removing a registered environment was refused; the registry is unchanged."""
+
+
+__all__ = [
+    "EnvironmentArgumentError",
+    "EnvironmentLoadError",
+    "EnvironmentLookupError",
+    "RegistryError",
+    "RewardFunctionError",
+    "UnsupportedEnvironmentError",
+]

@@ -1,12 +1,17 @@
-"""Environment ids -> environment factories.
+"""Environment ids -> environments.
 
-Ids are looked up in this order:
+An id resolves in this order:
 
-1. ids registered in this process (the built-ins, and ``register_environment``);
-2. ``"package.module:function"``: the function is imported and called with the arguments (this
-   is how a user environment reaches the training process, which is a separate process).
+1. ids registered in this process with `register_environment` (tests, notebooks);
+2. the registry on disk, ``$PRIME_HOME/environments`` (``%prime_env add``);
+3. the built-ins (``reverse-text``, ``arithmetic``);
+4. ``"package.module:function"``: the function is imported and called with the arguments;
+5. installed verifiers v1 tasksets (``verifiers`` 0.4.x; ``owner/name`` ids too).
 
-Unknown ids raise `EnvironmentLookupError` naming the closest known ids.
+Unknown ids raise `EnvironmentLookupError` naming the closest known ids. Whatever a factory
+returns goes through `primenb.envs.interface.as_environment` (a plain object with a dataset and
+reward functions is accepted), and its reward functions are wrapped by `primenb.envs.guard`, so
+a reward function that raises on one completion scores it 0.0 instead of stopping a run.
 """
 
 from __future__ import annotations
@@ -15,18 +20,39 @@ import difflib
 import importlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from primenb.envs import store
 from primenb.envs.base import Environment
-from primenb.envs.errors import EnvironmentArgumentError, EnvironmentLookupError
+from primenb.envs.errors import (
+    EnvironmentArgumentError,
+    EnvironmentLoadError,
+    EnvironmentLookupError,
+    _Base,
+)
 
-Factory = Callable[..., Environment]
+Factory = Callable[..., Any]
 
 _BUILTINS: dict[str, str] = {
     # id -> "module:function", imported on first use
     "reverse-text": "primenb.envs.reverse_text:load_environment",
+    "arithmetic": "primenb.envs.arithmetic:load_environment",
 }
 _REGISTERED: dict[str, Factory] = {}
+
+SOURCES = ("in this process", "local path", "installed package", "built-in", "import path", "verifiers")
+
+
+@dataclass
+class Resolved:
+    """Where an id resolves: ``source`` is one of `SOURCES`; ``where`` a path or module."""
+
+    id: str
+    source: str
+    where: str
+    entry: store.Entry | None = None
 
 
 def builtin_ids() -> list[str]:
@@ -34,9 +60,20 @@ def builtin_ids() -> list[str]:
     return sorted(_BUILTINS)
 
 
-def known_ids() -> list[str]:
-    """Built-in ids plus those registered in this process."""
-    return sorted({*_BUILTINS, *_REGISTERED})
+def registered_ids() -> list[str]:
+    """Ids in the registry on disk (``$PRIME_HOME/environments``)."""
+    return store.ids()
+
+
+def known_ids(*, verifiers: bool = True) -> list[str]:
+    """Every id that resolves without an import path: registered here and on disk, built-ins,
+    and (with ``verifiers``) installed verifiers taskset packages."""
+    ids = {*_REGISTERED, *store.ids(), *_BUILTINS}
+    if verifiers:
+        from primenb.envs import verifiers_adapter
+
+        ids |= set(verifiers_adapter.installed_tasksets())
+    return sorted(ids)
 
 
 def register_environment(env_id: str, factory: Factory, *, overwrite: bool = False) -> None:
@@ -46,20 +83,26 @@ def register_environment(env_id: str, factory: Factory, *, overwrite: bool = Fal
     _REGISTERED[env_id] = factory
 
 
-def suggest(env_id: str) -> list[str]:
+def unregister_environment(env_id: str) -> None:
+    _REGISTERED.pop(env_id, None)
+
+
+def _norm(text: str) -> str:
+    return text.lower().replace("_", "-").split("@")[0]
+
+
+def suggest(env_id: str, ids: list[str] | None = None) -> list[str]:
     """Known ids close to ``env_id`` (for "did you mean")."""
-    ids = known_ids()
-    close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
-    lowered = {i.lower().replace("_", "-"): i for i in ids}
-    norm = env_id.lower().replace("_", "-").split("/")[-1]
-    if norm in lowered and lowered[norm] not in close:
-        close.insert(0, lowered[norm])
-    return close
-
-
-def is_known(env_id: str) -> bool:
-    """True for registered/built-in ids and for ``module:function`` ids (not imported here)."""
-    return env_id in _REGISTERED or env_id in _BUILTINS or _is_import_path(env_id)
+    ids = known_ids() if ids is None else ids
+    lowered = {_norm(i): i for i in ids}
+    norm = _norm(env_id)
+    tail = norm.split("/")[-1]
+    close = [lowered[m] for m in difflib.get_close_matches(norm, list(lowered), n=3, cutoff=0.6)]
+    if tail != norm:
+        close += [lowered[m] for m in difflib.get_close_matches(tail, list(lowered), n=3, cutoff=0.6)]
+    if tail in lowered:
+        close.insert(0, lowered[tail])
+    return list(dict.fromkeys(c for c in close if c != env_id))[:3]
 
 
 def _is_import_path(env_id: str) -> bool:
@@ -67,23 +110,41 @@ def _is_import_path(env_id: str) -> bool:
     return bool(sep and module and attr and all(p.isidentifier() for p in module.split(".")))
 
 
-def _unknown(env_id: str) -> EnvironmentLookupError:
+def resolve(env_id: str) -> Resolved | None:
+    """Where ``env_id`` resolves (nothing is imported), or None when it is unknown."""
+    if env_id in _REGISTERED:
+        return Resolved(env_id, "in this process", "")
+    entry = store.load(env_id)
+    if entry is not None:
+        return Resolved(env_id, entry.source, entry.target, entry)
+    if env_id in _BUILTINS:
+        return Resolved(env_id, "built-in", _BUILTINS[env_id])
+    if _is_import_path(env_id):
+        return Resolved(env_id, "import path", env_id)
+    from primenb.envs import verifiers_adapter
+
+    if verifiers_adapter.could_be_taskset(env_id):
+        return Resolved(env_id, "verifiers", verifiers_adapter.module_name(env_id))
+    return None
+
+
+def is_known(env_id: str) -> bool:
+    """True when ``env_id`` resolves (see the module docstring); imports nothing."""
+    return resolve(env_id) is not None
+
+
+def unknown_error(env_id: str) -> EnvironmentLookupError:
     close = suggest(env_id)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return EnvironmentLookupError(
         f"Unknown environment {env_id!r}.{hint} Built-in environments: "
-        f"{', '.join(builtin_ids())}. A custom environment can be given as "
-        f"'package.module:function' returning a primenb.envs.Environment."
+        f"{', '.join(builtin_ids())}. Register a local one with `%prime_env add PATH` "
+        f"(`primenb env add PATH`), install a verifiers taskset package, or give "
+        f"'package.module:function' returning an environment."
     )
 
 
-def get_factory(env_id: str) -> Factory:
-    """The factory for ``env_id`` (imports it); raises `EnvironmentLookupError` if unknown."""
-    if env_id in _REGISTERED:
-        return _REGISTERED[env_id]
-    target = _BUILTINS.get(env_id) or (env_id if _is_import_path(env_id) else None)
-    if target is None:
-        raise _unknown(env_id)
+def _import_target(env_id: str, target: str) -> Factory:
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -97,10 +158,55 @@ def get_factory(env_id: str) -> Factory:
     return factory  # type: ignore[no-any-return]
 
 
+def _entry_factory(entry: store.Entry) -> Factory:
+    from primenb.envs import local
+
+    if entry.kind == "path":
+        path = Path(entry.target)
+        if not path.exists():
+            raise EnvironmentLoadError(
+                f"environment {entry.id!r} is registered from {path}, which no longer exists; "
+                f"register it again (%prime_env add NEW_PATH --id {entry.id} --force) or "
+                f"remove it (%prime_env remove {entry.id})"
+            )
+        module = local.import_path(path, entry.id)
+    else:
+        module = local.import_module(entry.target, entry.id)
+    return local.entry_point(module, entry.id)  # type: ignore[no-any-return]
+
+
+def get_factory(env_id: str) -> Factory:
+    """The factory for ``env_id`` (imports it); raises `EnvironmentLookupError` if unknown."""
+    found = resolve(env_id)
+    if found is None:
+        raise unknown_error(env_id)
+    if found.source == "in this process":
+        return _REGISTERED[env_id]
+    if found.entry is not None:
+        return _entry_factory(found.entry)
+    if found.source == "verifiers":
+        from primenb.envs import verifiers_adapter
+
+        def load_taskset(**kwargs: Any) -> Environment:
+            return verifiers_adapter.load(env_id, **kwargs)
+
+        return load_taskset
+    return _import_target(env_id, found.where)
+
+
 def environment_args(env_id: str) -> dict[str, Any]:
     """The arguments an environment accepts, with their defaults (``inspect.Parameter.empty``
     for required ones). Lets a config validator check ``[...env.taskset]`` keys."""
-    params = inspect.signature(get_factory(env_id)).parameters
+    found = resolve(env_id)
+    if found is not None and found.source == "verifiers":
+        from primenb.envs import verifiers_adapter
+
+        return verifiers_adapter.taskset_args(env_id)
+    return _signature_args(get_factory(env_id))
+
+
+def _signature_args(factory: Factory) -> dict[str, Any]:
+    params = inspect.signature(factory).parameters
     return {
         name: p.default
         for name, p in params.items()
@@ -112,30 +218,48 @@ def get_environment(env_id: str, /, **kwargs: Any) -> Environment:
     """Build the environment ``env_id`` with ``kwargs`` as its arguments.
 
     Arguments set to None are treated as absent (the default applies). An argument the
-    environment does not take raises `EnvironmentArgumentError` listing the accepted ones.
+    environment does not take raises `EnvironmentArgumentError` listing the accepted ones. An
+    environment that raises while loading raises `EnvironmentLoadError` naming it and the cause.
     """
-    factory = get_factory(env_id)
+    return build_environment(env_id, get_factory(env_id), kwargs)
+
+
+def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> Environment:
+    """Call ``factory(**kwargs)`` (None values dropped) and make an `Environment` of the result,
+    with guarded reward functions; errors name ``env_id``."""
+    from primenb.envs.guard import guard
+    from primenb.envs.interface import as_environment
+
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    params = inspect.signature(factory).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    takes_any = not params or any(p.kind is p.VAR_KEYWORD for p in params.values())
     if not takes_any:
         unknown = sorted(set(kwargs) - set(params))
         if unknown:
-            accepted = ", ".join(environment_args(env_id)) or "(none)"
+            accepted = ", ".join(_signature_args(factory)) or "(none)"
             raise EnvironmentArgumentError(
                 f"environment {env_id!r} does not take argument(s) {', '.join(unknown)}; "
                 f"it accepts: {accepted}"
             )
-    env = factory(**kwargs)
-    if not isinstance(env, Environment):
-        raise EnvironmentLookupError(
-            f"environment {env_id!r}: its factory returned {type(env).__name__}, "
-            f"not a primenb.envs.Environment"
-        )
+    try:
+        obj = factory(**kwargs)
+    except _Base:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code: say which environment failed
+        raise EnvironmentLoadError(
+            f"environment {env_id!r} raised while loading: {type(exc).__name__}: {exc}"
+        ) from exc
+    env = as_environment(obj, env_id, kwargs)
+    env.reward_funcs = [guard(f, env_id) for f in env.reward_funcs]
     return env
 
 
 __all__ = [
+    "Resolved",
+    "build_environment",
     "builtin_ids",
     "environment_args",
     "get_environment",
@@ -143,5 +267,9 @@ __all__ = [
     "is_known",
     "known_ids",
     "register_environment",
+    "registered_ids",
+    "resolve",
     "suggest",
+    "unknown_error",
+    "unregister_environment",
 ]

@@ -120,6 +120,9 @@ def load_environment(
         reward_weights=[1.0],
         system_prompt=system_prompt,
         text_template="{prompt}=",
+        description="Reverse a short string character by character, answer in <reversed_text> "
+        "tags; reward: similarity to the reversed text.",
+        version="1",
         args={
             "min_len": min_len,
             "max_len": max_len,

@@ -2,14 +2,78 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from IPython.core.magic import Magics, line_magic, magics_class
+
+from primenb.errors import PrimenbError
+from primenb.notebook.args import MagicParser
+
+USAGE = ("%prime_env list | add PATH_OR_MODULE [--id ID] [--force] | show ID [KEY=VALUE ...] | "
+         "remove ID")  # fmt: skip
+
+
+def _parser(sub: str) -> MagicParser:
+    p = MagicParser(f"%prime_env {sub}")
+    if sub == "list":
+        p.add_argument("--no-verifiers", action="store_true", help="leave out installed verifiers tasksets")
+    elif sub == "add":
+        p.add_argument("target", help="a folder or .py file with load_environment(), or a module name")
+        p.add_argument("--id", default=None, help="id to register it under (default: the folder/module name)")
+        p.add_argument("--force", action="store_true", help="replace an environment registered under the same id")
+    elif sub == "show":
+        p.add_argument("id")
+        p.add_argument("args", nargs="*", metavar="KEY=VALUE", help="arguments to build it with")
+    elif sub == "remove":
+        p.add_argument("id")
+    return p
 
 
 @magics_class
 class EnvMagics(Magics):
     @line_magic
-    def prime_env(self, line: str) -> None:
-        """%prime_env list | add PATH_OR_MODULE [--id ID] | show ID | remove ID"""
+    def prime_env(self, line: str) -> Any:
+        """List, register, inspect and remove training environments.
+
+        %prime_env list                                   a DataFrame of every known environment
+        %prime_env add PATH_OR_MODULE [--id ID] [--force]  register a local environment
+        %prime_env show ID [KEY=VALUE ...]                 description, arguments, rewards, samples
+        %prime_env remove ID                               unregister (the folder is left alone)
+        """
         from primenb.notebook.magics import MagicFailed
 
-        raise MagicFailed("%prime_env is not available yet")
+        sub, _, rest = line.strip().partition(" ")
+        handlers = {"list": self._list, "add": self._add, "show": self._show, "remove": self._remove}
+        if sub not in handlers:
+            raise MagicFailed(f"usage: {USAGE}")
+        try:
+            return handlers[sub](_parser(sub).parse_line(rest))
+        except MagicFailed:
+            raise
+        except PrimenbError as exc:
+            raise MagicFailed(str(exc)) from None
+
+    def _list(self, args: Any) -> Any:
+        from primenb.envs.catalog import list_frame
+
+        return list_frame(verifiers=not args.no_verifiers)
+
+    def _add(self, args: Any) -> Any:
+        from primenb.envs.manage import add
+
+        card = add(args.target, args.id, force=args.force)
+        print(f"registered {card.id!r} ({card.source}: {card.where}); use it with "
+              f"[orchestrator.train.source.env.taskset] id = \"{card.id}\"")  # fmt: skip
+        return card
+
+    def _show(self, args: Any) -> Any:
+        from primenb.envs.catalog import parse_assignments, show
+
+        return show(args.id, **parse_assignments(args.args))
+
+    def _remove(self, args: Any) -> None:
+        from primenb.envs.manage import remove
+
+        entry = remove(args.id)
+        kept = f" ({entry.target} is left as it was)" if entry.kind == "path" else ""
+        print(f"removed {entry.id!r} from the registry{kept}")

@@ -1,5 +1,6 @@
 """A test environment (loaded by the engine as 'tests.engine.crashy_env:load') whose reward
-function raises on a chosen call, to check what a crash mid-training leaves behind."""
+function raises on a chosen call, to check what a crash mid-training leaves behind. The function
+is marked ``stop_run_on_error``: unmarked reward functions that raise score 0.0 and training goes on."""
 
 from __future__ import annotations
 
@@ -19,5 +20,6 @@ def load(fail_on_call: int = 4, **kwargs: Any) -> Environment:
             raise RuntimeError(f"reward server went away (call {calls['n']})")
         return inner(prompts=prompts, completions=completions, **kw)
 
+    lcs.stop_run_on_error = True  # type: ignore[attr-defined]  # raise, don't score 0.0 (primenb.envs.guard)
     base.reward_funcs = [lcs]
     return base

@@ -1,0 +1,172 @@
+"""Reward functions that survive a bad completion.
+
+`guard(func, env_id)` wraps a reward function (TRL signature
+``f(prompts, completions, **columns) -> list[float | None]``) so that:
+
+* a completion the function raises on is **scored 0.0** (the same as a wrong answer), the
+  failure is logged on the ``primenb.envs`` logger (the engine writes it to ``logs/engine.log``)
+  and counted on the wrapper (``failed`` / ``scored``); the other completions of the batch
+  keep their scores and the run goes on. When the whole batch raises, the completions are
+  scored again one at a time to find which ones fail.
+* a score that is not a number, or is NaN/infinite, counts as a failure too (0.0, logged).
+  ``None`` stays ``None`` (TRL's "this function does not apply to this row").
+* a function that breaks its contract for a whole batch (returns something that is not a list,
+  or the wrong number of scores) raises `RewardFunctionError` naming the environment and the
+  function: that is a bug in the function, not a bad completion, and the run stops.
+* a function with the attribute ``stop_run_on_error = True`` is not guarded: any exception it
+  raises stops the run (for a scoring service that went away, where training on zeros would
+  waste the run).
+
+A function can report per-completion failures itself by raising `PartialScores` with the
+scores it has and the errors by index (the verifiers adapter does this).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from primenb.envs.errors import RewardFunctionError
+
+log = logging.getLogger("primenb.envs")
+
+FAILED_SCORE = 0.0
+LOG_FIRST_BATCHES = 20  # failing batches logged one by one, then a summary every LOG_EVERY
+LOG_EVERY = 100
+
+
+class PartialScores(Exception):
+    """Raised by a reward function that scored some completions and failed on others."""
+
+    def __init__(self, values: Sequence[float | None], errors: dict[int, BaseException]) -> None:
+        super().__init__(f"{len(errors)} of {len(values)} completions failed")
+        self.values = list(values)
+        self.errors = dict(errors)
+
+
+class GuardedReward:
+    """A reward function wrapped by `guard`; keeps the wrapped function's name and docstring."""
+
+    def __init__(self, func: Callable[..., Any], env_id: str) -> None:
+        self.__wrapped__ = func
+        self.__name__ = getattr(func, "__name__", "reward")
+        self.__qualname__ = self.__name__
+        self.__doc__ = getattr(func, "__doc__", None)
+        self.env_id = env_id
+        self.scored = 0
+        self.failed = 0
+        self.failing_batches = 0
+
+    def __repr__(self) -> str:
+        return f"<reward {self.__name__} of {self.env_id!r}: {self.failed}/{self.scored} failed>"
+
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+        n = len(completions)
+        errors: dict[int, BaseException] = {}
+        try:
+            raw = self.__wrapped__(prompts=prompts, completions=completions, **columns)
+        except PartialScores as partial:
+            raw, errors = partial.values, dict(partial.errors)
+        except Exception as exc:  # noqa: BLE001 - a reward function may raise anything
+            raw, errors = self._one_by_one(prompts, completions, columns, exc)
+        values = self._check(raw, n)
+        for i, value in enumerate(values):
+            if i in errors:
+                values[i] = FAILED_SCORE
+            elif value is not None and not _finite(value):
+                errors[i] = ValueError(f"returned {value!r}, not a finite number")
+                values[i] = FAILED_SCORE
+        self.scored += n
+        if errors:
+            self.failed += len(errors)
+            self.failing_batches += 1
+            self._log(errors, n)
+        return [None if v is None else float(v) for v in values]
+
+    # -- internals ------------------------------------------------------------------------------
+    def _one_by_one(
+        self, prompts: list[Any], completions: list[Any], columns: dict[str, Any], batch_exc: Exception
+    ) -> tuple[list[Any], dict[int, BaseException]]:
+        n = len(completions)
+        if n <= 1:
+            return [FAILED_SCORE] * n, dict.fromkeys(range(n), batch_exc)
+        values: list[Any] = []
+        errors: dict[int, BaseException] = {}
+        for i in range(n):
+            one = {k: [v[i]] if _is_column(v, n) else v for k, v in columns.items()}
+            try:
+                out = self.__wrapped__(prompts=[prompts[i]], completions=[completions[i]], **one)
+                (value,) = out
+            except PartialScores as partial:
+                value = FAILED_SCORE
+                errors[i] = next(iter(partial.errors.values()), batch_exc)
+            except Exception as exc:  # noqa: BLE001
+                value = FAILED_SCORE
+                errors[i] = exc
+            values.append(value)
+        return values, errors
+
+    def _check(self, raw: Any, n: int) -> list[Any]:
+        if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence):
+            try:
+                raw = list(raw)
+            except TypeError:
+                raise RewardFunctionError(
+                    f"environment {self.env_id!r}: reward function {self.__name__!r} returned "
+                    f"{type(raw).__name__}, not a list of {n} scores"
+                ) from None
+        if len(raw) != n:
+            raise RewardFunctionError(
+                f"environment {self.env_id!r}: reward function {self.__name__!r} returned "
+                f"{len(raw)} scores for {n} completions; it must return one score per completion"
+            )
+        out: list[Any] = []
+        for value in raw:
+            if value is None or isinstance(value, bool):
+                out.append(None if value is None else float(value))
+                continue
+            try:
+                out.append(float(value))
+            except (TypeError, ValueError):
+                out.append(value)  # not a number: counted as a failure by the caller
+        return out
+
+    def _log(self, errors: dict[int, BaseException], n: int) -> None:
+        first = next(iter(errors.values()))
+        what = f"{type(first).__name__}: {str(first)[:300]}"
+        if self.failing_batches <= LOG_FIRST_BATCHES:
+            log.warning(
+                "environment %r, reward function %r: failed on %d of %d completions (scored "
+                "%.1f): %s", self.env_id, self.__name__, len(errors), n, FAILED_SCORE, what,
+                exc_info=first if self.failing_batches == 1 else None,
+            )  # fmt: skip
+            if self.failing_batches == LOG_FIRST_BATCHES:
+                log.warning("environment %r, reward function %r: further failures are "
+                            "summarised every %d failing batches", self.env_id, self.__name__,
+                            LOG_EVERY)  # fmt: skip
+        elif self.failing_batches % LOG_EVERY == 0:
+            log.warning(
+                "environment %r, reward function %r: %d of %d completions failed so far "
+                "(latest: %s)", self.env_id, self.__name__, self.failed, self.scored, what,
+            )  # fmt: skip
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _is_column(value: Any, n: int) -> bool:
+    return isinstance(value, list) and len(value) == n
+
+
+def guard(func: Callable[..., Any], env_id: str) -> Callable[..., Any]:
+    """``func`` wrapped as described in the module docstring (returned as is when it is already
+    guarded or asks to stop the run on errors)."""
+    if isinstance(func, GuardedReward) or getattr(func, "stop_run_on_error", False):
+        return func
+    return GuardedReward(func, env_id)
+
+
+__all__ = ["FAILED_SCORE", "GuardedReward", "PartialScores", "guard"]
