@@ -248,7 +248,7 @@ def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> 
         obj = factory(**kwargs)
     except _Base:
         raise
-    except Exception as exc:  # noqa: BLE001 - user code: say which environment failed
+    except Exception as exc:
         raise EnvironmentLoadError(
             f"environment {env_id!r} raised while loading: {type(exc).__name__}: {exc}"
         ) from exc

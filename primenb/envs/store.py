@@ -49,7 +49,7 @@ class Entry:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Entry:
         if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+            raise TypeError("not a JSON object")
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         entry = cls(**known)
         if entry.kind not in KINDS or not entry.target or not ID_RE.match(entry.id):
@@ -131,4 +131,4 @@ def delete(env_id: str) -> Entry:
     return entry or Entry(id=env_id, kind="path", target="?")
 
 
-__all__ = ["Entry", "ID_RE", "check_id", "delete", "entries", "ids", "load", "problems", "root", "save"]
+__all__ = ["ID_RE", "Entry", "check_id", "delete", "entries", "ids", "load", "problems", "root", "save"]

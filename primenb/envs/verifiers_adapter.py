@@ -97,17 +97,41 @@ def could_be_taskset(env_id: str) -> bool:
     return _spec(mod) is not None
 
 
+_SCAN: dict[tuple[Any, ...], dict[str, dict[str, str]]] = {}
+
+
+def _path_state() -> tuple[Any, ...]:
+    """sys.path and the modification times of its folders (installing a package changes them)."""
+    state: list[Any] = []
+    for entry in sys.path:
+        try:
+            state.append((entry, Path(entry or ".").stat().st_mtime_ns))
+        except OSError:
+            state.append((entry, None))
+    return tuple(state)
+
+
 def installed_tasksets() -> dict[str, dict[str, str]]:
     """Installed distributions that depend on verifiers: ``{id: {version, description, module}}``
-    (the id is the distribution name, which verifiers' loader maps to its module)."""
-    out: dict[str, dict[str, str]] = {}
+    (the id is the distribution name, which verifiers' loader maps to its module). Scanning
+    package metadata takes ~0.1 s, so the answer is kept until sys.path or its folders change."""
     if not installed():
-        return out
+        return {}
+    key = _path_state()
+    if key not in _SCAN:
+        _SCAN.clear()
+        _SCAN[key] = _scan()
+    return dict(_SCAN[key])
+
+
+def _scan() -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
     for dist in importlib.metadata.distributions():
         try:
             name = dist.metadata["Name"]
             requires = dist.requires or []
-        except Exception:  # noqa: BLE001 - broken metadata: skip it
+        except Exception as exc:  # noqa: BLE001 - broken metadata: skip it
+            log.debug("skipping distribution with unreadable metadata: %s", exc)
             continue
         if not name or name.lower() in ("verifiers", "primenb"):
             continue
@@ -118,7 +142,7 @@ def installed_tasksets() -> dict[str, dict[str, str]]:
             continue
         out[name.lower()] = {
             "version": dist.version or "",
-            "description": dist.metadata.get("Summary") or "",
+            "description": (dist.metadata.get_all("Summary") or [""])[0] or "",
             "module": mod,
         }
     return out
@@ -189,7 +213,7 @@ def _taskset_class(env_id: str) -> type:
         return loaders.taskset_class(env_id)  # type: ignore[no-any-return]
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise EnvironmentLoadError(f"verifiers taskset {env_id!r} could not be loaded: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - the taskset module raised on import
+    except Exception as exc:
         raise EnvironmentLoadError(
             f"verifiers taskset {env_id!r}: importing it raised {type(exc).__name__}: {exc}"
         ) from exc
@@ -224,7 +248,7 @@ def load(env_id: str, **args: Any) -> VerifiersEnvironment:
             log.info("taskset %s is infinite: using its first %d tasks", env_id, MAX_TASKS)
             taskset = taskset.take(MAX_TASKS)
         tasks = list(taskset)
-    except Exception as exc:  # noqa: BLE001 - user code
+    except Exception as exc:
         raise EnvironmentLoadError(
             f"verifiers taskset {env_id!r} raised while loading its tasks: {type(exc).__name__}: {exc}"
         ) from exc
@@ -316,11 +340,12 @@ def _build(env_id: str, cls: Any, args: dict[str, Any], tasks: list[Any]) -> Ver
         answer = getattr(t.data, "answer", None)
         rows.append({"prompt": prompt, "answer": "" if answer is None else str(answer), "info": info})
     hooks = tasks[0].hooks("reward")
+    funcs: list[Any] = [VerifiersReward(fn.__name__, tasks, fn.__doc__) for fn in hooks]
     mod = module_name(env_id)
     env = VerifiersEnvironment(
         id=env_id,
         train=rows,
-        reward_funcs=[VerifiersReward(fn.__name__, tasks, fn.__doc__) for fn in hooks],
+        reward_funcs=funcs,
         reward_weights=[float(getattr(fn, "_vf_weight", 1.0)) for fn in hooks],
         system_prompt=shared,
         args=dict(args),
@@ -339,7 +364,7 @@ def _first_line(text: str | None) -> str:
 class VerifiersEnvironment(Environment):
     """A verifiers taskset's tasks and rewards (``tasks`` holds the verifiers Task objects)."""
 
-    tasks: list[Any] = []
+    tasks: list[Any]  # set by `load`
 
 
 class VerifiersReward:
@@ -400,7 +425,7 @@ def _index(info: Any) -> int:
 
         info = json.loads(info)
     if not isinstance(info, Mapping) or not isinstance(info.get("vf_idx"), int):
-        raise ValueError(f"row info has no vf_idx: {info!r:.80}")
+        raise TypeError(f"row info has no vf_idx: {info!r:.80}")
     return int(info["vf_idx"])
 
 

@@ -25,8 +25,8 @@ def first_char(prompts, completions, answer, **kwargs):
 
 
 def short(prompts, completions, **kwargs):
-    """1.0 for a reply of at most two characters."""
-    return [1.0 if len(str(c)) <= 2 else 0.0 for c in completions]
+    """1 / (1 + length of the reply): shorter is better."""
+    return [1.0 / (1 + len(str(c))) for c in completions]
 
 
 class Env:

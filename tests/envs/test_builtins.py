@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from primenb.envs import EnvironmentArgumentError, EnvironmentLoadError, builtin_ids, get_environment
+from primenb.envs import (
+    EnvironmentArgumentError,
+    EnvironmentLoadError,
+    builtin_ids,
+    get_environment,
+)
 from primenb.envs.arithmetic import SYSTEM_PROMPT, exact_match
 from primenb.envs.fingerprint import data_fingerprint
 from primenb.envs.interface import as_environment
@@ -23,7 +28,7 @@ def test_arithmetic_is_seeded_held_out_and_right():
     held_out = [r["prompt"] for r in a.eval_rows()]
     assert len(set(held_out)) == 50 and not set(held_out) & {r["prompt"] for r in a.train_rows()}
     for row in a.train_rows() + a.eval_rows():
-        assert int(row["answer"]) == eval(row["prompt"])  # noqa: S307 - digits and +-* only
+        assert int(row["answer"]) == eval(row["prompt"])
         assert row["prompt"].count("+") + row["prompt"].count("-") + row["prompt"].count("*") == 2
     assert any("*" in r["prompt"] for r in a.train_rows())
 

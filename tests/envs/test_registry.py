@@ -56,7 +56,7 @@ def test_add_list_show_remove_a_local_folder(shell, home, tmp_path):
     assert len(shown.samples) == 3
     s = shown.samples[0]
     assert s.prompt == "0" and s.perfect == "0"
-    assert s.perfect_reward == 1.5 and s.empty_reward == 0.5  # "" is short (0.5), not the digit
+    assert s.perfect_reward == 1.25 and s.empty_reward == 0.5  # 1 + 0.5 * 1/2; 0 + 0.5 * 1/1
     html, text = shown._repr_html_(), repr(shown)
     for fragment in ("echo-digit", "first_char", "1.0 when the reply starts with the answer.", "Repeat the digit."):
         assert fragment in html and fragment in text
@@ -197,7 +197,7 @@ def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
     env = {**os.environ, "PRIME_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "primenb.cli", "env", *args], capture_output=True,
-                          text=True, env=env)  # fmt: skip
+                          text=True, env=env, check=False)  # fmt: skip
 
 
 def test_cli_add_list_show_remove(home, tmp_path):
