@@ -1,10 +1,10 @@
-"""The baseline for bench_engine.py: the same GRPO run as a primenb run, as a bare TRL script.
+"""The baseline for bench_engine.py and bench_gpu.py: a primenb run's training as a bare TRL script.
 
-Same tiny model (built from config, seed 0), same reverse-text rows and reward, same GRPOConfig
-arguments (read from the primenb run's configs/trainer_args.json); no primenb callbacks, status
-files, samples or stop handling. Writes (time, step) of every TRL log call to OUT as JSON.
+Same model (built from config, same seed), same rows and reward, same TRL arguments (read from
+the primenb run's configs/trainer_args.json); no primenb callbacks, status files, samples or stop
+handling. Writes [time, step, num_tokens] of every TRL log call, and the peak GPU memory, to OUT.
 
-    python bench/bare_grpo.py RUN_DIR OUT
+    python bench/bare_trl.py RUN_DIR OUT
 """
 
 from __future__ import annotations
@@ -16,36 +16,46 @@ from pathlib import Path
 
 
 def main(run_dir: str, out: str) -> None:
+    import torch
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
-    from primenb.engine.data import build_sources, rl_rows
+    from primenb.engine.data import build_sources, rl_rows, sft_dataset
     from primenb.engine.models import build_byte_tokenizer, build_tiny_model
     from primenb.engine.plan import build_plan
 
     plan = build_plan(json.loads((Path(run_dir) / "configs" / "resolved.json").read_text()))
-    args = json.loads((Path(run_dir) / "configs" / "trainer_args.json").read_text())["args"]
-    sources = build_sources(plan.sources)
-    rows = rl_rows(sources, chat=False)
-    env = sources[0].env
-    times: list[tuple[float, int]] = []
+    saved = json.loads((Path(run_dir) / "configs" / "trainer_args.json").read_text())
+    args = {**saved["args"], "run_name": "bare"}
+    times: list[tuple[float, int, float]] = []
 
     class Times(TrainerCallback):
         def on_log(self, a, state, control, logs=None, **kw):  # type: ignore[no-untyped-def]
-            times.append((time.time(), state.global_step))
+            times.append((time.time(), state.global_step, float((logs or {}).get("num_tokens", 0))))
 
-    args = {**args, "run_name": "bare", "reward_weights": env.reward_weights}
-    trainer = GRPOTrainer(
-        model=build_tiny_model(plan.model_name, seed=plan.seed),
-        reward_funcs=list(env.reward_funcs),
-        args=GRPOConfig(output_dir=str(Path(out).parent / "bare-trainer"), **args),
-        train_dataset=Dataset.from_list(rows),
-        processing_class=build_byte_tokenizer(),
-        callbacks=[Times()],
-    )
+    model = build_tiny_model(plan.model_name, seed=plan.seed)
+    common = {"model": model, "processing_class": build_byte_tokenizer(), "callbacks": [Times()]}
+    if plan.lora is not None:
+        from primenb.engine.train import lora_config
+
+        common["peft_config"] = lora_config(plan.lora, model)
+    output_dir = str(Path(out).parent / "bare-trainer")
+    if saved["trainer"] == "GRPOTrainer":
+        from trl import GRPOConfig, GRPOTrainer
+
+        sources = build_sources(plan.sources)
+        env = sources[0].env
+        trainer = GRPOTrainer(reward_funcs=list(env.reward_funcs), train_dataset=Dataset.from_list(rl_rows(sources, chat=False)),
+                              args=GRPOConfig(output_dir=output_dir, **{**args, "reward_weights": env.reward_weights}),
+                              **common)
+    else:
+        from trl import SFTConfig, SFTTrainer
+
+        dataset, _ = sft_dataset(plan, chat=False)
+        trainer = SFTTrainer(train_dataset=dataset, args=SFTConfig(output_dir=output_dir, **args), **common)
     trainer.train()
-    Path(out).write_text(json.dumps(times))
+    peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
+    Path(out).write_text(json.dumps({"logs": times, "peak_gpu_bytes": peak}))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,21 @@ from primenb.engine.rundir import read_jsonl
 ROOT = Path(__file__).resolve().parent
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 STEPS = int(os.environ.get("BENCH_STEPS", "80"))
-CONFIG = f"""max_steps = {STEPS}
+SFT_CONFIG = f"""max_steps = {STEPS * 3}
+
+[model]
+name = "primenb/tiny-byte"
+
+[data]
+name = "reverse-text"
+batch_size = 64
+micro_batch_size = 64
+seq_len = 64
+
+[optim]
+lr = 1e-3
+"""
+GRPO_CONFIG = f"""max_steps = {STEPS}
 seq_len = 128
 
 [model]
@@ -52,12 +66,12 @@ def _rate(points: list[tuple[float, int]]) -> float:
     return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
 
-def run_primenb(work: Path, i: int) -> tuple[float, float, Path]:
+def run_primenb(work: Path, i: int, config: str) -> tuple[float, float, Path]:
     os.chdir(work)
     t0 = time.time()
-    run = submit(load_config(CONFIG), name=f"primenb-{i}")
+    run = submit(load_config(config), name=f"primenb-{i}-{int(t0)}")
     assert run.wait(timeout=900) == "completed", run.logs()
-    rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "step" in r]
+    rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "step" in r and "train_runtime" not in r]
     points = [(r["time"], r["step"]) for r in rows]
     return points[0][0] - t0, _rate(points), run.dir
 
@@ -65,18 +79,16 @@ def run_primenb(work: Path, i: int) -> tuple[float, float, Path]:
 def run_bare(run_dir: Path, work: Path, i: int) -> tuple[float, float]:
     out = work / f"bare-{i}.json"
     t0 = time.time()
-    subprocess.run([sys.executable, str(ROOT / "bare_grpo.py"), str(run_dir), str(out)], check=True,
+    subprocess.run([sys.executable, str(ROOT / "bare_trl.py"), str(run_dir), str(out)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    points = [tuple(p) for p in json.loads(out.read_text())]
+    points = [(t, step) for t, step, _ in json.loads(out.read_text())["logs"]]
     return points[0][0] - t0, _rate(points)  # type: ignore[arg-type]
 
 
-def main() -> None:
-    work = Path(tempfile.mkdtemp(prefix="primenb-bench-engine-"))
-    os.environ.setdefault("PRIME_HOME", str(work / "home"))
+def compare(label: str, config: str, work: Path) -> None:
     p_first, p_rate, b_first, b_rate = [], [], [], []
     for i in range(ROUNDS):
-        first, rate, run_dir = run_primenb(work, i)
+        first, rate, run_dir = run_primenb(work, i, config)
         p_first.append(first)
         p_rate.append(rate)
         first, rate = run_bare(run_dir, work, i)
@@ -84,13 +96,20 @@ def main() -> None:
         b_rate.append(rate)
     pr, br = statistics.median(p_rate), statistics.median(b_rate)
     pf, bf = statistics.median(p_first), statistics.median(b_first)
-    print(f"GRPO, tiny-byte, batch 32 x group 8, {STEPS} steps, {ROUNDS} rounds (median)")
+    print(f"{label}, {ROUNDS} rounds (median)")
     print(f"steps/s          primenb {pr:6.2f}   bare TRL {br:6.2f}   ratio {pr / br:.3f}"
           f"  target >= 0.97: {'PASS' if pr / br >= 0.97 else 'FAIL'}")
     print(f"launch->1st step primenb {pf:6.2f}s  bare TRL {bf:6.2f}s  diff {pf - bf:+.2f}s"
           f"  target <= +2 s: {'PASS' if pf - bf <= 2 else 'FAIL'}")
     print(f"(all rounds: primenb {[round(x, 2) for x in p_rate]} / {[round(x, 2) for x in p_first]}, "
           f"bare {[round(x, 2) for x in b_rate]} / {[round(x, 2) for x in b_first]})")
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="primenb-bench-engine-"))
+    os.environ.setdefault("PRIME_HOME", str(work / "home"))
+    compare(f"GRPO, tiny-byte, batch 32 x group 8, {STEPS} steps", GRPO_CONFIG, work)
+    compare(f"SFT, tiny-byte, batch 64, {STEPS * 3} steps", SFT_CONFIG, work)
 
 
 if __name__ == "__main__":
