@@ -45,9 +45,12 @@ def main(run_dir: str, out: str) -> None:
 
         sources = build_sources(plan.sources)
         env = sources[0].env
-        trainer = GRPOTrainer(reward_funcs=list(env.reward_funcs), train_dataset=Dataset.from_list(rl_rows(sources, chat=False)),
-                              args=GRPOConfig(output_dir=output_dir, **{**args, "reward_weights": env.reward_weights}),
-                              **common)
+        trainer = GRPOTrainer(
+            reward_funcs=list(env.reward_funcs),
+            train_dataset=Dataset.from_list(rl_rows(sources, chat=False)),
+            args=GRPOConfig(output_dir=output_dir, **{**args, "reward_weights": env.reward_weights}),
+            **common,
+        )
     else:
         from trl import SFTConfig, SFTTrainer
 

@@ -79,8 +79,12 @@ def run_primenb(work: Path, i: int, config: str) -> tuple[float, float, Path]:
 def run_bare(run_dir: Path, work: Path, i: int) -> tuple[float, float]:
     out = work / f"bare-{i}.json"
     t0 = time.time()
-    subprocess.run([sys.executable, str(ROOT / "bare_trl.py"), str(run_dir), str(out)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(ROOT / "bare_trl.py"), str(run_dir), str(out)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     points = [(t, step) for t, step, _ in json.loads(out.read_text())["logs"]]
     return points[0][0] - t0, _rate(points)  # type: ignore[arg-type]
 
@@ -97,12 +101,18 @@ def compare(label: str, config: str, work: Path) -> None:
     pr, br = statistics.median(p_rate), statistics.median(b_rate)
     pf, bf = statistics.median(p_first), statistics.median(b_first)
     print(f"{label}, {ROUNDS} rounds (median)")
-    print(f"steps/s          primenb {pr:6.2f}   bare TRL {br:6.2f}   ratio {pr / br:.3f}"
-          f"  target >= 0.97: {'PASS' if pr / br >= 0.97 else 'FAIL'}")
-    print(f"launch->1st step primenb {pf:6.2f}s  bare TRL {bf:6.2f}s  diff {pf - bf:+.2f}s"
-          f"  target <= +2 s: {'PASS' if pf - bf <= 2 else 'FAIL'}")
-    print(f"(all rounds: primenb {[round(x, 2) for x in p_rate]} / {[round(x, 2) for x in p_first]}, "
-          f"bare {[round(x, 2) for x in b_rate]} / {[round(x, 2) for x in b_first]})")
+    print(
+        f"steps/s          primenb {pr:6.2f}   bare TRL {br:6.2f}   ratio {pr / br:.3f}"
+        f"  target >= 0.97: {'PASS' if pr / br >= 0.97 else 'FAIL'}"
+    )
+    print(
+        f"launch->1st step primenb {pf:6.2f}s  bare TRL {bf:6.2f}s  diff {pf - bf:+.2f}s"
+        f"  target <= +2 s: {'PASS' if pf - bf <= 2 else 'FAIL'}"
+    )
+    print(
+        f"(all rounds: primenb {[round(x, 2) for x in p_rate]} / {[round(x, 2) for x in p_first]}, "
+        f"bare {[round(x, 2) for x in b_rate]} / {[round(x, 2) for x in b_first]})"
+    )
 
 
 def main() -> None:

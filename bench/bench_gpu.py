@@ -37,7 +37,9 @@ name = "{model}"
 """
     if lora:
         text += "\n[model.lora]\nrank = 16\nalpha = 32\n"
-    return text + f"""
+    return (
+        text
+        + f"""
 [data]
 name = "reverse-text"
 batch_size = {batch}
@@ -50,6 +52,7 @@ lr = {"2e-4" if lora else "5e-5"}
 [primenb]
 sample_every = 1000000
 """
+    )
 
 
 class GpuMemory:
@@ -63,8 +66,12 @@ class GpuMemory:
     def _poll(self) -> None:
         while not self._stop.wait(0.5):
             try:
-                out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                     capture_output=True, text=True, timeout=5).stdout
+                out = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                    capture_output=True,
+                    text=True,
+                    timeout=5,
+                ).stdout
                 self.peak_mib = max(self.peak_mib, max(int(x) for x in out.split()))
             except (OSError, ValueError, subprocess.SubprocessError):
                 return

@@ -64,8 +64,10 @@ def main() -> None:
     i50, i95 = statistics.median(idle) * 1000, _p95(idle) * 1000
     b50, b95 = statistics.median(busy) * 1000, _p95(busy) * 1000
     print(f"trivial cell, kernel idle          : p50 {i50:6.1f} ms  p95 {i95:6.1f} ms")
-    print(f"trivial cell, run training+monitor : p50 {b50:6.1f} ms  p95 {b95:6.1f} ms"
-          f"  ratio p95 {b95 / i95:.2f}x  target p95 < 50 ms: {'PASS' if b95 < 50 else 'FAIL'}")
+    print(
+        f"trivial cell, run training+monitor : p50 {b50:6.1f} ms  p95 {b95:6.1f} ms"
+        f"  ratio p95 {b95 / i95:.2f}x  target p95 < 50 ms: {'PASS' if b95 < 50 else 'FAIL'}"
+    )
     print(f"(run stopped: {state.get('status')})", file=sys.stderr)
 
 

@@ -74,8 +74,10 @@ def main() -> None:
     warm = statistics.median(timings)
     tomllib_parse = statistics.median(_time_parse(text) for _ in range(200))
     print(f"tomllib.loads alone (baseline): {tomllib_parse * 1000:8.2f} ms")
-    print(f"validate rl.toml, warm        : {warm * 1000:8.2f} ms  ratio {warm / tomllib_parse:.1f}x parse;"
-          f" target < 20 ms: {'PASS' if warm < 0.02 else 'FAIL'}")
+    print(
+        f"validate rl.toml, warm        : {warm * 1000:8.2f} ms  ratio {warm / tomllib_parse:.1f}x parse;"
+        f" target < 20 ms: {'PASS' if warm < 0.02 else 'FAIL'}"
+    )
     print(f"first %%rltoml in a kernel    : {statistics.median(first) * 1000:8.1f} ms (imports pydantic + schema)")
 
 

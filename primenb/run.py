@@ -6,6 +6,7 @@ launched from a terminal: everything is read from the files the engine writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,7 +15,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.engine.rundir import FINAL_STATES, RunDir, atomic_write_json, now_iso, read_jsonl, tail_lines
+from primenb.engine.rundir import (
+    FINAL_STATES,
+    RunDir,
+    atomic_write_json,
+    now_iso,
+    read_jsonl,
+    tail_lines,
+)
 from primenb.errors import PrimenbError
 from primenb.home import prime_home
 
@@ -51,11 +59,21 @@ class Run:
     def _record_vanished(self, status: dict[str, Any]) -> dict[str, Any]:
         """The process is gone without a final status (killed, out of memory): say so on disk."""
         code = self._process.returncode if self._process is not None else None
-        how = (f"was killed by signal {-code}" if code is not None and code < 0
-               else f"exited with code {code}" if code is not None else "ended")
-        status = {**status, "state": "failed", "ended_at": now_iso(), "log_tail": self.logs(20).splitlines(),
-                  "error": f"the training process {how} without writing a final status "
-                           f"(checkpoints so far are kept: {len(self.checkpoints)})"}
+        how = (
+            f"was killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+            if code is not None
+            else "ended"
+        )
+        status = {
+            **status,
+            "state": "failed",
+            "ended_at": now_iso(),
+            "log_tail": self.logs(20).splitlines(),
+            "error": f"the training process {how} without writing a final status "
+            f"(checkpoints so far are kept: {len(self.checkpoints)})",
+        }
         atomic_write_json(self.files.status_path, status)
         return status
 
@@ -171,10 +189,8 @@ class Run:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def record_run(run_dir: Path) -> None:
@@ -195,8 +211,10 @@ def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -
             path = Path(line)
             if path.name == str(name_or_dir) and path.is_dir():
                 return path
-    raise PrimenbError(f"no run named {str(name_or_dir)!r} (looked in {Path(output_dir) / direct} and the run "
-                       f"index {index}); pass the run directory itself")
+    raise PrimenbError(
+        f"no run named {str(name_or_dir)!r} (looked in {Path(output_dir) / direct} and the run "
+        f"index {index}); pass the run directory itself"
+    )
 
 
 def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:

@@ -11,8 +11,9 @@ from .test_config_broken import VALID
 
 
 def _run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "primenb.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "primenb.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_validate_upstream_examples_exit_zero():

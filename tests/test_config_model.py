@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import tomllib
 
 import pytest
-import tomllib
 
 from primenb import load_config
 from primenb.config import ConfigError
@@ -24,8 +24,14 @@ def test_resolved_propagates_shared_fields():
     assert r["trainer"]["model"]["seq_len"] == r["orchestrator"]["seq_len"] == 512
     assert r["trainer"]["ckpt"]["interval"] == r["orchestrator"]["ckpt"]["interval"] == 5
     assert r["trainer"]["monitors"]["wandb"]["project"] == r["orchestrator"]["monitors"]["wandb"]["project"] == "p"
-    assert r["trainer"]["optim"] == {"type": "adamw", "lr": 1e-5, "weight_decay": 0.01, "max_norm": 1.0,
-                                     "betas1": 0.9, "betas2": 0.999}
+    assert r["trainer"]["optim"] == {
+        "type": "adamw",
+        "lr": 1e-5,
+        "weight_decay": 0.01,
+        "max_norm": 1.0,
+        "betas1": 0.9,
+        "betas2": 0.999,
+    }
     assert "primenb" not in r
 
 
@@ -42,7 +48,9 @@ def test_batch_size_defaults_to_128_when_neither_is_set():
 
 
 def test_none_string_means_none():
-    cfg = load_config(VALID.replace("[trainer.optim]", '[trainer.model]\nfused_lm_head_token_chunk_size = "None"\n\n[trainer.optim]'))
+    cfg = load_config(
+        VALID.replace("[trainer.optim]", '[trainer.model]\nfused_lm_head_token_chunk_size = "None"\n\n[trainer.optim]')
+    )
     assert cfg.resolved()["trainer"]["model"]["fused_lm_head_token_chunk_size"] is None
 
 
@@ -60,8 +68,9 @@ def test_upstream_examples_load(path):
     assert cfg.resolved()["max_steps"] == tomllib.loads(path.read_text()).get("max_steps")
 
 
-@pytest.mark.parametrize("sft,lora,model", list(itertools.product([False, True], [False, True],
-                                                               ["primenb/tiny-byte", "Qwen/Qwen3-0.6B"])))
+@pytest.mark.parametrize(
+    "sft,lora,model", list(itertools.product([False, True], [False, True], ["primenb/tiny-byte", "Qwen/Qwen3-0.6B"]))
+)
 def test_starter_configs_validate(sft, lora, model):
     cfg = load_config(starter(model, "reverse-text", sft=sft, lora=lora))
     assert cfg.mode == ("sft" if sft else "rl")

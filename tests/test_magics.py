@@ -60,7 +60,7 @@ def test_save_writes_exactly_the_cell(shell, tmp_path):
 
 
 def test_mode_flags_override_detection(shell):
-    sft = "max_steps = 5\n\n[data]\nname = \"reverse-text\"\n"
+    sft = 'max_steps = 5\n\n[data]\nname = "reverse-text"\n'
     assert _cell(shell, "cfg", sft).success and shell.user_ns["cfg"].mode == "sft"
     result = _cell(shell, "cfg --rl", sft)
     assert not result.success  # [data] is not an RL key

@@ -54,7 +54,7 @@ def _wait_for(predicate, timeout=120.0):
 
 
 def test_magic_wait_trains_and_fills_the_run_directory(shell, workdir):
-    shell.run_cell(f'%%rltoml cfg\n{SFT_QUICK.format(steps=6, ckpt=3)}')
+    shell.run_cell(f"%%rltoml cfg\n{SFT_QUICK.format(steps=6, ckpt=3)}")
     result = shell.run_cell("run = %prime_train cfg --name quick --wait")
     assert result.success, result.error_in_exec
     run = shell.user_ns["run"]
@@ -113,8 +113,12 @@ def test_a_run_that_cannot_start_fails_with_its_reason(shell, workdir):
 
 def test_cli_train_prints_progress_and_exit_code(workdir):
     (workdir / "sft.toml").write_text(SFT_QUICK.format(steps=4, ckpt=4))
-    out = subprocess.run([sys.executable, "-m", "primenb.cli", "train", "sft.toml", "--name", "cli"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "train", "sft.toml", "--name", "cli"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[cli] step 4/4" in out.stdout and "completed" in out.stdout
 
@@ -127,8 +131,10 @@ def test_run_directory_is_never_reused(workdir):
 
 
 def test_keys_the_local_backend_cannot_use_are_listed(workdir):
-    text = SFT_QUICK.format(steps=4, ckpt=4) + "\n[eval]\ninterval = 2\n\n[[eval.source]]\nname = \"reverse-text\"\n\n" \
-        "[eval.source.env.taskset]\nid = \"reverse-text\"\n\n[inference.vllm]\ngpu_memory_utilization = 0.5\n"
+    text = (
+        SFT_QUICK.format(steps=4, ckpt=4) + '\n[eval]\ninterval = 2\n\n[[eval.source]]\nname = "reverse-text"\n\n'
+        '[eval.source.env.taskset]\nid = "reverse-text"\n\n[inference.vllm]\ngpu_memory_utilization = 0.5\n'
+    )
     run_dir = prepare(load_config(text), name="unused")
     status = json.loads((run_dir / "status.json").read_text())
     assert "inference" in status["not_used_by_local_backend"]

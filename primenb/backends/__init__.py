@@ -19,5 +19,6 @@ def submit(config: Config, *, name: str | None = None, backend: str | None = Non
         from primenb.backends.local import submit as local_submit
 
         return local_submit(config, name=name)
-    raise PrimenbError(f"backend {backend!r} is not available yet; use --backend local "
-                       f"(available: {', '.join(BACKENDS)})")
+    raise PrimenbError(
+        f"backend {backend!r} is not available yet; use --backend local (available: {', '.join(BACKENDS)})"
+    )

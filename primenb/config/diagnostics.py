@@ -6,7 +6,7 @@ import html
 import json
 from dataclasses import asdict, dataclass, field
 
-from primenb.config.positions import Path, Positions
+from primenb.config.positions import Path
 
 
 def format_path(path: Path) -> str:

@@ -74,7 +74,8 @@ def env_problems(model: Any, mode: str) -> Iterator[EnvProblem]:
                     f"unknown environment `{env_id}`"
                     + (" (not installed here; a remote backend may install it)" if hub else ""),
                     f"did you mean {' or '.join(f'`{c}`' for c in close)}? Known here: "
-                    + ", ".join(known[:12]) + (", ..." if len(known) > 12 else ""),
+                    + ", ".join(known[:12])
+                    + (", ..." if len(known) > 12 else ""),
                 )
             continue
         yield from _arg_problems(env_id, found, taskset, where)

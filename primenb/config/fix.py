@@ -20,9 +20,14 @@ class Fix:
         return self.before != self.after
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-            "before", "after (migrated)"))
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                self.after.splitlines(keepends=True),
+                "before",
+                "after (migrated)",
+            )
+        )
 
     def _repr_html_(self) -> str:
         if not self.changed:
@@ -33,9 +38,11 @@ class Fix:
             if line.startswith(("+++", "---")):
                 color = "transparent"
             rows.append(f'<div style="background:{color}">{html.escape(line) or "&nbsp;"}</div>')
-        return ('<div class="primenb-fix"><b>Migrated config</b> (legacy keys rewritten; '
-                'a new cell below holds the result)'
-                f'<pre style="font-size:90%;margin:4px 0">{"".join(rows)}</pre></div>')
+        return (
+            '<div class="primenb-fix"><b>Migrated config</b> (legacy keys rewritten; '
+            "a new cell below holds the result)"
+            f'<pre style="font-size:90%;margin:4px 0">{"".join(rows)}</pre></div>'
+        )
 
     def __repr__(self) -> str:
         return self.diff() if self.changed else "Nothing to migrate: no legacy keys found."

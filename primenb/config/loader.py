@@ -21,8 +21,13 @@ from primenb.config.schema_walk import key_index, keys_at
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TYPE_WORDS = {
-    "int": "an integer", "float": "a number", "bool": "true or false", "string": "a string",
-    "list": "an array", "dict": "a table", "model": "a table",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "string": "a string",
+    "list": "an array",
+    "dict": "a table",
+    "model": "a table",
 }
 
 
@@ -90,7 +95,9 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
 
             for e in env_problems(model, mode):
-                diagnostics.append(_at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id"))
+                diagnostics.append(
+                    _at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id")
+                )
     diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
     report = Report(diagnostics, source, _redacted(lines, diagnostics))
     if not report.ok:
@@ -126,10 +133,9 @@ def _loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
     path: list[str | int] = []
     cur = data
     for i, part in enumerate(loc):
-        if isinstance(cur, dict) and isinstance(part, str) and part in cur:
-            path.append(part)
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+        if (isinstance(cur, dict) and isinstance(part, str) and part in cur) or (
+            isinstance(cur, list) and isinstance(part, int) and part < len(cur)
+        ):
             path.append(part)
             cur = cur[part]
         elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):
@@ -156,8 +162,9 @@ def _suggest(word: str, options: list[str]) -> str:
     return f"did you mean `{close[0]}`?" if close else ""
 
 
-def _schema_errors(exc: ValidationError, root: type[BaseModel], data: dict[str, Any], pos: Positions,
-                   origins: dict[Path, Path]) -> list[Diagnostic]:
+def _schema_errors(
+    exc: ValidationError, root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]
+) -> list[Diagnostic]:
     out = []
     for err in exc.errors():
         path = _loc_to_path(err["loc"], data)
@@ -172,8 +179,11 @@ def _schema_errors(exc: ValidationError, root: type[BaseModel], data: dict[str, 
             hint = _suggest(key, options)
             if not hint:
                 homes = [h for h in key_index(root).get(key, []) if h != (table or "top level")]
-                hint = (f"`{key}` belongs in [{homes[0]}]" if homes else
-                        "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else ""))
+                hint = (
+                    f"`{key}` belongs in [{homes[0]}]"
+                    if homes
+                    else "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
+                )
             on_value = False
         elif kind == "missing":
             message = f"missing required key `{path[-1]}` in {where}"
@@ -201,8 +211,16 @@ def _schema_errors(exc: ValidationError, root: type[BaseModel], data: dict[str, 
             hint = ""
         else:
             message, hint = err["msg"], ""
-        d = _at(pos, origins, path, "error", "unknown-key" if kind == "extra_forbidden" else
-                ("missing" if kind == "missing" else "type"), message, hint, on_value=on_value)
+        d = _at(
+            pos,
+            origins,
+            path,
+            "error",
+            "unknown-key" if kind == "extra_forbidden" else ("missing" if kind == "missing" else "type"),
+            message,
+            hint,
+            on_value=on_value,
+        )
         out.append(d)
     return out
 
@@ -226,16 +244,33 @@ def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path]) -> l
     for c in prop.conflicts:
         shared_line = pos.spans.get(c.shared)
         at = f" (line {shared_line.line})" if shared_line else ""
-        out.append(_at(pos, origins, c.path, "error", "conflict",
-                       f"`{format_path(c.path)}` = {c.value!r} disagrees with the shared "
-                       f"`{format_path(c.shared)}` = {c.shared_value!r}{at}",
-                       f"remove `{format_path(c.path)}` (the shared value fills it) or make them equal",
-                       on_value=True))
+        out.append(
+            _at(
+                pos,
+                origins,
+                c.path,
+                "error",
+                "conflict",
+                f"`{format_path(c.path)}` = {c.value!r} disagrees with the shared "
+                f"`{format_path(c.shared)}` = {c.shared_value!r}{at}",
+                f"remove `{format_path(c.path)}` (the shared value fills it) or make them equal",
+                on_value=True,
+            )
+        )
     return out
 
 
-def _at(pos: Positions, origins: dict[Path, Path], path: Path, severity: str, code: str, message: str,
-        hint: str, *, on_value: bool = False) -> Diagnostic:
+def _at(
+    pos: Positions,
+    origins: dict[Path, Path],
+    path: Path,
+    severity: str,
+    code: str,
+    message: str,
+    hint: str,
+    *,
+    on_value: bool = False,
+) -> Diagnostic:
     """A diagnostic located at `path`, or where its value came from, or its nearest table."""
     target = path if path in pos.spans else origins.get(path, path)
     if target not in pos.spans:

@@ -82,15 +82,23 @@ class _Migrator:
         """Rename a key in the same table (its line keeps its comment)."""
         if new in table:
             self.out.diagnostics.append(
-                _diag(self.pos, table_path + (old,), f"both `{old}` (legacy) and `{new}` are set",
-                      f"delete `{old}`; `{new}` is its current name", severity="error")
+                _diag(
+                    self.pos,
+                    table_path + (old,),
+                    f"both `{old}` (legacy) and `{new}` are set",
+                    f"delete `{old}`; `{new}` is its current name",
+                    severity="error",
+                )
             )
             table.pop(old)
             return
         table[new] = table.pop(old)
         self.out.origins[table_path + (new,)] = table_path + (old,)
-        self.warn(table_path + (old,), f"`{old}` was renamed to `{new}` ({why})",
-                  f"write `{new}` instead; `--fix` rewrites it for you")
+        self.warn(
+            table_path + (old,),
+            f"`{old}` was renamed to `{new}` ({why})",
+            f"write `{new}` instead; `--fix` rewrites it for you",
+        )
         span = self.pos.spans.get(table_path + (old,))
         if span and not span.header:
             line = self.pos.lines[span.line - 1]
@@ -106,22 +114,30 @@ class _Migrator:
         target = _ensure(self.data, new[:-1])
         if new[-1] in target:
             self.out.diagnostics.append(
-                _diag(self.pos, old, f"both [{format_path(old)}] (legacy) and [{format_path(new)}] are set",
-                      f"merge them into [{format_path(new)}]", severity="error")
+                _diag(
+                    self.pos,
+                    old,
+                    f"both [{format_path(old)}] (legacy) and [{format_path(new)}] are set",
+                    f"merge them into [{format_path(new)}]",
+                    severity="error",
+                )
             )
             return
         target[new[-1]] = value
-        self.warn(old, f"[{format_path(old)}] moved to [{format_path(new)}] ({why})",
-                  f"write [{format_path(new)}]; `--fix` rewrites it for you")
+        self.warn(
+            old,
+            f"[{format_path(old)}] moved to [{format_path(new)}] ({why})",
+            f"write [{format_path(new)}]; `--fix` rewrites it for you",
+        )
         for path, span in list(self.pos.spans.items()):
             if path[: len(old)] != old:
                 continue
-            self.out.origins[new + path[len(old):]] = path
+            self.out.origins[new + path[len(old) :]] = path
             line = self.pos.lines[span.line - 1]
             if span.header:
                 bracket = "[[" if line.lstrip().startswith("[[") else "["
                 closing = "]]" if bracket == "[[" else "]"
-                rest = format_path(new + path[len(old):])
+                rest = format_path(new + path[len(old) :])
                 self.edits.replace_span(span.line, span.col, span.end_col, f"{bracket}{rest}{closing}")
             else:
                 # A dotted key written at the parent level, e.g. `wandb.project = ...`.
@@ -136,8 +152,11 @@ class _Migrator:
         target = _ensure(self.data, new_table)
         target[new_key] = value
         self.out.origins[new_table + (new_key,)] = old
-        self.warn(old, f"`{format_path(old)}` is now `{format_path(new_table + (new_key,))}` ({why})",
-                  "`--fix` rewrites it for you")
+        self.warn(
+            old,
+            f"`{format_path(old)}` is now `{format_path(new_table + (new_key,))}` ({why})",
+            "`--fix` rewrites it for you",
+        )
         span = self.pos.spans.get(old)
         text = _value_text(self.pos, old)
         if span is None or text is None:
@@ -177,15 +196,23 @@ class _Migrator:
         target = _ensure(self.data, new_parent)
         if "source" in target:
             self.out.diagnostics.append(
-                _diag(self.pos, parent + (old_key,), "both legacy env tables and sources are set",
-                      f"move every env into [[{format_path(new_parent + ('source',))}]]", severity="error")
+                _diag(
+                    self.pos,
+                    parent + (old_key,),
+                    "both legacy env tables and sources are set",
+                    f"move every env into [[{format_path(new_parent + ('source',))}]]",
+                    severity="error",
+                )
             )
             return
         target["source"] = sources
         old = parent + (old_key,)
         new = new_parent + ("source",)
-        self.warn(old, f"[[{format_path(old)}]] became [[{format_path(new)}]] with `env.taskset.id` ({why})",
-                  "`--fix` rewrites it for you")
+        self.warn(
+            old,
+            f"[[{format_path(old)}]] became [[{format_path(new)}]] with `env.taskset.id` ({why})",
+            "`--fix` rewrites it for you",
+        )
         for i, source in enumerate(sources):
             self.out.origins[new + (i,)] = old + (i,)
             self.out.origins[new + (i, "env", "taskset", "id")] = old + (i, "id")
@@ -193,9 +220,7 @@ class _Migrator:
             end = self.pos.table_end(old + (i,)) if span else None
             if span is None or end is None:
                 continue
-            comments = [
-                ln for ln in self.pos.lines[span.line : end] if ln.lstrip().startswith("#")
-            ]
+            comments = [ln for ln in self.pos.lines[span.line : end] if ln.lstrip().startswith("#")]
             self.edits.delete_lines(span.line, end)
             self.edits.insert_after(span.line - 1, comments + _source_lines(new, source))
 
@@ -261,13 +286,15 @@ def migrate(data: dict[str, Any], pos: Positions) -> Migration:
     if orch is not None and _is_table(orch, "sampling"):
         sampling = orch["sampling"]
         if "max_tokens" in sampling:
-            m.rename_key(sampling, ("orchestrator", "sampling"), "max_tokens", "max_completion_tokens",
-                         "prime-rl 2026-05, #2599")
+            m.rename_key(
+                sampling, ("orchestrator", "sampling"), "max_tokens", "max_completion_tokens", "prime-rl 2026-05, #2599"
+            )
         m.move_table(("orchestrator", "sampling"), ("orchestrator", "train", "sampling"), "prime-rl 2026-05, #2599")
     for sampling_path in (("orchestrator", "train", "sampling"), ("orchestrator", "eval", "sampling")):
         if _is_table(d, *sampling_path) and "max_tokens" in _get(d, sampling_path):
-            m.rename_key(_get(d, sampling_path), sampling_path, "max_tokens", "max_completion_tokens",
-                         "prime-rl 2026-05, #2599")
+            m.rename_key(
+                _get(d, sampling_path), sampling_path, "max_tokens", "max_completion_tokens", "prime-rl 2026-05, #2599"
+            )
     if orch is not None:
         if isinstance(orch.get("env"), list):
             m.envs_to_sources(("orchestrator",), "env", ("orchestrator", "train"), "prime-rl 2026-07, #3150")
@@ -279,8 +306,12 @@ def migrate(data: dict[str, Any], pos: Positions) -> Migration:
         table = _get(d, section) if not section or _is_table(d, *section) else None
         for key in ASYNC_KEYS:
             if table is not None and key in table:
-                m.delete_key(table, section + (key,), "prime-rl 2026-05, #2631",
-                             "delete it: async is now a fixed one-step overlap")
+                m.delete_key(
+                    table,
+                    section + (key,),
+                    "prime-rl 2026-05, #2631",
+                    "delete it: async is now a fixed one-step overlap",
+                )
     return m.out
 
 
@@ -288,16 +319,28 @@ def _explain_hosted(data: dict[str, Any], pos: Positions) -> Migration:
     out = Migration(copy.deepcopy(data), hosted_shape=True)
     shape = "the retired hosted-training (shared LoRA) shape, which prime CLI 0.18 rejects"
     if isinstance(data.get("model"), str):
-        out.diagnostics.append(_diag(
-            pos, ("model",), f'top-level `model = "{data["model"]}"` is {shape}',
-            f'write a [model] table: [model] name = "{data["model"]}"', severity="error"))
+        out.diagnostics.append(
+            _diag(
+                pos,
+                ("model",),
+                f'top-level `model = "{data["model"]}"` is {shape}',
+                f'write a [model] table: [model] name = "{data["model"]}"',
+                severity="error",
+            )
+        )
     if isinstance(data.get("env"), list):
-        out.diagnostics.append(_diag(
-            pos, ("env",), f"[[env]] is {shape}",
-            "write [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = \"<env id>\"",
-            severity="error"))
+        out.diagnostics.append(
+            _diag(
+                pos,
+                ("env",),
+                f"[[env]] is {shape}",
+                'write [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = "<env id>"',
+                severity="error",
+            )
+        )
     for key, home in HOSTED_KEYS.items():
         if key in data:
-            out.diagnostics.append(_diag(
-                pos, (key,), f"`{key}` belongs to {shape}", f"current home: {home}", severity="error"))
+            out.diagnostics.append(
+                _diag(pos, (key,), f"`{key}` belongs to {shape}", f"current home: {home}", severity="error")
+            )
     return out

@@ -80,16 +80,21 @@ class Config:
         if self.mode == "sft":
             batch = f"{m.data.batch_size} (micro {m.data.micro_batch_size})"
             dep = m.deployment
-            deployment = (f"single node: {dep.num_train_gpus} train GPU(s)" if dep.type == "single_node"
-                          else f"multi node: {dep.num_train_nodes} train nodes")
+            deployment = (
+                f"single node: {dep.num_train_gpus} train GPU(s)"
+                if dep.type == "single_node"
+                else f"multi node: {dep.num_train_nodes} train nodes"
+            )
             lr = m.optim.lr
         else:
             o = m.orchestrator
             batch = f"{o.batch_size} rollouts, group {o.group_size}" if o.batch_size else f"{o.token_batch_size} tokens"
             dep = m.deployment
-            deployment = (f"single node: {dep.num_train_gpus} train + {dep.num_infer_gpus} inference GPU(s)"
-                          if dep.type == "single_node"
-                          else f"multi node: {dep.num_train_nodes} train + {dep.num_infer_nodes} inference nodes")
+            deployment = (
+                f"single node: {dep.num_train_gpus} train + {dep.num_infer_gpus} inference GPU(s)"
+                if dep.type == "single_node"
+                else f"multi node: {dep.num_train_nodes} train + {dep.num_infer_nodes} inference nodes"
+            )
             lr = m.trainer.optim.lr
         return {
             "mode": self.mode.upper(),
@@ -105,7 +110,9 @@ class Config:
 
     def __repr__(self) -> str:
         s = self.summary()
-        lines = [f"<primenb Config {s['mode']} from {self.source}>"] + [f"  {k:>13}: {v}" for k, v in s.items() if k != "mode"]
+        lines = [f"<primenb Config {s['mode']} from {self.source}>"] + [
+            f"  {k:>13}: {v}" for k, v in s.items() if k != "mode"
+        ]
         if self.warnings:
             lines.append(f"  {len(self.warnings)} warning(s): " + "; ".join(w.message for w in self.warnings))
         return "\n".join(lines)
@@ -117,6 +124,8 @@ class Config:
             for k, v in self.summary().items()
         )
         warn = self.report._repr_html_() if self.warnings else ""
-        return (f'<div class="primenb-config"><div><b>✓ valid {self.mode.upper()} config</b> '
-                f'<span style="color:#888">({html.escape(self.source)})</span></div>'
-                f"<table>{rows}</table>{warn}</div>")
+        return (
+            f'<div class="primenb-config"><div><b>✓ valid {self.mode.upper()} config</b> '
+            f'<span style="color:#888">({html.escape(self.source)})</span></div>'
+            f"<table>{rows}</table>{warn}</div>"
+        )

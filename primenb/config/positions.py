@@ -35,7 +35,7 @@ class Positions:
         if path and path not in self.spans:
             inside = [(s.line, p) for p, s in self.spans.items() if p[: len(path)] == path]
             if inside:
-                line, first = min(inside)
+                _, first = min(inside)
                 return first, self.spans[first]
         for n in range(len(path), 0, -1):
             span = self.spans.get(path[:n])

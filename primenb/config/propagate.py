@@ -11,13 +11,17 @@ from primenb.config.positions import Path
 
 # shared path -> sub-config paths it fills (inference only when [inference] exists)
 _SCALARS: list[tuple[Path, list[Path]]] = [
-    (("model", "name"), [("trainer", "model", "name"), ("orchestrator", "model", "name"),
-                         ("inference", "vllm", "model")]),
+    (
+        ("model", "name"),
+        [("trainer", "model", "name"), ("orchestrator", "model", "name"), ("inference", "vllm", "model")],
+    ),
     (("model", "vlm"), [("trainer", "model", "vlm"), ("orchestrator", "model", "vlm")]),
     (("max_steps",), [("trainer", "max_steps"), ("orchestrator", "max_steps")]),
     (("seq_len",), [("trainer", "model", "seq_len"), ("orchestrator", "seq_len")]),
-    (("monitors", "file", "path"), [("trainer", "monitors", "file", "path"),
-                                    ("orchestrator", "monitors", "file", "path")]),
+    (
+        ("monitors", "file", "path"),
+        [("trainer", "monitors", "file", "path"), ("orchestrator", "monitors", "file", "path")],
+    ),
 ]
 # shared tables whose every key fills the matching sub-config tables (a bare header enables them)
 _TABLES: list[tuple[Path, list[Path]]] = [
@@ -26,8 +30,10 @@ _TABLES: list[tuple[Path, list[Path]]] = [
     (("monitors", "wandb"), [("trainer", "monitors", "wandb"), ("orchestrator", "monitors", "wandb")]),
     (("tokenizer",), [("trainer", "tokenizer"), ("orchestrator", "tokenizer")]),
     (("log",), [("trainer", "log"), ("orchestrator", "log"), ("inference", "log")]),
-    (("weight_broadcast",), [("trainer", "weight_broadcast"), ("orchestrator", "weight_broadcast"),
-                             ("inference", "weight_broadcast")]),
+    (
+        ("weight_broadcast",),
+        [("trainer", "weight_broadcast"), ("orchestrator", "weight_broadcast"), ("inference", "weight_broadcast")],
+    ),
     (("rollout_transport",), [("trainer", "rollout_transport"), ("orchestrator", "rollout_transport")]),
     (("slurm",), [("inference", "slurm")]),
 ]
@@ -125,8 +131,9 @@ def _lora(data: dict[str, Any], out: Propagated) -> None:
         _set(data, ("orchestrator", "model", "lora"), o_lora)
     for key, value in (("rank", rank), ("alpha", alpha)):
         if key in o_lora and o_lora[key] != value:
-            out.conflicts.append(Conflict(("orchestrator", "model", "lora", key),
-                                          ("trainer", "model", "lora", key), o_lora[key], value))
+            out.conflicts.append(
+                Conflict(("orchestrator", "model", "lora", key), ("trainer", "model", "lora", key), o_lora[key], value)
+            )
         o_lora.setdefault(key, value)
     o_lora.setdefault("name", f"r{rank}-a{alpha:g}")
     if isinstance(data.get("inference"), dict):

@@ -11,7 +11,9 @@ from primenb.config.positions import Path
 from primenb.config.schema import RLConfig, SFTConfig
 
 # Key names that hold secrets: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD...
-SECRET_NAME = re.compile(r"(^|_)(API_?KEY|TOKEN|ACCESS_?KEY|SECRET(_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
+SECRET_NAME = re.compile(
+    r"(^|_)(API_?KEY|TOKEN|ACCESS_?KEY|SECRET(_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
+)
 
 
 @dataclass
@@ -29,97 +31,146 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
     if o.eval is not None:
         yield from _eval_rules(o.eval, ("orchestrator", "eval"))
     if t.max_steps != o.max_steps:
-        yield Problem(("orchestrator", "max_steps"),
-                      f"trainer.max_steps ({t.max_steps}) and orchestrator.max_steps ({o.max_steps}) differ",
-                      "set max_steps once at the top level")
+        yield Problem(
+            ("orchestrator", "max_steps"),
+            f"trainer.max_steps ({t.max_steps}) and orchestrator.max_steps ({o.max_steps}) differ",
+            "set max_steps once at the top level",
+        )
     if t.model.seq_len < o.seq_len:
-        yield Problem(("trainer", "model", "seq_len"),
-                      f"trainer.model.seq_len ({t.model.seq_len}) is smaller than orchestrator.seq_len ({o.seq_len})",
-                      "set seq_len once at the top level, or raise trainer.model.seq_len")
+        yield Problem(
+            ("trainer", "model", "seq_len"),
+            f"trainer.model.seq_len ({t.model.seq_len}) is smaller than orchestrator.seq_len ({o.seq_len})",
+            "set seq_len once at the top level, or raise trainer.model.seq_len",
+        )
     if (t.ckpt is None) != (o.ckpt is None):
-        yield Problem(("trainer", "ckpt") if t.ckpt else ("orchestrator", "ckpt"),
-                      "checkpointing is configured for only one of trainer and orchestrator",
-                      "use the shared [ckpt] table, which configures both")
+        yield Problem(
+            ("trainer", "ckpt") if t.ckpt else ("orchestrator", "ckpt"),
+            "checkpointing is configured for only one of trainer and orchestrator",
+            "use the shared [ckpt] table, which configures both",
+        )
     elif t.ckpt and o.ckpt and t.ckpt.interval != o.ckpt.interval:
-        yield Problem(("trainer", "ckpt", "interval"),
-                      f"trainer and orchestrator checkpoint intervals differ ({t.ckpt.interval} vs {o.ckpt.interval})",
-                      "set [ckpt] interval once at the top level")
+        yield Problem(
+            ("trainer", "ckpt", "interval"),
+            f"trainer and orchestrator checkpoint intervals differ ({t.ckpt.interval} vs {o.ckpt.interval})",
+            "set [ckpt] interval once at the top level",
+        )
     tw, ow = t.monitors.wandb, o.monitors.wandb
     if (tw is None) != (ow is None):
-        yield Problem(("monitors", "wandb"), "W&B is configured for only one of trainer and orchestrator",
-                      "use the shared [monitors.wandb] table")
+        yield Problem(
+            ("monitors", "wandb"),
+            "W&B is configured for only one of trainer and orchestrator",
+            "use the shared [monitors.wandb] table",
+        )
     elif tw and ow and tw.project != ow.project:
-        yield Problem(("trainer", "monitors", "wandb", "project"), "trainer and orchestrator log to different W&B projects",
-                      "set [monitors.wandb] project once")
+        yield Problem(
+            ("trainer", "monitors", "wandb", "project"),
+            "trainer and orchestrator log to different W&B projects",
+            "set [monitors.wandb] project once",
+        )
     if tw is not None and tw.offline:
-        yield Problem(("monitors", "wandb", "offline"), "offline W&B is not supported for RL runs",
-                      "remove `offline = true`, or drop [monitors.wandb]")
+        yield Problem(
+            ("monitors", "wandb", "offline"),
+            "offline W&B is not supported for RL runs",
+            "remove `offline = true`, or drop [monitors.wandb]",
+        )
     if c.inference is not None and c.inference.vllm.model != o.model.name:
-        yield Problem(("inference", "vllm", "model"),
-                      f"inference serves `{c.inference.vllm.model}` but the orchestrator samples `{o.model.name}`",
-                      "set [model] name once at the top level")
+        yield Problem(
+            ("inference", "vllm", "model"),
+            f"inference serves `{c.inference.vllm.model}` but the orchestrator samples `{o.model.name}`",
+            "set [model] name once at the top level",
+        )
     elif c.inference is None and t.model.name != o.model.name:
-        yield Problem(("orchestrator", "model", "name"),
-                      f"trainer trains `{t.model.name}` but the orchestrator samples `{o.model.name}`",
-                      "set [model] name once at the top level")
+        yield Problem(
+            ("orchestrator", "model", "name"),
+            f"trainer trains `{t.model.name}` but the orchestrator samples `{o.model.name}`",
+            "set [model] name once at the top level",
+        )
     yield from _deployment_rules(c)
     yield from _trainer_rules(t, ("trainer",))
     lora = t.model.lora is not None
-    for path, wb in ((("weight_broadcast",), c.weight_broadcast), (("trainer", "weight_broadcast"), t.weight_broadcast)):
+    for path, wb in (
+        (("weight_broadcast",), c.weight_broadcast),
+        (("trainer", "weight_broadcast"), t.weight_broadcast),
+    ):
         if lora and wb is not None and wb.type in ("nccl", "nixl"):
-            yield Problem(path + ("type",),
-                          "LoRA training is not yet supported with in-memory weight broadcast (nccl/nixl)",
-                          'use `type = "filesystem"`, or drop [trainer.model.lora]')
+            yield Problem(
+                path + ("type",),
+                "LoRA training is not yet supported with in-memory weight broadcast (nccl/nixl)",
+                'use `type = "filesystem"`, or drop [trainer.model.lora]',
+            )
             break
     wb = c.weight_broadcast or t.weight_broadcast
-    if wb is not None and wb.type == "nccl" and getattr(wb, "quantize_in_weight_transfer", False):
-        if c.inference is None or t.model.impl != "custom":
-            yield Problem(("weight_broadcast", "quantize_in_weight_transfer"),
-                          "quantize_in_weight_transfer needs [inference] and trainer.model.impl = \"custom\"")
+    quantized = wb is not None and wb.type == "nccl" and getattr(wb, "quantize_in_weight_transfer", False)
+    if quantized and (c.inference is None or t.model.impl != "custom"):
+        yield Problem(
+            ("weight_broadcast", "quantize_in_weight_transfer"),
+            'quantize_in_weight_transfer needs [inference] and trainer.model.impl = "custom"',
+        )
     yield from _resume_rules(c.resume, ("resume",))
 
 
 def sft_rules(c: SFTConfig) -> Iterator[Problem]:
     d = c.data
     if d.micro_batch_size > d.batch_size:
-        yield Problem(("data", "micro_batch_size"),
-                      f"micro_batch_size ({d.micro_batch_size}) is larger than batch_size ({d.batch_size})",
-                      "lower micro_batch_size or raise batch_size")
+        yield Problem(
+            ("data", "micro_batch_size"),
+            f"micro_batch_size ({d.micro_batch_size}) is larger than batch_size ({d.batch_size})",
+            "lower micro_batch_size or raise batch_size",
+        )
     elif d.batch_size % d.micro_batch_size:
-        yield Problem(("data", "batch_size"),
-                      f"batch_size ({d.batch_size}) must be divisible by micro_batch_size ({d.micro_batch_size})",
-                      f"try batch_size = {d.batch_size - d.batch_size % d.micro_batch_size or d.micro_batch_size}")
+        yield Problem(
+            ("data", "batch_size"),
+            f"batch_size ({d.batch_size}) must be divisible by micro_batch_size ({d.micro_batch_size})",
+            f"try batch_size = {d.batch_size - d.batch_size % d.micro_batch_size or d.micro_batch_size}",
+        )
     if d.type == "sft":
-        lengths = {k: len(v) for k, v in (("subsets", d.subsets), ("splits", d.splits),
-                                           ("probabilities", d.probabilities)) if v is not None}
+        lengths = {
+            k: len(v)
+            for k, v in (("subsets", d.subsets), ("splits", d.splits), ("probabilities", d.probabilities))
+            if v is not None
+        }
         if len(set(lengths.values())) > 1:
-            yield Problem(("data", next(iter(lengths))),
-                          "subsets, splits and probabilities must have the same length "
-                          + ", ".join(f"({k}: {n})" for k, n in lengths.items()))
+            yield Problem(
+                ("data", next(iter(lengths))),
+                "subsets, splits and probabilities must have the same length "
+                + ", ".join(f"({k}: {n})" for k, n in lengths.items()),
+            )
     if d.seq_len % c.model.cp:
         yield Problem(("data", "seq_len"), f"seq_len ({d.seq_len}) must be divisible by model.cp ({c.model.cp})")
     if c.inference is not None and c.eval is None:
-        yield Problem(("inference",), "[inference] is only used for online evals, and there is no [eval]",
-                      "drop [inference], or add an [eval] table with a source")
+        yield Problem(
+            ("inference",),
+            "[inference] is only used for online evals, and there is no [eval]",
+            "drop [inference], or add an [eval] table with a source",
+        )
     if c.inference is not None and c.inference.vllm.model != c.model.name:
-        yield Problem(("inference", "vllm", "model"),
-                      f"inference serves `{c.inference.vllm.model}` but the trainer trains `{c.model.name}`",
-                      "drop inference.vllm.model; it follows [model] name")
+        yield Problem(
+            ("inference", "vllm", "model"),
+            f"inference serves `{c.inference.vllm.model}` but the trainer trains `{c.model.name}`",
+            "drop inference.vllm.model; it follows [model] name",
+        )
     if c.eval is not None:
         yield from _eval_rules(c.eval, ("eval",))
     dep = c.deployment
     if dep.type == "single_node":
         infer = dep.num_infer_gpus if c.inference is not None else 0
         if dep.num_train_gpus + infer > dep.gpus_per_node:
-            yield Problem(("deployment", "num_train_gpus"),
-                          f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node ({dep.gpus_per_node})")
+            yield Problem(
+                ("deployment", "num_train_gpus"),
+                f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node ({dep.gpus_per_node})",
+            )
         if c.inference is not None and infer % c.inference.vllm.tensor_parallel_size:
-            yield Problem(("inference", "vllm", "tensor_parallel_size"),
-                          f"Number of inference GPUs ({infer}) must be divisible by the tensor parallel size "
-                          f"({c.inference.vllm.tensor_parallel_size})")
+            yield Problem(
+                ("inference", "vllm", "tensor_parallel_size"),
+                f"Number of inference GPUs ({infer}) must be divisible by the tensor parallel size "
+                f"({c.inference.vllm.tensor_parallel_size})",
+            )
     elif c.slurm is None:
-        yield Problem(("deployment", "type"), "a multi_node deployment needs a [slurm] table",
-                      'add [slurm] with at least job_name, or use type = "single_node"')
+        yield Problem(
+            ("deployment", "type"),
+            "a multi_node deployment needs a [slurm] table",
+            'add [slurm] with at least job_name, or use type = "single_node"',
+        )
     yield from _scheduler_rules(c.scheduler, c.max_steps, ("scheduler",))
     yield from _model_rules(c.model, c.optim, ("model",))
     if c.trace_path is not None and (c.max_steps is None or c.max_steps >= 10):
@@ -129,59 +180,84 @@ def sft_rules(c: SFTConfig) -> Iterator[Problem]:
 
 def _batch_rules(o: Any, at: Path) -> Iterator[Problem]:
     if o.batch_size is not None and o.token_batch_size is not None:
-        yield Problem(at + ("token_batch_size",), "Set exactly one of batch_size or token_batch_size",
-                      "remove one of the two")
+        yield Problem(
+            at + ("token_batch_size",), "Set exactly one of batch_size or token_batch_size", "remove one of the two"
+        )
     if o.batch_size is not None and o.batch_size % o.group_size:
-        yield Problem(at + ("batch_size",),
-                      f"batch_size ({o.batch_size}) must be divisible by group_size ({o.group_size}), "
-                      "the number of samples per problem",
-                      f"try batch_size = {max(o.group_size, o.batch_size - o.batch_size % o.group_size)}")
+        yield Problem(
+            at + ("batch_size",),
+            f"batch_size ({o.batch_size}) must be divisible by group_size ({o.group_size}), "
+            "the number of samples per problem",
+            f"try batch_size = {max(o.group_size, o.batch_size - o.batch_size % o.group_size)}",
+        )
     for i, src in enumerate(o.train.source):
         if src.group_size is not None and o.batch_size is not None and o.batch_size % src.group_size:
-            yield Problem(at + ("train", "source", i, "group_size"),
-                          f"batch_size ({o.batch_size}) must be divisible by this source's group_size ({src.group_size})")
+            yield Problem(
+                at + ("train", "source", i, "group_size"),
+                f"batch_size ({o.batch_size}) must be divisible by this source's group_size ({src.group_size})",
+            )
     cc = o.concurrency
     if cc.max_inflight < o.group_size:
-        yield Problem(at + ("concurrency", "max_inflight"),
-                      f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})")
+        yield Problem(
+            at + ("concurrency", "max_inflight"),
+            f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})",
+        )
     if cc.initial_inflight is not None:
         if cc.initial_inflight < o.group_size:
-            yield Problem(at + ("concurrency", "initial_inflight"),
-                          f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})")
+            yield Problem(
+                at + ("concurrency", "initial_inflight"),
+                f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
+            )
         if cc.initial_inflight > cc.max_inflight:
-            yield Problem(at + ("concurrency", "initial_inflight"),
-                          f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})")
+            yield Problem(
+                at + ("concurrency", "initial_inflight"),
+                f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
+            )
     if cc.min_inflight > cc.max_inflight:
-        yield Problem(at + ("concurrency", "min_inflight"),
-                      f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})")
+        yield Problem(
+            at + ("concurrency", "min_inflight"),
+            f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})",
+        )
 
 
 def _source_rules(sources: list[Any], at: Path, *, required: bool) -> Iterator[Problem]:
     if required and not sources:
-        yield Problem(at, "no training environment: [[orchestrator.train.source]] is empty",
-                      'add [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = "reverse-text"')
+        yield Problem(
+            at,
+            "no training environment: [[orchestrator.train.source]] is empty",
+            'add [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = "reverse-text"',
+        )
     seen: dict[str, int] = {}
     for i, src in enumerate(sources):
         taskset_id = src.env.taskset.id if src.env.taskset else None
         if not taskset_id:
-            yield Problem(at + (i, "env", "taskset", "id"), "no env configured for this source",
-                          'set [<source>.env.taskset] id = "<taskset id>"')
+            yield Problem(
+                at + (i, "env", "taskset", "id"),
+                "no env configured for this source",
+                'set [<source>.env.taskset] id = "<taskset id>"',
+            )
         name = src.name or taskset_id
         if name == "agg":
-            yield Problem(at + (i, "name"), 'the source name "agg" is reserved for aggregate metrics',
-                          "pick another name")
+            yield Problem(
+                at + (i, "name"), 'the source name "agg" is reserved for aggregate metrics', "pick another name"
+            )
         elif name in seen:
-            yield Problem(at + (i, "name") if src.name else at + (i, "env", "taskset", "id"),
-                          f'source name "{name}" is used twice (also by source {seen[name]})',
-                          "give each source a unique `name`")
+            yield Problem(
+                at + (i, "name") if src.name else at + (i, "env", "taskset", "id"),
+                f'source name "{name}" is used twice (also by source {seen[name]})',
+                "give each source a unique `name`",
+            )
         elif name:
             seen[name] = i
 
 
 def _eval_rules(e: Any, at: Path) -> Iterator[Problem]:
     if not e.source:
-        yield Problem(at, f"[{_fmt(at)}] has no source",
-                      f"Either drop the [{_fmt(at)}] block or add a [[{_fmt(at)}.source]] block")
+        yield Problem(
+            at,
+            f"[{_fmt(at)}] has no source",
+            f"Either drop the [{_fmt(at)}] block or add a [[{_fmt(at)}.source]] block",
+        )
     yield from _source_rules(e.source, at + ("source",), required=False)
 
 
@@ -190,37 +266,57 @@ def _deployment_rules(c: RLConfig) -> Iterator[Problem]:
     tp = c.inference.vllm.tensor_parallel_size if c.inference else 1
     if dep.type == "single_node":
         if dep.num_train_gpus + dep.num_infer_gpus > dep.gpus_per_node:
-            yield Problem(("deployment", "num_infer_gpus"),
-                          f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({dep.num_infer_gpus}) "
-                          f"exceeds gpus_per_node ({dep.gpus_per_node})",
-                          "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment")
+            yield Problem(
+                ("deployment", "num_infer_gpus"),
+                f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({dep.num_infer_gpus}) "
+                f"exceeds gpus_per_node ({dep.gpus_per_node})",
+                "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment",
+            )
         if c.inference is not None:
             dp = c.inference.vllm.data_parallel_size
             if dep.num_infer_gpus != dp * tp and dep.num_infer_gpus % tp:
-                yield Problem(("inference", "vllm", "tensor_parallel_size"),
-                              f"Number of inference GPUs ({dep.num_infer_gpus}) must be divisible by the "
-                              f"tensor parallel size ({tp})")
+                yield Problem(
+                    ("inference", "vllm", "tensor_parallel_size"),
+                    f"Number of inference GPUs ({dep.num_infer_gpus}) must be divisible by the "
+                    f"tensor parallel size ({tp})",
+                )
         wb = c.weight_broadcast or c.trainer.weight_broadcast
         if wb is not None and wb.type == "nccl" and dep.num_train_gpus + dep.num_infer_gpus < 2:
-            yield Problem(("weight_broadcast", "type"), "NCCL weight broadcast on one node needs at least 2 GPUs",
-                          'use type = "filesystem"')
+            yield Problem(
+                ("weight_broadcast", "type"),
+                "NCCL weight broadcast on one node needs at least 2 GPUs",
+                'use type = "filesystem"',
+            )
     else:
         if c.slurm is None:
-            yield Problem(("deployment", "type"), "a multi_node deployment needs a [slurm] table",
-                          'add [slurm] with at least job_name, or use type = "single_node"')
+            yield Problem(
+                ("deployment", "type"),
+                "a multi_node deployment needs a [slurm] table",
+                'add [slurm] with at least job_name, or use type = "single_node"',
+            )
         if dep.num_infer_nodes > 0 and c.inference is None:
-            yield Problem(("deployment", "num_infer_nodes"),
-                          f"num_infer_nodes = {dep.num_infer_nodes} needs an [inference] table", "add [inference]")
+            yield Problem(
+                ("deployment", "num_infer_nodes"),
+                f"num_infer_nodes = {dep.num_infer_nodes} needs an [inference] table",
+                "add [inference]",
+            )
         if dep.num_infer_nodes == 0 and c.trainer.data.fake is None:
-            yield Problem(("deployment", "num_infer_nodes"), "num_infer_nodes = 0 needs trainer.data.fake",
-                          "add [trainer.data.fake], or give inference at least one node")
+            yield Problem(
+                ("deployment", "num_infer_nodes"),
+                "num_infer_nodes = 0 needs trainer.data.fake",
+                "add [trainer.data.fake], or give inference at least one node",
+            )
         if dep.nodes_per_fsdp_group and dep.num_train_nodes % dep.nodes_per_fsdp_group:
-            yield Problem(("deployment", "nodes_per_fsdp_group"),
-                          f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
-                          f"({dep.nodes_per_fsdp_group})")
+            yield Problem(
+                ("deployment", "nodes_per_fsdp_group"),
+                f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
+                f"({dep.nodes_per_fsdp_group})",
+            )
         if dep.gpus_per_node % tp:
-            yield Problem(("inference", "vllm", "tensor_parallel_size"),
-                          f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp})")
+            yield Problem(
+                ("inference", "vllm", "tensor_parallel_size"),
+                f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp})",
+            )
 
 
 def _trainer_rules(t: Any, at: Path) -> Iterator[Problem]:
@@ -240,21 +336,28 @@ def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
 def _scheduler_rules(s: Any, max_steps: int | None, at: Path) -> Iterator[Problem]:
     if s.type == "linear":
         if s.warmup_steps == 0 and s.decay_steps == 0:
-            yield Problem(at, "a linear scheduler needs warmup_steps or decay_steps above 0",
-                          'set one of them, or use type = "constant"')
+            yield Problem(
+                at,
+                "a linear scheduler needs warmup_steps or decay_steps above 0",
+                'set one of them, or use type = "constant"',
+            )
         elif s.decay_steps > 0 and max_steps is None:
             yield Problem(at + ("decay_steps",), "linear decay needs max_steps", "set max_steps at the top level")
         elif max_steps is not None and s.warmup_steps + s.decay_steps > max_steps:
-            yield Problem(at + ("decay_steps",),
-                          f"warmup_steps + decay_steps ({s.warmup_steps} + {s.decay_steps}) exceeds max_steps ({max_steps})",
-                          f"make them sum to at most {max_steps}")
+            yield Problem(
+                at + ("decay_steps",),
+                f"warmup_steps + decay_steps ({s.warmup_steps} + {s.decay_steps}) exceeds max_steps ({max_steps})",
+                f"make them sum to at most {max_steps}",
+            )
     elif s.type == "cosine":
         if max_steps is None:
             yield Problem(at + ("type",), "a cosine scheduler needs max_steps", "set max_steps at the top level")
         elif s.warmup_steps >= max_steps:
-            yield Problem(at + ("warmup_steps",),
-                          f"warmup_steps ({s.warmup_steps}) must be below max_steps ({max_steps})",
-                          f"try warmup_steps = {max(0, max_steps // 10)}")
+            yield Problem(
+                at + ("warmup_steps",),
+                f"warmup_steps ({s.warmup_steps}) must be below max_steps ({max_steps})",
+                f"try warmup_steps = {max(0, max_steps // 10)}",
+            )
 
 
 def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
@@ -263,8 +366,11 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
     if r.step is not None and r.dir is not None:
         yield Problem(at + ("dir",), "set either resume.step or resume.dir, not both")
     if r.dir is not None and not re.search(r"step_\d+/?$", r.dir):
-        yield Problem(at + ("dir",), f"resume.dir must end in step_<N> (got `{r.dir}`)",
-                      "point it at a checkpoint folder, e.g. outputs/my-run/checkpoints/step_10")
+        yield Problem(
+            at + ("dir",),
+            f"resume.dir must end in step_<N> (got `{r.dir}`)",
+            "point it at a checkpoint folder, e.g. outputs/my-run/checkpoints/step_10",
+        )
 
 
 def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
@@ -272,8 +378,12 @@ def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
     for key, value in items:
         if isinstance(key, str) and SECRET_NAME.search(key) and isinstance(value, str) and value:
-            yield Problem(at + (key,), f"`{key}` looks like a secret; secrets never go in a config file",
-                          f"remove it and export {key} in the environment that launches the run", code="secret")
+            yield Problem(
+                at + (key,),
+                f"`{key}` looks like a secret; secrets never go in a config file",
+                f"remove it and export {key} in the environment that launches the run",
+                code="secret",
+            )
         elif isinstance(value, (dict, list)):
             yield from secrets(value, at + (key,))
 

@@ -16,8 +16,7 @@ def rl_template(model: str = TINY_MODEL, env: str = DEFAULT_ENV, *, lora: bool =
     tiny = _is_tiny(model)
     lines = [
         "# primenb starter: GRPO reinforcement learning (prime-rl rl.toml format).",
-        f"# Model {model}, environment {env}."
-        + (" Runs on a CPU in minutes; nothing to download." if tiny else ""),
+        f"# Model {model}, environment {env}." + (" Runs on a CPU in minutes; nothing to download." if tiny else ""),
         "# Validate it with %%rltoml NAME, launch it with %prime_train NAME.",
         "",
         f"max_steps = {300 if tiny else 20}  # optimizer steps",
@@ -77,8 +76,11 @@ def rl_template(model: str = TINY_MODEL, env: str = DEFAULT_ENV, *, lora: bool =
         "",
     ]
     if not tiny:
-        lines += ["# Settings for the vLLM server that remote backends start; the local engine samples in-process.",
-                  "[inference]", ""]
+        lines += [
+            "# Settings for the vLLM server that remote backends start; the local engine samples in-process.",
+            "[inference]",
+            "",
+        ]
     lines += [
         "# primenb's own settings (stripped when the config goes to upstream prime-rl or the prime CLI).",
         "[primenb]",

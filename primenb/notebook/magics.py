@@ -133,8 +133,10 @@ class PrimeMagics(Magics):
             show_monitor(run)
             return run
         if not args.config:
-            raise MagicFailed("usage: %prime_train CONFIG [--name RUN] [--wait] [--backend local]; "
-                              "or %prime_train init to write a starter config")
+            raise MagicFailed(
+                "usage: %prime_train CONFIG [--name RUN] [--wait] [--backend local]; "
+                "or %prime_train init to write a starter config"
+            )
         run = submit(self._config(args.config), name=args.name, backend=args.backend)
         show_monitor(run)
         if args.wait:
@@ -157,9 +159,13 @@ class PrimeMagics(Magics):
                 return load_config(Path(ref))
             except ConfigError as exc:
                 display(exc.report)
-                raise MagicFailed(f"{ref} is not valid: {exc.report.summary().split(': ', 1)[1]} (listed above)") from None
-        raise MagicFailed(f"{ref!r} is neither a %%rltoml config variable nor a .toml file; "
-                          "write one with %%rltoml NAME or %prime_train init")
+                raise MagicFailed(
+                    f"{ref} is not valid: {exc.report.summary().split(': ', 1)[1]} (listed above)"
+                ) from None
+        raise MagicFailed(
+            f"{ref!r} is neither a %%rltoml config variable nor a .toml file; "
+            "write one with %%rltoml NAME or %prime_train init"
+        )
 
     def _init(self, line: str) -> None:
         from primenb.config.templates import starter
@@ -172,8 +178,10 @@ class PrimeMagics(Magics):
         from primenb.fsutil import atomic_write_text
 
         atomic_write_text(out, text)
-        print(f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
-              f"train it with: %prime_train {out}")
+        print(
+            f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
+            f"train it with: %prime_train {out}"
+        )
 
 
 def _magic_classes() -> list[type[Magics]]:

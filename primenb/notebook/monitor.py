@@ -49,8 +49,14 @@ class MetricSeries:
 
 
 class Monitor:
-    def __init__(self, run: Run, *, refresh_seconds: float = 0.5, metrics: tuple[str, ...] = DEFAULT_METRICS,
-                 max_points: int = 2000) -> None:
+    def __init__(
+        self,
+        run: Run,
+        *,
+        refresh_seconds: float = 0.5,
+        metrics: tuple[str, ...] = DEFAULT_METRICS,
+        max_points: int = 2000,
+    ) -> None:
         self.run = run
         self.refresh = max(0.5, refresh_seconds)  # at most twice a second
         self.series = MetricSeries(max_points)
@@ -68,22 +74,30 @@ class Monitor:
 
         self.status = W.HTML()
         self.progress = W.FloatProgress(min=0, max=1, layout=W.Layout(width="320px"))
-        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger",
-                                    tooltip="save a final checkpoint and stop", layout=W.Layout(width="90px"))
+        self.stop_button = W.Button(
+            description="Stop",
+            icon="stop",
+            button_style="danger",
+            tooltip="save a final checkpoint and stop",
+            layout=W.Layout(width="90px"),
+        )
         self.stop_button.on_click(lambda _: self._request_stop())
-        self.picker = W.SelectMultiple(options=list(metrics), value=list(metrics), rows=4,
-                                       layout=W.Layout(width="220px"))
+        self.picker = W.SelectMultiple(
+            options=list(metrics), value=list(metrics), rows=4, layout=W.Layout(width="220px")
+        )
         self.picker.observe(lambda _: self._redraw_chart(), names="value")
         self.table = W.HTML()
         self.sample_view = W.HTML()
         self.figure = _make_figure()
         chart = self.figure if self.figure is not None else W.HTML("(install anywidget for live plotly charts)")
-        self.widget = W.VBox([
-            W.HBox([self.status, self.progress, self.stop_button]),
-            W.HBox([chart, W.VBox([W.HTML("<b>metrics</b>"), self.picker])]),
-            self.table,
-            self.sample_view,
-        ])
+        self.widget = W.VBox(
+            [
+                W.HBox([self.status, self.progress, self.stop_button]),
+                W.HBox([chart, W.VBox([W.HTML("<b>metrics</b>"), self.picker])]),
+                self.table,
+                self.sample_view,
+            ]
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
     def show(self) -> Monitor:
@@ -155,9 +169,13 @@ class Monitor:
             rate = (step - self._first_step[1]) / (time.monotonic() - self._first_step[0])
             eta = f" · ETA {_duration((total - step) / rate)}"
         color = STATE_COLORS.get(state, "#888")
-        error = f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
-        self.status.value = (f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{state}</b> '
-                             f"step {step}/{total or '?'}{eta}{error}")
+        error = (
+            f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
+        )
+        self.status.value = (
+            f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{state}</b> '
+            f"step {step}/{total or '?'}{eta}{error}"
+        )
         self.stop_button.disabled = state in ("completed", "failed", "stopped")
 
     def _update_picker(self) -> None:
@@ -192,9 +210,16 @@ def _make_figure() -> Any:
     try:
         import plotly.graph_objects as go
 
-        fig = go.FigureWidget(layout={"height": 280, "width": 620, "margin": {"l": 40, "r": 40, "t": 10, "b": 30},
-                                      "legend": {"orientation": "h"}, "xaxis": {"title": "step"},
-                                      "yaxis2": {"overlaying": "y", "side": "right"}})
+        fig = go.FigureWidget(
+            layout={
+                "height": 280,
+                "width": 620,
+                "margin": {"l": 40, "r": 40, "t": 10, "b": 30},
+                "legend": {"orientation": "h"},
+                "xaxis": {"title": "step"},
+                "yaxis2": {"overlaying": "y", "side": "right"},
+            }
+        )
         for i in range(4):  # fixed slots; the picker chooses what they show
             fig.add_scatter(x=[], y=[], mode="lines", yaxis="y2" if i == 1 else "y", visible=False)
         return fig
@@ -203,8 +228,11 @@ def _make_figure() -> Any:
 
 
 def _metrics_table(row: dict[str, Any]) -> str:
-    cells = "".join(f"<tr><td style='text-align:left'>{html.escape(k)}</td><td>{v:.5g}</td></tr>"
-                    for k, v in row.items() if isinstance(v, (int, float)) and k != "time")
+    cells = "".join(
+        f"<tr><td style='text-align:left'>{html.escape(k)}</td><td>{v:.5g}</td></tr>"
+        for k, v in row.items()
+        if isinstance(v, (int, float)) and k != "time"
+    )
     return f"<details><summary>latest metrics (step {row.get('step')})</summary><table>{cells}</table></details>"
 
 
@@ -212,11 +240,15 @@ def _samples_table(samples: list[dict[str, Any]]) -> str:
     rows = "".join(
         f"<tr><td>{s.get('step', '')}</td><td style='text-align:left'><code>{html.escape(str(s.get('prompt', ''))[-80:])}</code></td>"
         f"<td style='text-align:left'><code>{html.escape(str(s.get('completion', ''))[:120])}</code></td>"
-        f"<td>{s['reward']:.3f}</td></tr>" if isinstance(s.get("reward"), (int, float)) else ""
+        f"<td>{s['reward']:.3f}</td></tr>"
+        if isinstance(s.get("reward"), (int, float))
+        else ""
         for s in reversed(samples)
     )
-    return ("<b>latest samples</b><table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th></tr>"
-            f"{rows}</table>")
+    return (
+        "<b>latest samples</b><table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th></tr>"
+        f"{rows}</table>"
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -232,9 +264,12 @@ def show_monitor(run: Run) -> Monitor | None:
         return None  # the magic already showed it; the displayhook must not show a second one
     run._shown_in = count  # type: ignore[attr-defined]
     settings = _settings(run)
-    monitor = Monitor(run, refresh_seconds=settings.get("refresh_seconds", 0.5),
-                      metrics=tuple(settings.get("metrics", DEFAULT_METRICS)),
-                      max_points=settings.get("max_points", 2000)).show()
+    monitor = Monitor(
+        run,
+        refresh_seconds=settings.get("refresh_seconds", 0.5),
+        metrics=tuple(settings.get("metrics", DEFAULT_METRICS)),
+        max_points=settings.get("max_points", 2000),
+    ).show()
     if not run.done:
         monitor.start()
     return monitor

@@ -23,8 +23,9 @@ def downsample(xs: Sequence[float], ys: Sequence[float], n: int) -> tuple[list[f
     return ox, oy
 
 
-def line_chart(series: dict[str, tuple[Sequence[float], Sequence[float]]], *, title: str = "",
-               width: int = 320, height: int = 160) -> str:
+def line_chart(
+    series: dict[str, tuple[Sequence[float], Sequence[float]]], *, title: str = "", width: int = 320, height: int = 160
+) -> str:
     """One small chart per call; each series is scaled to its own range (labels show it)."""
     pad_l, pad_r, pad_t, pad_b = 8, 8, 18, 16
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
@@ -32,9 +33,13 @@ def line_chart(series: dict[str, tuple[Sequence[float], Sequence[float]]], *, ti
     if not all_x:
         return f'<svg width="{width}" height="{height}"><text x="8" y="20" fill="#888">no data yet</text></svg>'
     x0, x1 = min(all_x), max(all_x)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'style="background:#fff;border:1px solid #eee">',
-             f'<text x="{pad_l}" y="12" font-size="11" fill="#333">{html.escape(title)}</text>']
+    parts = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'style="background:#fff;border:1px solid #eee">'
+        ),
+        f'<text x="{pad_l}" y="12" font-size="11" fill="#333">{html.escape(title)}</text>',
+    ]
     legend_y = 12
     for i, (name, (xs, ys)) in enumerate(series.items()):
         if not xs:
@@ -49,10 +54,14 @@ def line_chart(series: dict[str, tuple[Sequence[float], Sequence[float]]], *, ti
         color = COLORS[i % len(COLORS)]
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>')
         label = f"{name}: {ys[-1]:.4g} ({lo:.3g}…{hi:.3g})"
-        parts.append(f'<text x="{width - pad_r}" y="{legend_y}" text-anchor="end" font-size="10" '
-                     f'fill="{color}">{html.escape(label)}</text>')
+        parts.append(
+            f'<text x="{width - pad_r}" y="{legend_y}" text-anchor="end" font-size="10" '
+            f'fill="{color}">{html.escape(label)}</text>'
+        )
         legend_y += 11
     parts.append(f'<text x="{pad_l}" y="{height - 3}" font-size="9" fill="#888">step {x0:g}</text>')
-    parts.append(f'<text x="{width - pad_r}" y="{height - 3}" font-size="9" fill="#888" '
-                 f'text-anchor="end">step {x1:g}</text></svg>')
+    parts.append(
+        f'<text x="{width - pad_r}" y="{height - 3}" font-size="9" fill="#888" '
+        f'text-anchor="end">step {x1:g}</text></svg>'
+    )
     return "".join(parts)

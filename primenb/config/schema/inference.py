@@ -66,9 +66,7 @@ class InferenceDisaggregated(OpenSection):
     type: Literal["disaggregated"] = "disaggregated"
 
 
-InferenceDeployment = typed_union(
-    "single_node", InferenceSingleNode, InferenceMultiNode, InferenceDisaggregated
-)
+InferenceDeployment = typed_union("single_node", InferenceSingleNode, InferenceMultiNode, InferenceDisaggregated)
 
 
 class KVCacheOffloadConfig(OpenSection):

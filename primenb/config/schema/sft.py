@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field
 
 from primenb.config.schema.common import (
+    AdamWConfig,
+    ConstantScheduler,
     GCConfig,
     HeartbeatConfig,
     MonitorsConfig,
@@ -21,12 +23,15 @@ from primenb.config.schema.common import (
     SlurmConfig,
     TokenizerConfig,
     WeightBroadcast,
-    AdamWConfig,
-    ConstantScheduler,
     typed_union,
 )
 from primenb.config.schema.inference import InferenceConfig
-from primenb.config.schema.orchestrator import ClientConfig, ConcurrencyConfig, EvalConfig, RendererConfig
+from primenb.config.schema.orchestrator import (
+    ClientConfig,
+    ConcurrencyConfig,
+    EvalConfig,
+    RendererConfig,
+)
 from primenb.config.schema.trainer import (
     MatmulPrecision,
     ModelConfig,

@@ -156,4 +156,3 @@ class TrainerConfig(Section):
     metrics_server: MetricsServerConfig | None = None
     enable_token_export: bool = False
     env_vars: dict[str, str] = {}
-
