@@ -84,6 +84,19 @@ __all__ = ["EchoWordsTaskset", "Duo"]
 ''')
     with pytest.raises(UnsupportedEnvironmentError, match="comes with its own environment Duo"):
         get_environment("two-agents")
+    write(tasksets / "own_harness" / "__init__.py", '''
+import verifiers.v1 as vf
+from echo_words.taskset import EchoWordsTaskset
+
+
+class Shell(vf.Harness):
+    pass
+
+
+__all__ = ["EchoWordsTaskset", "Shell"]
+''')
+    with pytest.raises(UnsupportedEnvironmentError, match="comes with its own harness .*remote backend"):
+        get_environment("own-harness")
 
 
 def test_broken_taskset_reports_which_and_why(tasksets, home):
