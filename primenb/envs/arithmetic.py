@@ -31,8 +31,7 @@ def parse_answer(text: str) -> str:
 def exact_match(prompts: list[Any], completions: list[Any], answer: list[str], **_: Any) -> list[float]:
     """Reward: 1.0 when the reply is exactly the result (surrounding whitespace ignored), else 0.0."""
     return [
-        1.0 if parse_answer(completion_text(c)) == str(a) else 0.0
-        for c, a in zip(completions, answer, strict=True)
+        1.0 if parse_answer(completion_text(c)) == str(a) else 0.0 for c, a in zip(completions, answer, strict=True)
     ]
 
 
@@ -87,9 +86,7 @@ def load_environment(
         )
     ops = "".join(dict.fromkeys(operations))
     if not ops or set(ops) - set(OPERATIONS):
-        raise EnvironmentArgumentError(
-            f"arithmetic: operations must be made of {OPERATIONS!r}, got {operations!r}"
-        )
+        raise EnvironmentArgumentError(f"arithmetic: operations must be made of {OPERATIONS!r}, got {operations!r}")
     if num_train < 1 or num_eval < 0:
         raise EnvironmentArgumentError(
             f"arithmetic: need num_train >= 1 and num_eval >= 0, got {num_train}, {num_eval}"

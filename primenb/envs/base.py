@@ -49,8 +49,7 @@ def prompt_text(prompt: Any) -> str:
         return prompt
     if isinstance(prompt, Sequence):
         return "\n".join(
-            f"{m.get('role', 'user')}: {m.get('content', '')}" if isinstance(m, dict) else str(m)
-            for m in prompt
+            f"{m.get('role', 'user')}: {m.get('content', '')}" if isinstance(m, dict) else str(m) for m in prompt
         )
     return str(prompt)
 

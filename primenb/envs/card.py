@@ -7,10 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-_CSS = (
-    "font-family:var(--jp-code-font-family,monospace);font-size:12px;border-collapse:collapse;"
-    "margin:4px 0"
-)
+_CSS = "font-family:var(--jp-code-font-family,monospace);font-size:12px;border-collapse:collapse;margin:4px 0"
 _TD = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top"
 
 

@@ -30,8 +30,7 @@ def list_rows(*, verifiers: bool = True) -> list[dict[str, Any]]:
     (their reward functions are read when shown: listing imports nothing from them)."""
     rows: list[dict[str, Any]] = []
     for env_id in sorted(_BUILTINS):
-        env = build_environment(env_id, _import_target(env_id, _BUILTINS[env_id]),
-                                {"num_train": 1, "num_eval": 1})
+        env = build_environment(env_id, _import_target(env_id, _BUILTINS[env_id]), {"num_train": 1, "num_eval": 1})
         rows.append(_row(env_id, env.version, "built-in", env.description, env.reward_names(),
                          _BUILTINS[env_id].partition(":")[0]))  # fmt: skip
     for env_id in sorted(_REGISTERED):
@@ -94,7 +93,7 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 def _defaults(env_id: str, env: Environment) -> dict[str, Any]:
     try:
         defaults = environment_args(env_id)
-    except Exception:  # noqa: BLE001 - the card is still useful without them
+    except Exception:
         defaults = {}
     out = {k: ("(required)" if v is inspect.Parameter.empty else v) for k, v in defaults.items()}
     out.update({k: v for k, v in env.args.items() if k in out})
@@ -138,7 +137,7 @@ def score_each(env: Environment, row: Row, reply: str) -> tuple[float, dict[str,
         try:
             (value,) = raw(prompts=prompt, completions=[reply], **columns)
             value = 0.0 if value is None else float(value)
-        except Exception as exc:  # noqa: BLE001 - shown on the card
+        except Exception as exc:
             errors = getattr(exc, "errors", None)
             if isinstance(errors, dict) and errors:
                 exc = next(iter(errors.values()))
@@ -158,4 +157,13 @@ def sample(env: Environment, row: Row) -> Sample:
                   perfect_by_func=p_by, empty_by_func=e_by)  # fmt: skip
 
 
-__all__ = ["LIST_COLUMNS", "list_frame", "list_rows", "make_card", "parse_assignments", "perfect_reply", "score_each", "show"]
+__all__ = [
+    "LIST_COLUMNS",
+    "list_frame",
+    "list_rows",
+    "make_card",
+    "parse_assignments",
+    "perfect_reply",
+    "score_each",
+    "show",
+]

@@ -69,7 +69,7 @@ class GuardedReward:
             raw = self.__wrapped__(prompts=prompts, completions=completions, **columns)
         except PartialScores as partial:
             raw, errors = partial.values, dict(partial.errors)
-        except Exception as exc:  # noqa: BLE001 - a reward function may raise anything
+        except Exception as exc:
             raw, errors = self._one_by_one(prompts, completions, columns, exc)
         values = self._check(raw, n)
         for i, value in enumerate(values):
@@ -102,7 +102,7 @@ class GuardedReward:
             except PartialScores as partial:
                 value = FAILED_SCORE
                 errors[i] = next(iter(partial.errors.values()), batch_exc)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 value = FAILED_SCORE
                 errors[i] = exc
             values.append(value)

@@ -182,8 +182,10 @@ def _row(row: Mapping[str, Any], env_id: str, where: str) -> Row:
         prompt = row["question"]
     if isinstance(prompt, str):
         pass
-    elif isinstance(prompt, list) and prompt and all(
-        isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m for m in prompt
+    elif (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m for m in prompt)
     ):
         prompt = [dict(m) for m in prompt]
     else:

@@ -15,6 +15,7 @@ imported afresh on every load, so edits show up without restarting the kernel.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import re
@@ -96,10 +97,8 @@ def import_path(path: Path, env_id: str) -> ModuleType:
             f"environment {env_id!r}: importing {file} raised {type(exc).__name__}: {exc}"
         ) from exc
     finally:
-        try:
+        with contextlib.suppress(ValueError):
             sys.path.remove(root)
-        except ValueError:
-            pass
     return module
 
 
@@ -125,9 +124,7 @@ def entry_point(module: ModuleType, env_id: str) -> Any:
     func = getattr(module, ENTRY, None)
     if not callable(func):
         where = getattr(module, "__file__", None) or module.__name__
-        raise EnvironmentLoadError(
-            f"environment {env_id!r}: {where} defines no `{ENTRY}(**kwargs)` function"
-        )
+        raise EnvironmentLoadError(f"environment {env_id!r}: {where} defines no `{ENTRY}(**kwargs)` function")
     return func
 
 
@@ -154,6 +151,13 @@ def first_line(text: str | None) -> str:
 
 
 __all__ = [
-    "ENTRY", "entry_point", "first_line", "import_module", "import_path", "looks_like_path",
-    "module_file", "module_version", "private_name",
+    "ENTRY",
+    "entry_point",
+    "first_line",
+    "import_module",
+    "import_path",
+    "looks_like_path",
+    "module_file",
+    "module_version",
+    "private_name",
 ]

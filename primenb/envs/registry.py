@@ -150,9 +150,7 @@ def _import_target(env_id: str, target: str) -> Factory:
         module = importlib.import_module(module_name)
         factory = getattr(module, attr)
     except (ImportError, AttributeError) as exc:
-        raise EnvironmentLookupError(
-            f"Could not load environment {env_id!r}: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise EnvironmentLookupError(f"Could not load environment {env_id!r}: {type(exc).__name__}: {exc}") from exc
     if not callable(factory):
         raise EnvironmentLookupError(f"environment {env_id!r}: {target} is not callable")
     return factory  # type: ignore[no-any-return]
@@ -207,11 +205,7 @@ def environment_args(env_id: str) -> dict[str, Any]:
 
 def _signature_args(factory: Factory) -> dict[str, Any]:
     params = inspect.signature(factory).parameters
-    return {
-        name: p.default
-        for name, p in params.items()
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
+    return {name: p.default for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def get_environment(env_id: str, /, **kwargs: Any) -> Environment:
@@ -241,17 +235,14 @@ def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> 
         if unknown:
             accepted = ", ".join(_signature_args(factory)) or "(none)"
             raise EnvironmentArgumentError(
-                f"environment {env_id!r} does not take argument(s) {', '.join(unknown)}; "
-                f"it accepts: {accepted}"
+                f"environment {env_id!r} does not take argument(s) {', '.join(unknown)}; it accepts: {accepted}"
             )
     try:
         obj = factory(**kwargs)
     except _Base:
         raise
     except Exception as exc:
-        raise EnvironmentLoadError(
-            f"environment {env_id!r} raised while loading: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise EnvironmentLoadError(f"environment {env_id!r} raised while loading: {type(exc).__name__}: {exc}") from exc
     env = as_environment(obj, env_id, kwargs)
     env.reward_funcs = [guard(f, env_id) for f in env.reward_funcs]
     return env

@@ -25,9 +25,7 @@ from typing import Any
 from primenb.envs.base import Environment, Row, completion_text
 from primenb.envs.errors import EnvironmentArgumentError
 
-SYSTEM_PROMPT = (
-    "Reverse the text character-by-character. Put your answer in <reversed_text> tags."
-)
+SYSTEM_PROMPT = "Reverse the text character-by-character. Put your answer in <reversed_text> tags."
 TAG = "reversed_text"
 _TAG_RE = re.compile(rf"<{TAG}>(.*?)</{TAG}>", re.DOTALL)
 
@@ -44,10 +42,7 @@ def lcs_ratio(response: str, answer: str) -> float:
 
 def lcs(prompts: list[Any], completions: list[Any], answer: list[str], **_: Any) -> list[float]:
     """Reward: similarity of the tagged reply to the reversed text (1.0 = exact)."""
-    return [
-        lcs_ratio(parse_reversed(completion_text(c)), str(a))
-        for c, a in zip(completions, answer, strict=True)
-    ]
+    return [lcs_ratio(parse_reversed(completion_text(c)), str(a)) for c, a in zip(completions, answer, strict=True)]
 
 
 class ReverseTextEnv(Environment):

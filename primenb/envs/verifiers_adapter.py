@@ -51,7 +51,7 @@ from primenb.envs.guard import PartialScores
 log = logging.getLogger("primenb.envs")
 
 MAX_TASKS = 10_000  # read from an infinite taskset
-REMOTE = "not supported by the local engine; train it on a remote backend (e.g. [primenb] backend = \"modelfactory\")"
+REMOTE = 'not supported by the local engine; train it on a remote backend (e.g. [primenb] backend = "modelfactory")'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ def _scan() -> dict[str, dict[str, str]]:
         try:
             name = dist.metadata["Name"]
             requires = dist.requires or []
-        except Exception as exc:  # noqa: BLE001 - broken metadata: skip it
+        except Exception as exc:
             log.debug("skipping distribution with unreadable metadata: %s", exc)
             continue
         if not name or name.lower() in ("verifiers", "primenb"):
@@ -158,7 +158,7 @@ def _dist_version(mod: str) -> str:
     try:
         dists = importlib.metadata.packages_distributions().get(mod) or []
         return importlib.metadata.version(dists[0]) if dists else ""
-    except Exception:  # noqa: BLE001
+    except Exception:
         return ""
 
 
@@ -235,9 +235,7 @@ def load(env_id: str, **args: Any) -> VerifiersEnvironment:
     try:
         config = config_cls.model_validate({**args, "id": env_id})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
         accepted = ", ".join(n for n in config_cls.model_fields if n != "id")
         raise EnvironmentArgumentError(
             f"verifiers taskset {env_id!r}: bad arguments ({problems}); it accepts: {accepted}"
@@ -287,7 +285,7 @@ def _check_tasks(env_id: str, cls: Any, config: Any, tasks: list[Any]) -> None:
     try:
         if cls.toolsets(config) or task_cls.toolsets(config.task):
             why.append("its tasks use tools")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         why.append(f"its toolsets could not be built ({type(exc).__name__}: {exc})")
     if getattr(task_cls, "NEEDS_CONTAINER", False):
         why.append("its tasks need a container")
@@ -305,8 +303,7 @@ def _check_tasks(env_id: str, cls: Any, config: Any, tasks: list[Any]) -> None:
         raise UnsupportedEnvironmentError(f"verifiers taskset {env_id!r}: {'; '.join(why)}: {REMOTE}")
     if not task.hooks("reward"):
         raise EnvironmentLoadError(
-            f"verifiers taskset {env_id!r} has no @vf.reward functions; the local engine needs at "
-            f"least one to train on"
+            f"verifiers taskset {env_id!r} has no @vf.reward functions; the local engine needs at least one to train on"
         )
 
 
@@ -461,6 +458,13 @@ def one_turn_trace(task: Any, reply: str) -> Any:
 
 
 __all__ = [
-    "VerifiersEnvironment", "VerifiersReward", "could_be_taskset", "installed", "installed_tasksets",
-    "load", "module_name", "one_turn_trace", "taskset_args",
+    "VerifiersEnvironment",
+    "VerifiersReward",
+    "could_be_taskset",
+    "installed",
+    "installed_tasksets",
+    "load",
+    "module_name",
+    "one_turn_trace",
+    "taskset_args",
 ]

@@ -67,11 +67,11 @@ def load_environment(num_examples: int = 40):
     return {"dataset": rows, "reward_funcs": [strict, anything]}
 '''
 
-TASKSET_INIT = '''
+TASKSET_INIT = """
 from echo_words.taskset import EchoWordsTaskset
 
 __all__ = ["EchoWordsTaskset"]
-'''
+"""
 
 # A verifiers v1 taskset: typed task data, two weighted @vf.reward methods (one async, one
 # reading the trace), a config knob.
@@ -176,8 +176,11 @@ def tasksets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write(root / "echo_words" / "taskset.py", TASKSET)
     write(root / "calc_tools" / "__init__.py", TOOLS_TASKSET)
     dist = root / "echo_words-0.2.0.dist-info"
-    write(dist / "METADATA", "Metadata-Version: 2.1\nName: echo-words\nVersion: 0.2.0\n"
-          "Summary: Echo a word back\nRequires-Dist: verifiers>=0.4\n")
+    write(
+        dist / "METADATA",
+        "Metadata-Version: 2.1\nName: echo-words\nVersion: 0.2.0\n"
+        "Summary: Echo a word back\nRequires-Dist: verifiers>=0.4\n",
+    )
     write(dist / "top_level.txt", "echo_words\n")
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))

@@ -37,11 +37,14 @@ def test_arithmetic_reward_prompt_and_ideal():
     env = get_environment("arithmetic", num_train=3, num_eval=2)
     row = env.train_rows()[0]
     assert env.format_prompt(row["prompt"], chat=False) == row["prompt"] + "="
-    assert env.format_prompt("1+2", chat=True) == [{"role": "system", "content": SYSTEM_PROMPT},
-                                                    {"role": "user", "content": "1+2"}]
+    assert env.format_prompt("1+2", chat=True) == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "1+2"},
+    ]
     assert env.ideal_completion(row) == row["answer"]
-    assert exact_match(["1+2"] * 4, ["3", " 3\n", "3 apples", [{"role": "assistant", "content": "3"}]],
-                       answer=["3"] * 4) == [1.0, 1.0, 0.0, 1.0]
+    assert exact_match(
+        ["1+2"] * 4, ["3", " 3\n", "3 apples", [{"role": "assistant", "content": "3"}]], answer=["3"] * 4
+    ) == [1.0, 1.0, 0.0, 1.0]
     assert env.is_correct(" 3 ", {"answer": "3"}) and not env.is_correct("4", {"answer": "3"})
 
 
@@ -56,12 +59,17 @@ def test_plain_objects_become_environments():
     def score(prompts, completions, **kw):
         return [1.0] * len(completions)
 
-    env = as_environment({
-        "dataset": [{"question": "hi", "answer": 3, "source": "web"},
-                    {"prompt": [{"role": "user", "content": "yo"}], "info": '{"k": 1}'}],
-        "reward_funcs": [(score, 0.5)],
-        "parser": type("P", (), {"parse_answer": staticmethod(lambda t: t.strip())})(),
-    }, "plain")
+    env = as_environment(
+        {
+            "dataset": [
+                {"question": "hi", "answer": 3, "source": "web"},
+                {"prompt": [{"role": "user", "content": "yo"}], "info": '{"k": 1}'},
+            ],
+            "reward_funcs": [(score, 0.5)],
+            "parser": type("P", (), {"parse_answer": staticmethod(lambda t: t.strip())})(),
+        },
+        "plain",
+    )
     assert env.train_rows() == [
         {"prompt": "hi", "answer": "3", "info": {"source": "web"}},
         {"prompt": [{"role": "user", "content": "yo"}], "answer": "", "info": {"k": 1}},

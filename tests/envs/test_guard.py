@@ -68,8 +68,12 @@ def test_partial_scores_and_stop_run_on_error():
 def test_get_environment_guards_every_reward_function_and_eval_scoring_survives():
     def load() -> Environment:
         rows = [{"prompt": "p", "answer": "a"}]
-        return Environment(id="picky", train=rows, reward_funcs=[picky, lambda prompts, completions, **kw: [1.0] * len(completions)],
-                           reward_weights=[1.0, 2.0])
+        return Environment(
+            id="picky",
+            train=rows,
+            reward_funcs=[picky, lambda prompts, completions, **kw: [1.0] * len(completions)],
+            reward_weights=[1.0, 2.0],
+        )
 
     register_environment("picky-env", load, overwrite=True)
     try:

@@ -77,19 +77,31 @@ def test_add_list_show_remove_a_local_folder(shell, home, tmp_path):
     [
         ({"x.py": "def something():\n    return 1\n"}, "defines no `load_environment"),
         ({"x.py": "import not_a_module_anywhere\n"}, "raised ModuleNotFoundError"),
-        ({"x.py": "def load_environment():\n    return {'dataset': [], 'reward_funcs': [len]}\n"},
-         "train dataset is empty"),
-        ({"x.py": "def load_environment():\n    return {'dataset': [{'prompt': 'a', 'answer': 'b'}]}\n"},
-         "no reward_funcs"),
-        ({"x.py": "def load_environment():\n    raise RuntimeError('cannot reach the data')\n"},
-         "raised while loading: RuntimeError: cannot reach the data"),
+        (
+            {"x.py": "def load_environment():\n    return {'dataset': [], 'reward_funcs': [len]}\n"},
+            "train dataset is empty",
+        ),
+        (
+            {"x.py": "def load_environment():\n    return {'dataset': [{'prompt': 'a', 'answer': 'b'}]}\n"},
+            "no reward_funcs",
+        ),
+        (
+            {"x.py": "def load_environment():\n    raise RuntimeError('cannot reach the data')\n"},
+            "raised while loading: RuntimeError: cannot reach the data",
+        ),
         ({"x.py": "def load_environment(path):\n    return None\n"}, "required argument(s) path"),
-        ({"x.py": "def load_environment():\n    return {'dataset': [{'prompt': 3}], 'reward_funcs': [len]}\n"},
-         "`prompt` must be text"),
-        ({"x.py": "def bad(prompts, completions, **kw):\n    raise KeyError('oops')\n"
-                  "def load_environment():\n"
-                  "    return {'dataset': [{'prompt': 'a', 'answer': 'b'}], 'reward_funcs': [bad]}\n"},
-         "reward function(s) raised on the first example's perfect answer (bad: KeyError"),
+        (
+            {"x.py": "def load_environment():\n    return {'dataset': [{'prompt': 3}], 'reward_funcs': [len]}\n"},
+            "`prompt` must be text",
+        ),
+        (
+            {
+                "x.py": "def bad(prompts, completions, **kw):\n    raise KeyError('oops')\n"
+                "def load_environment():\n"
+                "    return {'dataset': [{'prompt': 'a', 'answer': 'b'}], 'reward_funcs': [bad]}\n"
+            },
+            "reward function(s) raised on the first example's perfect answer (bad: KeyError",
+        ),
         ({"a.py": "", "b.py": ""}, "no environment module in"),
     ],
 )
@@ -116,7 +128,7 @@ def test_refusals_say_what_to_do(home, tmp_path):
     folder = tmp_path / "digits"
     write(folder / "digits.py", GOOD_ENV)
     add(str(folder))
-    with pytest.raises(RegistryError, match="already registered .* pass --force"):
+    with pytest.raises(RegistryError, match=r"already registered .* pass --force"):
         add(str(folder))
     with pytest.raises(RegistryError, match="is a built-in environment; register yours under another id"):
         add(str(folder), "reverse-text")

@@ -43,7 +43,11 @@ def test_a_reward_that_raises_on_one_completion_scores_it_zero(tasksets, home):
     env = get_environment("echo-words", num_tasks=3)
     starts = env.reward_funcs[1]
     info = [r["info"] for r in env.train_rows()]
-    assert starts(prompts=["ab"] * 3, completions=["a", "", "c"], info=info, answer=["ab", "ba", "cab"]) == [1.0, 0.0, 1.0]
+    assert starts(prompts=["ab"] * 3, completions=["a", "", "c"], info=info, answer=["ab", "ba", "cab"]) == [
+        1.0,
+        0.0,
+        1.0,
+    ]
     assert starts.failed == 1
 
 
@@ -58,7 +62,7 @@ def test_rewards_run_inside_a_running_event_loop(tasksets, home):
 
 
 def test_arguments_are_validated_by_the_taskset_config(tasksets, home):
-    with pytest.raises(EnvironmentArgumentError, match="bad arguments .*num_taks.*it accepts: .*num_tasks"):
+    with pytest.raises(EnvironmentArgumentError, match=r"bad arguments .*num_taks.*it accepts: .*num_tasks"):
         get_environment("echo-words", num_taks=3)
     assert va.taskset_args("echo-words")["num_tasks"] == 20
 
@@ -71,7 +75,9 @@ def test_tools_are_not_supported_locally(tasksets, home):
 
 
 def test_multi_agent_env_and_harness_are_not_supported(tasksets, home):
-    write(tasksets / "two_agents" / "__init__.py", '''
+    write(
+        tasksets / "two_agents" / "__init__.py",
+        """
 import verifiers.v1 as vf
 from echo_words.taskset import EchoWordsTaskset
 
@@ -81,10 +87,13 @@ class Duo(vf.SingleAgentEnv):
 
 
 __all__ = ["EchoWordsTaskset", "Duo"]
-''')
+""",
+    )
     with pytest.raises(UnsupportedEnvironmentError, match="comes with its own environment Duo"):
         get_environment("two-agents")
-    write(tasksets / "own_harness" / "__init__.py", '''
+    write(
+        tasksets / "own_harness" / "__init__.py",
+        """
 import verifiers.v1 as vf
 from echo_words.taskset import EchoWordsTaskset
 
@@ -94,13 +103,16 @@ class Shell(vf.Harness):
 
 
 __all__ = ["EchoWordsTaskset", "Shell"]
-''')
-    with pytest.raises(UnsupportedEnvironmentError, match="comes with its own harness .*remote backend"):
+""",
+    )
+    with pytest.raises(UnsupportedEnvironmentError, match=r"comes with its own harness .*remote backend"):
         get_environment("own-harness")
 
 
 def test_broken_taskset_reports_which_and_why(tasksets, home):
-    write(tasksets / "broken_set" / "__init__.py", '''
+    write(
+        tasksets / "broken_set" / "__init__.py",
+        """
 import verifiers.v1 as vf
 from echo_words.taskset import EchoTask, EchoData
 
@@ -112,11 +124,14 @@ class BrokenSet(vf.Taskset[EchoTask, vf.TasksetConfig]):
 
 
 __all__ = ["BrokenSet"]
-''')
+""",
+    )
     write(tasksets / "not_a_taskset" / "__init__.py", "X = 1\n")
-    with pytest.raises(EnvironmentLoadError, match="'broken-set' raised while loading its tasks: OSError: dataset file missing"):
+    with pytest.raises(
+        EnvironmentLoadError, match="'broken-set' raised while loading its tasks: OSError: dataset file missing"
+    ):
         get_environment("broken-set")
-    with pytest.raises(EnvironmentLoadError, match="'not-a-taskset' could not be loaded: .*defines no `__all__`"):
+    with pytest.raises(EnvironmentLoadError, match=r"'not-a-taskset' could not be loaded: .*defines no `__all__`"):
         get_environment("not-a-taskset")
 
 
