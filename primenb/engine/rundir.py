@@ -15,17 +15,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
+
+from primenb.fsutil import atomic_write_json
 
 STATES = ("queued", "running", "completed", "failed", "stopped")
 FINAL_STATES = ("completed", "failed", "stopped")
@@ -34,21 +34,6 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime())
-
-
-def atomic_write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Write JSON so a reader sees the old or the new file, never a partial one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def finite_numbers(values: Mapping[str, Any]) -> dict[str, float | int]:
@@ -62,9 +47,7 @@ def finite_numbers(values: Mapping[str, Any]) -> dict[str, float | int]:
                 continue
         if isinstance(value, bool):
             out[key] = int(value)
-        elif isinstance(value, int):
-            out[key] = value
-        elif isinstance(value, float) and math.isfinite(value):
+        elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
             out[key] = value
     return out
 
