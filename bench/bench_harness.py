@@ -149,16 +149,20 @@ def main() -> None:
     magic_t = _median(lambda: shell.run_line_magic("prime_harness", "show")._repr_html_())
     verdict = "OK" if render_t < TARGET_SHOW_S and magic_t < TARGET_SHOW_S else "OVER TARGET"
     print(f"show over {N} traces: traces() {query_t * 1000:.0f} ms; + notebook display {render_t * 1000:.0f} ms; "
-          f"%prime_harness show (displayed) {magic_t * 1000:.0f} ms  [target < {TARGET_SHOW_S * 1000:.0f} ms: {verdict}]")
+          f"%prime_harness show (displayed) {magic_t * 1000:.0f} ms  "
+          f"[target < {TARGET_SHOW_S * 1000:.0f} ms: {verdict}]")
     print(f"  bare sqlite SELECT * ORDER BY created (fresh connection): {base_t * 1000:.0f} ms  "
-          f"| ratio show/bare {render_t / base_t:.1f}x; first call in a fresh process (pandas import) {cold * 1000:.0f} ms")
+          f"| ratio show/bare {render_t / base_t:.1f}x; "
+          f"first call in a fresh process (pandas import) {cold * 1000:.0f} ms")
     for label, kwargs in (("--last 50", {"last": 50}), ("--status failed", {"status": "failed"}),
                           ("--where \"lr > 1e-4 and lora_rank = 16\"", {"where": "lr > 1e-4 and lora_rank = 16"})):
         ft = _median(lambda kw=kwargs: h.traces(**kw)._repr_html_())  # type: ignore[misc]
         print(f"show {label}: {ft * 1000:.1f} ms ({len(h.traces(**kwargs))} rows)")
     lookup = _median(lambda: h.get(f"{N // 2:010x}"))
     print(f"lookup of one trace by id (index + trace.json): {lookup * 1000:.1f} ms")
-    print(f"(files in {tmp}; remove when done)")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

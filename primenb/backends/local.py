@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from primenb.config import Config
 from primenb.engine.launch import launch_command
@@ -18,10 +19,22 @@ from primenb.run import Run, record_run
 
 # Keys a local run cannot honour: listed in the run summary, never silently dropped.
 NOT_USED_LOCALLY = (
-    "inference", "weight_broadcast", "rollout_transport", "slurm", "deployment.gpus_per_node",
-    "orchestrator.max_off_policy_steps", "orchestrator.concurrency", "orchestrator.model.client",
-    "trainer.model.impl", "trainer.model.attn", "trainer.model.compile", "trainer.model.ac",
-    "trainer.model.ac_offloading", "trainer.loss", "monitors.wandb", "monitors.prime",
+    "inference",
+    "weight_broadcast",
+    "rollout_transport",
+    "slurm",
+    "deployment.gpus_per_node",
+    "orchestrator.max_off_policy_steps",
+    "orchestrator.concurrency",
+    "orchestrator.model.client",
+    "trainer.model.impl",
+    "trainer.model.attn",
+    "trainer.model.compile",
+    "trainer.model.ac",
+    "trainer.model.ac_offloading",
+    "trainer.loss",
+    "monitors.wandb",
+    "monitors.prime",
 )
 
 
@@ -52,30 +65,45 @@ def num_processes(config: Config) -> int:
     return int(getattr(dep, "num_train_gpus", 1) or 1)
 
 
-def prepare(config: Config, *, name: str | None = None) -> Path:
-    """Create the run directory and write the configs; refuses to reuse a non-empty one."""
+def prepare(config: Config, *, name: str | None = None, trace: dict[str, Any] | None = None) -> Path:
+    """Create the run directory and write the configs and the queued trace (``trace``: lineage
+    from the harness, ``{"parent", "reproduces", "reproduces_run_dir"}``); refuses to reuse a
+    non-empty directory."""
     m = config.model
     run_name = name or m.run.name or default_run_name(config)  # type: ignore[attr-defined]
     run_dir = Path(m.run.dir) if m.run.dir else Path(m.output_dir) / run_name  # type: ignore[attr-defined]
     if run_dir.exists() and any(run_dir.iterdir()):
-        raise PrimenbError(f"run directory {run_dir} already holds a run; pick another --name, or attach to it "
-                           f"with %prime_train --attach {run_name}")
+        raise PrimenbError(
+            f"run directory {run_dir} already holds a run; pick another --name, or attach to it "
+            f"with %prime_train --attach {run_name}"
+        )
     files = RunDir(run_dir)
     resolved = config.resolved(primenb=True)
     resolved["run"] = {**resolved.get("run", {}), "name": run_name}
     atomic_write_json(files.resolved_config, resolved)
     atomic_write_text(run_dir / "configs" / "config.toml", config.text)
     atomic_write_json(run_dir / "configs" / "local.json", {"not_used_by_local_backend": unused_keys(config)})
-    atomic_write_json(files.status_path, {
-        "state": "queued", "name": run_name, "backend": "local", "mode": config.mode,
-        "host": socket.gethostname(), "queued_at": now_iso(), "max_steps": config.max_steps,
-        "not_used_by_local_backend": unused_keys(config),
-    })
+    atomic_write_json(
+        files.status_path,
+        {
+            "state": "queued",
+            "name": run_name,
+            "backend": "local",
+            "mode": config.mode,
+            "host": socket.gethostname(),
+            "queued_at": now_iso(),
+            "max_steps": config.max_steps,
+            "not_used_by_local_backend": unused_keys(config),
+        },
+    )
+    from primenb.harness.launch import queued_trace
+
+    queued_trace(run_dir, config, name=run_name, backend="local", lineage=trace)
     return run_dir
 
 
-def submit(config: Config, *, name: str | None = None) -> Run:
-    run_dir = prepare(config, name=name)
+def submit(config: Config, *, name: str | None = None, trace: dict[str, Any] | None = None) -> Run:
+    run_dir = prepare(config, name=name, trace=trace)
     (run_dir / "logs").mkdir(exist_ok=True)
     # Several ranks go through `accelerate launch --multi_gpu`, which starts N gloo ranks even on a
     # machine with no GPU (`--cpu --num_processes N` silently starts one).
@@ -83,12 +111,15 @@ def submit(config: Config, *, name: str | None = None) -> Run:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(run_dir / "logs" / "launcher.log", "ab") as log:
         try:
-            process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True, env=env)
+            process = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env
+            )
         except OSError as exc:
             raise PrimenbError(f"could not start the engine ({' '.join(cmd)}): {exc}") from exc
     # A file of its own: status.json belongs to the engine from the moment it starts.
-    atomic_write_json(run_dir / "launcher.json", {"pgid": process.pid, "host": socket.gethostname(),
-                                                  "command": cmd, "python": sys.executable})
+    atomic_write_json(
+        run_dir / "launcher.json",
+        {"pgid": process.pid, "host": socket.gethostname(), "command": cmd, "python": sys.executable},
+    )
     record_run(run_dir)
     return Run(run_dir, process=process)

@@ -63,6 +63,12 @@ class EngineContext:
     last_eval: dict[str, float] = field(default_factory=dict)
     first_eval: dict[str, float] = field(default_factory=dict)
     train_started: float = 0.0
+    trace: Any = None  # primenb.engine.trace.TraceRecorder (rank 0 records)
+
+    def abs_step(self, step: int) -> int:
+        """The run's step for the trainer's ``global_step``: a continuation counts on from
+        ``primenb.start_step`` (its parent's last step)."""
+        return int(step) + self.plan.start_step
 
     def open_writers(self) -> None:
         if self.is_main:
@@ -83,6 +89,8 @@ class EngineContext:
     def write_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if self.samples is not None:
             for row in rows:
+                if self.plan.data_collection == "deny":
+                    row = withhold_text(row)
                 clean = {k: v for k, v in row.items() if v is not None or k == "reward"}
                 reward = clean.get("reward")
                 if isinstance(reward, float) and reward != reward:  # NaN
@@ -177,22 +185,23 @@ class RunDirCallback(TrainerCallback):
         ctx.status.update(
             ranks_seen=ranks,
             world_size=int(args.world_size),
-            step=state.global_step,
+            step=ctx.abs_step(state.global_step),
             phase="training",
         )
-        log.info("training: %d rank(s), max_steps=%d", ranks, state.max_steps)
-        if model is not None:
+        log.info("training: %d rank(s), steps %d..%d", ranks, ctx.abs_step(1), ctx.abs_step(state.max_steps))
+        # a continuation starts from weights its parent already evaluated at this step
+        if model is not None and not ctx.plan.start_step:
             ctx.evaluate(model, state.global_step)
             self._sft_samples(model, state.global_step, force=True)
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
         if model is not None:
-            self.ctx.evaluate(model, state.global_step)
-            self._sft_samples(model, state.global_step, force=False)
+            self.ctx.evaluate(model, self.ctx.abs_step(state.global_step))
+            self._sft_samples(model, self.ctx.abs_step(state.global_step), force=False)
 
     # per step
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
-        ctx, step = self.ctx, state.global_step
+        ctx, step = self.ctx, self.ctx.abs_step(state.global_step)
         if self.recorder is not None:
             self.recorder.flush(step)
         if model is not None:
@@ -218,8 +227,8 @@ class RunDirCallback(TrainerCallback):
                     values["tokens/s"] = (tokens - prev_n) / (now - prev_t)
                 self._last_tokens = (now, float(tokens))
                 break
-        self.ctx.write_metrics(state.global_step, values)
-        self.ctx.status.update(step=state.global_step)
+        self.ctx.write_metrics(self.ctx.abs_step(state.global_step), values)
+        self.ctx.status.update(step=self.ctx.abs_step(state.global_step))
 
     def _sft_samples(self, model: Any, step: int, *, force: bool) -> None:
         ctx = self.ctx
@@ -314,7 +323,7 @@ class RewardRecorder:
     ) -> None:  # fmt: skip
         if not self.ctx.is_main or state is None:
             return
-        step = int(state.global_step) + 1  # the optimizer step these rollouts feed
+        step = self.ctx.abs_step(state.global_step) + 1  # the optimizer step these rollouts feed
         if step % self.ctx.plan.sample_every != 0 and step != 1:
             return
         if self._batch is None or self._batch["step"] != step:
@@ -349,6 +358,23 @@ class RewardRecorder:
                 }
             )
         self.ctx.write_samples(batch["step"], rows)
+
+
+TEXT_FIELDS = ("prompt", "completion", "answer")
+
+
+def withhold_text(row: dict[str, Any]) -> dict[str, Any]:
+    """A sample row for ``data_collection = "deny"``: the prompt, completion and answer are
+    replaced by their SHA-256 and length; rewards and correctness are kept."""
+    import hashlib
+
+    out = {k: v for k, v in row.items() if k not in TEXT_FIELDS}
+    for key in TEXT_FIELDS:
+        value = row.get(key)
+        if isinstance(value, str):
+            out[f"{key}_sha256"] = hashlib.sha256(value.encode("utf-8")).hexdigest()
+            out[f"{key}_chars"] = len(value)
+    return out
 
 
 def _decode_info(value: Any) -> Any:

@@ -95,6 +95,8 @@ class Plan:
     eval: EvalSpec | None = None
     run_name: str | None = None
     sft_warmup_steps: int = 0  # rl: SFT steps on the environments' ideal answers before GRPO
+    start_step: int = 0  # a continuation: init_from's step; steps start_step+1..max_steps train
+    data_collection: str = "allow"  # "deny": no prompt/completion text is written anywhere
     # rl
     sources: list[SourceSpec] = field(default_factory=list)
     batch_size: int = 8
@@ -205,6 +207,8 @@ def _primenb(cfg: dict[str, Any]) -> dict[str, Any]:
         "logging_steps": max(1, _int(raw.get("logging_steps", 1) or 1, "primenb.logging_steps")),
         "init_from": raw.get("init_from") or None,
         "sft_warmup_steps": max(0, _int(raw.get("sft_warmup_steps", 0) or 0, "primenb.sft_warmup_steps")),
+        "start_step": max(0, _int(raw.get("start_step", 0) or 0, "primenb.start_step")),
+        "data_collection": str(_d(raw.get("privacy")).get("data_collection") or "allow"),
     }
 
 
@@ -235,6 +239,11 @@ def build_plan(cfg: dict[str, Any]) -> Plan:
     max_steps = _int(max_steps, "max_steps")
     if max_steps < 1:
         raise PlanError(f"max_steps must be >= 1, got {max_steps}")
+    if max_steps <= extra["start_step"]:
+        raise PlanError(
+            f"max_steps ({max_steps}) must be greater than primenb.start_step ({extra['start_step']}): "
+            "max_steps is the last step of the run, counted on from the checkpoint it starts from"
+        )
 
     if mode == "rl":
         model_name = (
@@ -267,6 +276,8 @@ def build_plan(cfg: dict[str, Any]) -> Plan:
         sample_every=extra["sample_every"],
         run_name=_get(cfg, "run.name"),
         sft_warmup_steps=extra["sft_warmup_steps"] if mode == "rl" else 0,
+        start_step=extra["start_step"],
+        data_collection=extra["data_collection"],
     )
     _check_scheduler(plan)
 
@@ -458,7 +469,7 @@ def scheduler_args(s: SchedulerSpec, lr: float) -> dict[str, Any]:
 def common_args(plan: Plan, *, cuda: bool, bf16_ok: bool) -> dict[str, Any]:
     """Arguments shared by GRPOConfig and SFTConfig."""
     args: dict[str, Any] = {
-        "max_steps": plan.max_steps,
+        "max_steps": plan.max_steps - plan.start_step,  # the trainer counts from 0
         "seed": plan.seed,
         "data_seed": plan.seed,
         "logging_steps": plan.logging_steps,

@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {run_dir.resolved_config} does not exist", file=sys.stderr)
         return 2
 
+    from primenb.engine.trace import TraceRecorder, enable_determinism, prepare_determinism
+
+    prepare_determinism()  # before torch is imported
     rank = _rank()
     is_main = rank == 0
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -98,14 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     from primenb.engine.stop import StopFlag
 
     status.start(world_size=world, rank=rank, phase="starting")
+    trace = TraceRecorder(run_dir, enabled=is_main)
     stop = StopFlag(run_dir)
     stop.on_request = lambda reason: status.update(stop_requested=reason)
     stop.install()
     t0 = time.time()
     ctx = None
     try:
-        plan = build_plan(run_dir.read_config())
-        status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name)
+        cfg = run_dir.read_config()
+        trace.begin(cfg, status.data)
+        plan = build_plan(cfg)
+        trace.set_plan(plan)
+        status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name,
+                      trace_id=trace.trace_id)  # fmt: skip
         log.info("engine start: %s run, model %s, %d steps, %d rank(s), pid %d",
                  plan.mode, plan.model_name, plan.max_steps, world, os.getpid())  # fmt: skip
 
@@ -116,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
 
         from primenb.engine.callbacks import EngineContext  # first torch import
 
-        ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main)
+        ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main,
+                            trace=trace)  # fmt: skip
+        trace.determinism = enable_determinism()
         status.update(phase="importing")
         _route_library_logs()
         from primenb.engine.train import run_training
@@ -155,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ctx is not None:
             ctx.close()
+        trace.finish(status.data)  # completed, failed or stopped: the trace says which
         _shutdown_dist()
         _flush_logs()
 

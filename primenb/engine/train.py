@@ -13,7 +13,7 @@ import torch
 from transformers import TrainerCallback
 
 from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback, WarmupCallback
-from primenb.engine.data import Source, build_sources, ideal_rows, rl_rows, sft_dataset
+from primenb.engine.data import Source, build_sources, ideal_rows, rl_rows, sft_dataset, sft_env_args
 from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
@@ -133,6 +133,9 @@ def build_grpo(
     ctx.tokenizer, ctx.base = tok, base
     chat = tok.chat_template is not None
     sources = build_sources(plan.sources)
+    if ctx.trace is not None:
+        ctx.trace.record_model(model, peft_config, base)
+        ctx.trace.record_data("train", plan.sources, sources)
     rows = rl_rows(sources, chat=chat)
     longest = 0 if plan.max_completion_tokens else _longest_prompt(tok, rows, chat)
     cuda, bf16_ok = device_info()
@@ -182,6 +185,8 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     chat = tok.chat_template is not None
     wplan = warmup_plan(plan, tiny=is_tiny(plan.model_name))
     sources = build_sources(plan.sources)
+    if ctx.trace is not None:
+        ctx.trace.record_data("sft_warmup", plan.sources, sources)
     rows = [r for src in sources for r in ideal_rows(src.env, src.name, chat=chat)]
     cuda, bf16_ok = device_info()
     args, notes = sft_args(wplan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok)
@@ -212,6 +217,9 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
     ctx.tokenizer, ctx.base = tok, base
     chat = tok.chat_template is not None
     dataset, data_env = sft_dataset(plan, chat=chat)
+    if ctx.trace is not None:
+        ctx.trace.record_model(model, peft_config, base)
+        ctx.trace.record_sft_data(str(plan.data["name"]), dataset, data_env, sft_env_args(plan))
     conversational = "messages" in getattr(dataset, "column_names", [])
     markers = bool(chat and "generation" in str(tok.chat_template))
     cuda, bf16_ok = device_info()
@@ -266,6 +274,8 @@ def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default
         build_sources(plan.eval.sources), tok, chat=chat, num_examples=plan.eval.num_examples,
         max_new_tokens=_eval_tokens(plan, default_tokens),
     )  # fmt: skip
+    if ctx.trace is not None:
+        ctx.trace.record_data("eval", plan.eval.sources, ctx.evaluator.sources, limit=plan.eval.num_examples)
 
 
 def _ranks_in_sync(model: Any, device: Any) -> bool:
@@ -294,9 +304,9 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
         ctx.stop.triggered = True
         final = None
         if loaded is not None and ctx.is_main:
-            final = str(ctx.save_checkpoint(loaded[0], 0))
+            final = str(ctx.save_checkpoint(loaded[0], ctx.abs_step(0)))
         state.wait_for_everyone()
-        return TrainResult(0, True, final, {}, {})
+        return TrainResult(ctx.abs_step(0), True, final, {}, {})
     ctx.status.update(phase="building trainer")
     if plan.mode == "rl":
         trainer = build_grpo(plan, ctx, [], loaded=loaded)
@@ -305,9 +315,9 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
     if ctx.stop.poll():
         log.warning("stop requested before training started")
         ctx.stop.triggered = True
-        return TrainResult(0, True, None, {}, {})
+        return TrainResult(ctx.abs_step(0), True, None, {}, {})
     trainer.train()
-    step = int(trainer.state.global_step)
+    step = ctx.abs_step(trainer.state.global_step)
     if state.num_processes > 1:
         ctx.status.update(ranks_in_sync=_ranks_in_sync(trainer.model, state.device))
     final = None

@@ -248,6 +248,9 @@ class PrimenbSettings(Section):
     logging_steps: PosInt = 1
     sample_every: PosInt = 10
     init_from: str | None = None
+    # A continuation (set by `%prime_harness apply`): init_from's step. The run trains steps
+    # start_step+1 .. max_steps and numbers its metrics and checkpoints on from there.
+    start_step: NonNegInt = 0
     # Before RL, train this many SFT steps on the environment's reference answers: a random-init
     # model (the embedded default) otherwise rarely samples a rewarded completion.
     sft_warmup_steps: NonNegInt = 0

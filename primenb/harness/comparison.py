@@ -1,0 +1,244 @@
+"""`diff` (what differs between traces, as a table) and `compare` (metric curves overlaid)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from primenb.errors import PrimenbError
+from primenb.harness import views as V
+from primenb.harness.trace import Trace, get
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ABSENT = "—"
+SECTIONS = ("trace", "config", "model", "environment", "data", "seeds", "deps", "hardware", "git", "env_vars")
+
+
+def _resolve(refs: Sequence[Any], least: int) -> list[Trace]:
+    if len(refs) < least:
+        raise PrimenbError(f"give at least {least} traces (ids, id prefixes or run names)")
+    traces = [get(r) for r in refs]
+    if len({t.id for t in traces}) < len(traces):
+        raise PrimenbError("the same trace was given twice")
+    return traces
+
+
+def _facets(t: Trace) -> dict[str, dict[str, Any]]:
+    d = t.doc
+    config = dict(t.config)
+    config.pop("run", None)  # the run name differs by construction; shown under "trace"
+    env: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    for kind, part in (d.get("data") or {}).items():
+        data[f"{kind}.hash"] = part.get("hash")
+        data[f"{kind}.examples"] = part.get("examples")
+        for src in part.get("sources", []):
+            key = f"{kind}.{src.get('name')}"
+            env[f"{key}.id"] = src.get("env_id") or src.get("dataset")
+            env[f"{key}.version"] = src.get("version")
+            for arg, value in V.flatten(src.get("args") or {}).items():
+                env[f"{key}.args.{arg}"] = value
+            data[f"{key}.hash"] = src.get("hash")
+    model = {k: v for k, v in (d.get("model") or {}).items() if k != "base"}
+    model["finetune"] = d.get("finetune")
+    for k, v in (d.get("adapter") or {}).items():
+        model[f"adapter.{k}"] = v
+    return {
+        "trace": {"name": t.name, "status": t.status, "mode": t.mode, "parent": t.parent,
+                  "reproduces": d.get("reproduces"), "backend": d.get("backend"), "host": d.get("host")},
+        "config": V.flatten(config),
+        "model": model,
+        "environment": env,
+        "data": data,
+        "seeds": V.flatten(d.get("seeds") or {}),
+        "deps": dict(d.get("deps") or {}),
+        "hardware": V.flatten(d.get("hardware") or {}),
+        "git": dict(d.get("git") or {}),
+        "env_vars": dict(d.get("env_vars") or {}),
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, (dict, list)):
+        from primenb.harness.hashing import canonical_json
+
+        return canonical_json(value)
+    return repr(value) if isinstance(value, float) else str(value)  # exact: 1e-4 vs 1.0000001e-4
+
+
+class TraceDiff:
+    """Key-by-key differences between traces: ``rows`` of ``(section, key, value per trace)``."""
+
+    def __init__(self, traces: list[Trace]) -> None:
+        self.traces = traces
+        facets = [_facets(t) for t in traces]
+        self.rows: list[tuple[str, str, list[str]]] = []
+        for section in SECTIONS:
+            keys: dict[str, None] = {}
+            for f in facets:
+                keys.update(dict.fromkeys(f[section]))
+            for key in keys:
+                values = [_cell(f[section][key]) if key in f[section] else ABSENT for f in facets]
+                if len(set(values)) > 1:
+                    self.rows.append((section, key, values))
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.traces]
+
+    def sections(self) -> list[str]:
+        return list(dict.fromkeys(r[0] for r in self.rows))
+
+    def section(self, name: str) -> dict[str, list[str]]:
+        return {k: v for s, k, v in self.rows if s == name}
+
+    @property
+    def df(self) -> pd.DataFrame:
+        import pandas as pd
+
+        cols = [f"{t.id} {t.name}" for t in self.traces]
+        return pd.DataFrame([[s, k, *v] for s, k, v in self.rows], columns=["section", "key", *cols])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        head = f"<primenb TraceDiff {' vs '.join(self.ids)}: {len(self.rows)} difference(s)>"
+        if not self.rows:
+            return head
+        header = ["section", "key", *[f"{t.id} {t.name}"[:30] for t in self.traces]]
+        return head + "\n" + V.text_table(header, [[s, k, *v] for s, k, v in self.rows], max_width=40)
+
+    def _repr_html_(self) -> str:
+        title = " vs ".join(f"<b>{V.esc(t.id)}</b> {V.esc(t.name)}" for t in self.traces)
+        if not self.rows:
+            return f"<div>{title}: no differences in config, data, environment, deps or hardware</div>"
+        header = ["section", "key", *[f"{t.id} {t.name}" for t in self.traces]]
+        body = []
+        last = None
+        for s, k, v in self.rows:
+            body.append([f"<b>{V.esc(s)}</b>" if s != last else "", V.esc(k), *[V.esc(x) for x in v]])
+            last = s
+        counts = ", ".join(f"{s}: {sum(1 for r in self.rows if r[0] == s)}" for s in self.sections())
+        return (f'<div class="primenb-diff"><div>{title}: {len(self.rows)} difference(s) ({counts})</div>'
+                f"{V.table(header, body, raw=True)}</div>")
+
+
+def diff(*refs: Any) -> TraceDiff:
+    """Differences between two or more traces: config key by key, model, environment, data
+    hashes, seeds, dependency versions, hardware, git and environment variables."""
+    return TraceDiff(_resolve(refs, 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def default_metrics(rows_by_trace: list[list[dict[str, Any]]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for rows in rows_by_trace:
+        for r in rows:
+            keys.update(dict.fromkeys(r))
+    out = [k for k in ("reward",) if k in keys]
+    out += sorted(k for k in keys if k.startswith("eval/") and k.endswith("/reward"))
+    out += [k for k in ("loss",) if k in keys]
+    return out or [k for k in keys if k not in ("step", "time")][:1]
+
+
+class Comparison:
+    """Metric curves of several traces overlaid (``figure``, plotly) and a summary table."""
+
+    def __init__(self, traces: list[Trace], metrics: Sequence[str] | None = None) -> None:
+        self.traces = traces
+        self.rows = [t.metric_rows() for t in traces]
+        self.metrics = list(metrics) if metrics else default_metrics(self.rows)
+        missing = [m for m in self.metrics if not any(m in r for rows in self.rows for r in rows)]
+        if missing:
+            raise PrimenbError(f"no trace logged {', '.join(missing)}; logged metrics include: "
+                               f"{', '.join(default_metrics(self.rows))}")  # fmt: skip
+
+    def series(self, metric: str) -> dict[str, list[tuple[int, float]]]:
+        return {
+            f"{t.id} {t.name}": [(r["step"], r[metric]) for r in rows if metric in r and isinstance(r.get("step"), int)]
+            for t, rows in zip(self.traces, self.rows, strict=True)
+        }
+
+    @property
+    def figure(self) -> Any:
+        """One plotly figure: a panel per metric, one colored line per trace (shared legend)."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        n = len(self.metrics)
+        fig = make_subplots(rows=n, cols=1, shared_xaxes=True, subplot_titles=self.metrics,
+                            vertical_spacing=min(0.08, 0.3 / max(1, n)))  # fmt: skip
+        for i, metric in enumerate(self.metrics, start=1):
+            for j, (label, pts) in enumerate(self.series(metric).items()):
+                if not pts:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers" if len(pts) < 30 else "lines",
+                    name=label, legendgroup=label, showlegend=i == 1 or not any(
+                        self.series(m)[label] for m in self.metrics[: i - 1]),
+                    line={"color": V.COLORS[j % len(V.COLORS)]}, marker={"size": 4},
+                ), row=i, col=1)  # fmt: skip
+        fig.update_xaxes(title_text="step", row=n, col=1)
+        fig.update_layout(height=max(280, 220 * n), margin={"l": 50, "r": 20, "t": 40, "b": 40},
+                          title="compare: " + " vs ".join(t.id for t in self.traces),
+                          legend={"orientation": "h", "y": -0.12 if n < 3 else -0.05})  # fmt: skip
+        return fig
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        out = []
+        for t in self.traces:
+            m, d = t.summary, t.doc
+            best, final = m.get("best_eval") or {}, m.get("final_eval") or {}
+            steps = d.get("steps") or {}
+            out.append({
+                "trace": t.id, "name": t.name, "parent": t.parent, "status": t.status, "mode": t.mode,
+                "model": t.model.get("id"), "steps": f"{steps.get('start') or 0}→{steps.get('last')}",
+                "final reward": m.get("final_reward"), "final eval": final.get("value"),
+                "best eval": best.get("value"), "best eval step": best.get("step"),
+                "final loss": m.get("final_loss"), "duration": V.fmt_duration(d.get("duration_s")),
+            })  # fmt: skip
+        return out
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.summary_rows())
+
+    def _summary_html(self) -> str:
+        rows = self.summary_rows()
+        header = list(rows[0]) if rows else []
+        return V.table(header, [[V.fmt(v) for v in r.values()] for r in rows])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import HTML, display
+
+        display(self.figure)
+        display(HTML(self._summary_html()))
+
+    def _repr_html_(self) -> str:
+        charts = "".join(V.svg_chart(self.series(m), title=m) for m in self.metrics)
+        return (f'<div class="primenb-compare"><div style="display:flex;gap:6px;flex-wrap:wrap">{charts}</div>'
+                f"{self._summary_html()}</div>")
+
+    def __repr__(self) -> str:
+        rows = self.summary_rows()
+        header = list(rows[0]) if rows else []
+        return (f"<primenb Comparison of {len(self.traces)} traces; metrics: {', '.join(self.metrics)}>\n"
+                + V.text_table(header, [list(r.values()) for r in rows]))
+
+
+def compare(*refs: Any, metrics: Sequence[str] | None = None) -> Comparison:
+    """Overlay the metric curves of two or more traces (default: train reward, eval reward, loss)."""
+    return Comparison(_resolve(refs, 1), metrics)
+
+
+__all__ = ["Comparison", "TraceDiff", "compare", "diff"]

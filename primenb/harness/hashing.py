@@ -1,0 +1,102 @@
+"""Canonical hashing of data and configs, and redaction of secrets. Pure Python, no torch.
+
+A data hash is the SHA-256 of the examples' canonical serialization: one JSON object per example
+(keys sorted, no whitespace, UTF-8, non-JSON values as ``str``), each followed by a newline, in the
+order the trainer receives them. Equal hashes mean the same examples in the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+REDACTED = "***redacted***"
+# values that are secrets whatever their key is called (hub tokens, API keys, cloud keys)
+_SECRET_VALUE = re.compile(
+    r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|pk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{20,}\.[A-Za-z0-9_\-]{10,}"
+    r"\.[A-Za-z0-9_\-]{10,})"
+)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def rows_hash(rows: Iterable[Any]) -> tuple[str, int]:
+    """``(sha256 hex, number of rows)`` over the canonical serialization of ``rows``."""
+    h = hashlib.sha256()
+    n = 0
+    for row in rows:
+        h.update(canonical_json(row).encode("utf-8"))
+        h.update(b"\n")
+        n += 1
+    return h.hexdigest(), n
+
+
+def combine(parts: Iterable[tuple[str, str]]) -> str:
+    """One hash over named hashes (e.g. the sources of a run, in order)."""
+    return sha256_text(canonical_json([[name, value] for name, value in parts]))
+
+
+# ---------------------------------------------------------------------------------------------
+# secrets
+
+
+def is_secret_name(name: str) -> bool:
+    """Names containing KEY, TOKEN, SECRET or PASSWORD (any case): their values are never stored."""
+    upper = str(name).upper()
+    return any(word in upper for word in SECRET_WORDS)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with secret-looking substrings (hub tokens, API keys, ...) replaced."""
+    return _SECRET_VALUE.sub(REDACTED, text) if isinstance(text, str) else text
+
+
+def redact(value: Any, *, key: str | None = None) -> Any:
+    """A copy of a JSON-like value with secrets replaced by ``REDACTED``: string values under a
+    secret-looking key, and secret-looking strings anywhere."""
+    if isinstance(value, Mapping):
+        return {k: redact(v, key=str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, key=key) for v in value]
+    if isinstance(value, str):
+        # `api_key_var = "VLLM_API_KEY"` names a variable: not a secret, unless it looks like one
+        names_a_variable = key is not None and key.lower().endswith(("_var", "_env", "_env_var"))
+        if key is not None and is_secret_name(key) and value and not names_a_variable:
+            return REDACTED
+        return redact_text(value)
+    return value
+
+
+def safe_env_vars(environ: Mapping[str, str], prefixes: tuple[str, ...], names: tuple[str, ...]) -> dict[str, str]:
+    """The environment variables worth recording for reproducibility, never a secret one."""
+    out = {}
+    for name, value in environ.items():
+        if is_secret_name(name):
+            continue
+        if name in names or name.startswith(prefixes):
+            out[name] = redact_text(value)
+    return dict(sorted(out.items()))
+
+
+__all__ = [
+    "REDACTED",
+    "canonical_json",
+    "combine",
+    "is_secret_name",
+    "redact",
+    "redact_text",
+    "rows_hash",
+    "safe_env_vars",
+    "sha256_text",
+]

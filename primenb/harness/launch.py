@@ -1,0 +1,55 @@
+"""The launcher's part of a trace: a ``queued`` trace.json written with the run directory, so a
+run that never starts still has a trace, and lineage (parent, reproduced trace) reaches the engine."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from primenb.harness.hashing import redact
+from primenb.harness.record import TRACE_VERSION, new_trace_id, now_iso, write_trace
+
+if TYPE_CHECKING:
+    from primenb.config import Config
+
+LINEAGE_KEYS = ("parent", "reproduces", "reproduces_run_dir")
+
+
+def queued_trace(run_dir: Path, config: Config, *, name: str, backend: str,
+                 lineage: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Write and index the first version of ``run_dir/trace.json`` (state ``queued``)."""
+    from primenb.harness.store import index_trace
+
+    lineage = {k: v for k, v in (lineage or {}).items() if k in LINEAGE_KEYS}
+    settings = config.settings
+    try:
+        resolved = json.loads((run_dir / "configs" / "resolved.json").read_text())
+    except (OSError, ValueError):
+        resolved = config.resolved(primenb=True)
+    doc: dict[str, Any] = {
+        "trace_id": new_trace_id(),
+        "trace_version": TRACE_VERSION,
+        "parent": lineage.get("parent"),
+        "reproduces": lineage.get("reproduces"),
+        "reproduces_run_dir": lineage.get("reproduces_run_dir"),
+        "name": name,
+        "run_dir": str(run_dir.resolve()),
+        "backend": backend,
+        "host": socket.gethostname() if settings.privacy.record_hostname else None,
+        "mode": config.mode,
+        "status": "queued",
+        "created_at": now_iso(),
+        "created": time.time(),
+        "config": redact(resolved),
+        "steps": {"start": getattr(settings, "start_step", 0), "last": None, "max": config.max_steps},
+        "model": {"id": config.model_name},
+    }
+    write_trace(run_dir, doc)
+    index_trace(doc, run_dir)
+    return doc
+
+
+__all__ = ["LINEAGE_KEYS", "queued_trace"]

@@ -1,0 +1,293 @@
+"""`apply` (refine: continue a trace's training) and `rerun` (reproduce a trace from scratch)."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import tomllib
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from primenb.engine.rundir import FINAL_STATES
+from primenb.errors import PrimenbError
+from primenb.harness.trace import Trace, get
+
+if TYPE_CHECKING:
+    from primenb.config import Config
+    from primenb.run import Run
+
+
+class HarnessWarning(UserWarning):
+    """Something a person should know before trusting a refinement or a rerun."""
+
+
+class ApplyRefused(PrimenbError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# editing the config text
+
+
+_PART = re.compile(r"^([A-Za-z0-9_\-]+)(?:\[(\d+)\])?$")
+
+
+def parse_value(raw: str) -> Any:
+    """A ``--set`` value as TOML (``1e-4``, ``true``, ``"x"``, ``[1, 2]``), else a bare string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
+    out = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise PrimenbError(f"--set takes key=value (e.g. optim.lr=1e-4), got {item!r}")
+        out.append((key.strip(), parse_value(raw.strip())))
+    return out
+
+
+def set_key(doc: Any, path: str, value: Any) -> None:
+    """Set a dotted TOML path (``a.b[0].c``) in a tomlkit document, creating tables as needed."""
+    import tomlkit
+
+    parts = path.split(".")
+    node = doc
+    for i, part in enumerate(parts):
+        m = _PART.match(part)
+        if not m:
+            raise PrimenbError(f"--set: {path!r} is not a key path like trainer.optim.lr or source[0].name")
+        key, idx = m.group(1), m.group(2)
+        last = i == len(parts) - 1
+        if idx is not None:
+            seq = node.get(key)
+            if seq is None or int(idx) >= len(seq):
+                raise PrimenbError(f"--set {path}: {key} has no entry [{idx}]")
+            if last:
+                seq[int(idx)] = value
+                return
+            node = seq[int(idx)]
+            continue
+        if last:
+            node[key] = value
+            return
+        if key not in node:
+            node[key] = tomlkit.table()
+        node = node[key]
+
+
+def remove_key(doc: Any, path: str) -> None:
+    parts = path.split(".")
+    node = doc
+    for part in parts[:-1]:
+        if part not in node:
+            return
+        node = node[part]
+    if parts[-1] in node:
+        del node[parts[-1]]
+
+
+def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: str | None = None) -> Config:
+    """The config ``text`` with ``overrides`` applied, validated (raises with every problem)."""
+    import tomlkit
+
+    from primenb.config import ConfigError, load_config
+
+    doc = tomlkit.parse(text)
+    remove_key(doc, "run.dir")  # a new run needs its own directory
+    for key, value in overrides:
+        set_key(doc, key, value)
+    new_text = tomlkit.dumps(doc)
+    try:
+        return load_config(new_text, mode=mode)
+    except ConfigError as exc:
+        raise PrimenbError(f"the new run's config is not valid:\n{exc.report.to_text()}") from None
+
+
+def _config_text(trace: Trace) -> str:
+    path = trace.run_dir / "configs" / "config.toml"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        raise PrimenbError(f"trace {trace.id} has no config text ({path} is missing); it was not "
+                           "launched through primenb's launcher, so it cannot be re-launched") from None  # fmt: skip
+
+
+def _launch(config: Config, *, name: str, backend: str | None, lineage: dict[str, Any]) -> Run:
+    backend = backend or config.settings.backend
+    if backend == "local":
+        from primenb.backends.local import submit
+
+        return submit(config, name=name, trace=lineage)
+    from primenb.backends import submit as any_submit
+
+    return any_submit(config, name=name, backend=backend)
+
+
+def _require_final(trace: Trace, verb: str) -> None:
+    if trace.status not in FINAL_STATES:
+        raise ApplyRefused(f"cannot {verb} trace {trace.id} ({trace.name}): it is still {trace.status}; "
+                           f"wait for it or stop it first (%prime_train --stop {trace.name})")  # fmt: skip
+
+
+def _require_checkpoint(trace: Trace) -> Path:
+    ckpt = trace.final_checkpoint
+    if ckpt is None:
+        error = f": {trace.get('error')}" if trace.get("error") else ""
+        raise ApplyRefused(f"trace {trace.id} ({trace.name}) has no final checkpoint to continue from "
+                           f"(status {trace.status}{error})")
+    if not ((ckpt / "config.json").exists() or (ckpt / "adapter_config.json").exists()):
+        raise ApplyRefused(f"trace {trace.id} ({trace.name}): its final checkpoint {ckpt} is missing or "
+                           "incomplete (deleted, moved, or pruned by ckpt.keep_last); "
+                           "nothing to continue from")
+    return ckpt
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def check_architecture(parent: Trace, config: Config, ckpt: Path) -> None:
+    """Refuse when the model the new run would build is not the parent's architecture."""
+    from primenb.harness.fingerprint import fingerprint_for_checkpoint, fingerprint_for_name
+
+    expected = parent.fingerprint
+    if not expected:
+        warnings.warn(f"trace {parent.id} has no architecture fingerprint (its engine ended before "
+                      "building the model); the architecture is not checked", HarnessWarning, stacklevel=3)  # fmt: skip
+        return
+    try:
+        got = fingerprint_for_checkpoint(ckpt)
+    except Exception as exc:
+        raise ApplyRefused(f"the checkpoint {ckpt} of trace {parent.id} cannot be read ({type(exc).__name__}: "
+                           f"{exc})") from None  # fmt: skip
+    if got["fingerprint"] != expected:
+        raise ApplyRefused(
+            f"architecture fingerprint mismatch: checkpoint {ckpt} holds a {got['class']} with fingerprint "
+            f"{got['fingerprint']}, but trace {parent.id} trained fingerprint {expected} (the checkpoint "
+            "was replaced or belongs to another run)"
+        )
+    name = config.model_name
+    try:
+        declared = fingerprint_for_name(name)
+    except Exception as exc:
+        warnings.warn(f"could not determine the architecture of model.name = {name!r} on this machine "
+                      f"({type(exc).__name__}); only the checkpoint was checked",
+                      HarnessWarning, stacklevel=3)
+        return
+    if declared["fingerprint"] != expected:
+        raise ApplyRefused(
+            f"architecture fingerprint mismatch: model.name = {name!r} builds fingerprint "
+            f"{declared['fingerprint']} ({declared['num_params']:,} parameters in {declared['num_tensors']} "
+            f"tensors), but trace {parent.id} trained {parent.model.get('id')!r} with fingerprint {expected} "
+            f"({parent.model.get('num_params') or 0:,} parameters). A refinement continues the same weights: "
+            f"keep model.name = {parent.model.get('id')!r}"
+        )
+
+
+def data_differences(parent: Trace, config: Config) -> list[str]:
+    """How the new run's training data differs from the parent's (hash per source)."""
+    from primenb.engine.data import is_env_name, sft_env_args
+    from primenb.engine.plan import build_plan
+    from primenb.envs import get_environment
+    from primenb.harness.hashing import rows_hash
+
+    plan = build_plan(config.resolved(primenb=True))
+    if plan.mode == "rl":
+        wanted = [(s.name, s.env_id, s.env_args) for s in plan.sources]
+    elif is_env_name(str(plan.data["name"])):
+        wanted = [(str(plan.data["name"]), str(plan.data["name"]), sft_env_args(plan))]
+    else:
+        wanted = []
+    before = {s.get("name"): s for s in (parent.data.get("train") or {}).get("sources", [])}
+    notes = []
+    for name, env_id, args in wanted:
+        old = before.pop(name, None)
+        env = get_environment(env_id, **args)
+        digest, n = rows_hash(env.train_rows())
+        if old is None:
+            notes.append(f"source {name!r} ({env_id}) is new: the parent did not train on it")
+        elif old.get("hash") != digest:
+            changed = {k: (old.get("args", {}).get(k), v) for k, v in (getattr(env, "args", None) or args).items()
+                       if old.get("args", {}).get(k) != v}  # fmt: skip
+            what = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in ((k, *ab) for k, ab in changed.items()))
+            notes.append(f"source {name!r} ({env_id}): data hash {old.get('hash', '')[:12]} -> {digest[:12]}"
+                         f" ({n} examples){'; ' + what if what else ''}")  # fmt: skip
+    for name in before:
+        notes.append(f"source {name!r} of the parent is not in the new run")
+    return notes
+
+
+# ---------------------------------------------------------------------------------------------
+# apply / rerun
+
+
+def apply(ref: Any, *, steps: int | None = None, overrides: Sequence[str] = (), backend: str | None = None,
+          name: str | None = None) -> Run:  # fmt: skip
+    """A new run continuing ``ref`` from its final checkpoint (model or adapter): its config plus
+    ``overrides`` (``key=value``), ``steps`` more steps (default: as many as the parent trained),
+    step numbers counting on from the parent's last. Refuses when the checkpoint is missing or
+    the architecture does not match; warns (`HarnessWarning`) when the training data differs."""
+    parent = get(ref)
+    _require_final(parent, "apply")
+    ckpt = _require_checkpoint(parent)
+    last = int((parent.get("final") or {}).get("step") or parent.last_step or 0)
+    start = int((parent.get("steps") or {}).get("start") or 0)
+    n = int(steps) if steps is not None else max(1, last - start)
+    if n < 1:
+        raise PrimenbError(f"--steps must be at least 1, got {n}")
+    pairs = parse_overrides(overrides)
+    settable = {k for k, _ in pairs}
+    auto: list[tuple[str, Any]] = [("max_steps", last + n)]
+    text = _config_text(parent)
+    raw = tomllib.loads(text)
+    for table in ("trainer", "orchestrator"):
+        if isinstance(raw.get(table), dict) and "max_steps" in raw[table]:
+            auto.append((f"{table}.max_steps", last + n))
+    auto += [("primenb.init_from", str(ckpt)), ("primenb.start_step", last)]
+    if (raw.get("primenb") or {}).get("sft_warmup_steps"):
+        auto.append(("primenb.sft_warmup_steps", 0))  # the checkpoint is past the warm-up
+    config = edited_config(text, [p for p in auto if p[0] not in settable] + pairs, mode=parent.mode)
+    check_architecture(parent, config, ckpt)
+    for note in data_differences(parent, config):
+        warnings.warn(f"the training data differs from trace {parent.id}'s: {note}", HarnessWarning, stacklevel=2)
+    lineage = {"parent": parent.id}
+    return _launch(config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", backend=backend,
+                   lineage=lineage)  # fmt: skip
+
+
+def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:
+    """Re-execute ``ref`` from scratch with its recorded config (seeds and data included). When it
+    ends, its trace records ``reproduces`` and whether the metrics matched step for step."""
+    original = get(ref)
+    _require_final(original, "rerun")
+    config = edited_config(_config_text(original), [], mode=original.mode)
+    init_from = config.settings.init_from
+    if init_from and not Path(init_from).exists():
+        raise ApplyRefused(f"trace {original.id} started from {init_from}, which no longer exists")
+    from primenb.harness.hashing import redact
+
+    recorded = dict(original.config)
+    now = redact(config.resolved(primenb=True))
+    for d in (recorded, now):
+        d.pop("run", None)
+    if recorded and recorded != now:
+        from primenb.harness.views import flatten
+
+        a, b = flatten(recorded), flatten(now)
+        keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        warnings.warn(f"the config resolves differently now than when {original.id} ran (e.g. new defaults): "
+                      f"{', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}",
+                      HarnessWarning, stacklevel=2)
+    lineage = {"parent": original.parent, "reproduces": original.id, "reproduces_run_dir": str(original.run_dir)}
+    return _launch(config, name=name or f"{original.name}-rerun-{secrets.token_hex(2)}", backend=backend,
+                   lineage=lineage)  # fmt: skip
+
+
+__all__ = ["ApplyRefused", "HarnessWarning", "apply", "check_architecture", "data_differences",
+           "edited_config", "parse_overrides", "rerun"]  # fmt: skip

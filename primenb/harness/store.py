@@ -1,0 +1,462 @@
+"""The harness index: one SQLite table over every run directory's ``trace.json``.
+
+It is only an index. The files are the truth: `reindex` rebuilds it from run directories, a
+missing index is rebuilt by whoever opens it first, and a corrupt one is moved aside and rebuilt.
+Writers (engines of concurrent runs, notebooks) use WAL mode, a busy timeout and short
+``BEGIN IMMEDIATE`` transactions; every upsert is guarded by the trace's ``revision`` so an older
+write never replaces a newer one. No index problem is ever fatal to a run.
+
+Where run directories are found: ``roots.txt`` (the folders that hold run directories, recorded
+by every engine at start), the launcher's ``runs.txt``, the index's own rows, and paths given to
+`reindex`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from primenb.harness.record import TRACE_FILE, read_trace
+
+log = logging.getLogger("primenb.harness")
+
+SCHEMA_VERSION = 1
+INDEX_FILE = "index.sqlite"
+ROOTS_FILE = "roots.txt"
+
+# (column, SQL type): the DataFrame shows them in this order
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("trace", "TEXT PRIMARY KEY"), ("parent", "TEXT"), ("name", "TEXT"), ("created", "REAL"),
+    ("status", "TEXT"), ("mode", "TEXT"), ("model", "TEXT"), ("env", "TEXT"),
+    ("steps", "INTEGER"), ("max_steps", "INTEGER"), ("lr", "REAL"), ("batch", "INTEGER"),
+    ("group_size", "INTEGER"), ("lora_rank", "INTEGER"), ("final_reward", "REAL"),
+    ("best_eval", "REAL"), ("best_eval_step", "INTEGER"), ("final_eval", "REAL"),
+    ("final_loss", "REAL"), ("duration", "REAL"), ("backend", "TEXT"), ("host", "TEXT"),
+    ("reproduces", "TEXT"), ("metrics_match", "INTEGER"), ("fingerprint", "TEXT"),
+    ("data_hash", "TEXT"), ("seed", "INTEGER"), ("run_dir", "TEXT"), ("revision", "INTEGER"),
+)  # fmt: skip
+NAMES = tuple(c for c, _ in COLUMNS)
+
+
+def harness_home() -> Path:
+    from primenb.home import prime_home
+
+    folder = prime_home() / "harness"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------
+# trace.json -> index row
+
+
+def _get(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """lr, batch, group size, env ids, model id and seed from a resolved config."""
+    rl = mode == "rl" or "orchestrator" in config or "trainer" in config
+    if rl:
+        lr = _get(config, "trainer.optim.lr")
+        batch = _get(config, "orchestrator.batch_size")
+        group = _get(config, "orchestrator.group_size")
+        sources = _get(config, "orchestrator.train.source") or []
+        envs = [_get(s, "env.taskset.id") for s in sources if isinstance(s, dict)]
+        model = _get(config, "model.name") or _get(config, "trainer.model.name")
+    else:
+        lr = _get(config, "optim.lr")
+        batch = _get(config, "data.batch_size")
+        group = None
+        envs = [_get(config, "data.name")]
+        model = _get(config, "model.name")
+    return {
+        "lr": _num(lr), "batch": _int(batch), "group_size": _int(group),
+        "env": ",".join(dict.fromkeys(str(e) for e in envs if e)) or None,
+        "model": model, "seed": _int(_get(config, "primenb.seed")),
+    }  # fmt: skip
+
+
+def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    from primenb.harness.record import iso_to_epoch
+
+    raw = doc.get("config")
+    config: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    fields = config_fields(config, doc.get("mode"))
+    metrics = doc.get("metrics") or {}
+    best, final = metrics.get("best_eval") or {}, metrics.get("final_eval") or {}
+    train_sources = _get(doc, "data.train.sources") or []
+    env = ",".join(dict.fromkeys(str(s.get("env_id")) for s in train_sources if isinstance(s, dict)))
+    created = doc.get("created") or iso_to_epoch(doc.get("created_at")) or 0.0
+    match = _get(doc, "reproduction.metrics_match")
+    return {
+        "trace": doc["trace_id"],
+        "parent": doc.get("parent"),
+        "name": doc.get("name"),
+        "created": float(created),
+        "status": doc.get("status"),
+        "mode": doc.get("mode"),
+        "model": _get(doc, "model.id") or fields["model"],
+        "env": env or fields["env"],
+        "steps": _int(_get(doc, "steps.last")),
+        "max_steps": _int(_get(doc, "steps.max")),
+        "lr": fields["lr"],
+        "batch": fields["batch"],
+        "group_size": fields["group_size"],
+        "lora_rank": _int(_get(doc, "adapter.rank")),
+        "final_reward": _num(metrics.get("final_reward")),
+        "best_eval": _num(best.get("value")),
+        "best_eval_step": _int(best.get("step")),
+        "final_eval": _num(final.get("value")),
+        "final_loss": _num(metrics.get("final_loss")),
+        "duration": _num(doc.get("duration_s")),
+        "backend": doc.get("backend"),
+        "host": doc.get("host"),
+        "reproduces": doc.get("reproduces"),
+        "metrics_match": None if match is None else int(bool(match)),
+        "fingerprint": _get(doc, "model.fingerprint"),
+        "data_hash": _get(doc, "data.train.hash"),
+        "seed": fields["seed"],
+        "run_dir": str(Path(run_dir).resolve()),
+        "revision": _int(doc.get("revision")) or 0,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# the index
+
+
+_UPSERT = (
+    f"INSERT INTO traces ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)}) "
+    f"ON CONFLICT(trace) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in NAMES if c != "trace")
+    + " WHERE excluded.revision >= traces.revision"
+)
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+class Index:
+    """The SQLite index under ``PRIME_HOME/harness/``. Cheap to create: connects on demand."""
+
+    def __init__(self, folder: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 30.0) -> None:
+        self.folder = Path(folder) if folder is not None else harness_home()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / INDEX_FILE
+        self.busy_timeout_s = busy_timeout_s
+        self.rebuilt: str | None = None  # why the index was rebuilt by this object, if it was
+
+    # -- connections ------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+        con.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        mode = con.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode and str(mode[0]).lower() != "wal":  # pragma: no cover - e.g. a filesystem without shm
+            log.debug("harness index journal mode: %s", mode[0])
+        con.execute("PRAGMA synchronous = NORMAL")
+        return con
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """A file lock for rebuilds (SQLite's own locking covers ordinary writes)."""
+        with open(self.folder / "index.lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _ensure_schema(self, con: sqlite3.Connection) -> bool:
+        """Create the table when the index is new (or of an older layout); True when it was."""
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return False
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                con.execute("COMMIT")
+                return False
+            con.execute("DROP TABLE IF EXISTS traces")
+            cols = ", ".join(f"{c} {t}" for c, t in COLUMNS)
+            con.execute(f"CREATE TABLE traces ({cols})")
+            con.execute("CREATE INDEX traces_created ON traces(created DESC)")
+            con.execute("CREATE INDEX traces_name ON traces(name)")
+            con.execute("CREATE INDEX traces_parent ON traces(parent)")
+            con.execute("CREATE INDEX traces_run_dir ON traces(run_dir)")
+            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            raise
+        return True
+
+    def connect(self) -> sqlite3.Connection:
+        """An open, valid index: created and filled from the run directories when missing,
+        moved aside and rebuilt when corrupt."""
+        for attempt in range(3):
+            try:
+                con = self._connect()
+                try:
+                    created = self._ensure_schema(con)
+                    con.execute("SELECT count(*) FROM traces").fetchone()
+                except BaseException:
+                    con.close()
+                    raise
+                if created:
+                    self.rebuilt = self.rebuilt or "the index was missing"
+                    self._fill(con)
+                return con
+            except sqlite3.DatabaseError as exc:
+                if _is_lock_error(exc) and attempt < 2:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                if _is_lock_error(exc):
+                    raise
+                self._recover(str(exc))
+        return self._connect()  # pragma: no cover - third recovery in a row
+
+    def _recover(self, reason: str) -> None:
+        """Move a corrupt index aside (kept for inspection) so the next open rebuilds it."""
+        with self._lock():
+            try:  # another process may have rebuilt it meanwhile
+                con = self._connect()
+                try:
+                    ok = con.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+                    if ok and con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                        con.execute("SELECT count(*) FROM traces").fetchone()
+                        return
+                finally:
+                    con.close()
+            except sqlite3.DatabaseError:
+                pass
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(self.path) + suffix)
+                if src.exists():
+                    os.replace(src, src.with_name(f"{src.name}.corrupt-{stamp}"))
+            log.warning("harness index %s was unreadable (%s): rebuilding it from the run directories",
+                        self.path, reason)  # fmt: skip
+            self.rebuilt = f"the index was corrupt ({reason})"
+
+    def _fill(self, con: sqlite3.Connection) -> None:
+        with self._lock():
+            found = list(self._scan(self.candidate_dirs()))
+            self._write(con, found, prune=False)
+
+    # -- writing ----------------------------------------------------------------------------
+    def _write(self, con: sqlite3.Connection, rows: Sequence[dict[str, Any]], *, prune: bool) -> None:
+        """Upsert ``rows`` in one transaction. A run directory holds one trace: rows of the same
+        folder with another id are dropped. ``prune``: also drop rows whose trace file is gone."""
+        values = [tuple(r.get(c) for c in NAMES) for r in rows]
+        for attempt in range(20):
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    con.executemany(_UPSERT, values)
+                    if prune:
+                        keep = {r["trace"] for r in rows}
+                        gone = [(tid,) for tid, run_dir in con.execute("SELECT trace, run_dir FROM traces")
+                                if tid not in keep and _stale(tid, run_dir)]  # fmt: skip
+                        con.executemany("DELETE FROM traces WHERE trace = ?", gone)
+                    elif len(rows) < 50:
+                        con.executemany("DELETE FROM traces WHERE run_dir = ? AND trace != ?",
+                                        [(r["run_dir"], r["trace"]) for r in rows])  # fmt: skip
+                    con.execute("COMMIT")
+                    return
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                if not _is_lock_error(exc) or attempt == 19:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+
+    def upsert(self, doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> None:
+        """Add or refresh one trace (ignored when the index holds a newer revision)."""
+        self.upsert_many([index_row(doc, run_dir)])
+
+    def upsert_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        con = self.connect()
+        try:
+            self._write(con, rows, prune=False)
+        finally:
+            con.close()
+
+    def remove(self, trace_id: str) -> None:
+        con = self.connect()
+        try:
+            for attempt in range(20):
+                try:
+                    con.execute("DELETE FROM traces WHERE trace = ?", (trace_id,))
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_lock_error(exc) or attempt == 19:
+                        raise
+                    time.sleep(0.1)
+        finally:
+            con.close()
+
+    # -- reading ----------------------------------------------------------------------------
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        con = self.connect()
+        try:
+            con.execute("PRAGMA query_only = ON")
+            return con.execute(sql, params).fetchall()
+        finally:
+            con.close()
+
+    def count(self) -> int:
+        return int(self.query("SELECT count(*) FROM traces")[0][0])
+
+    # -- finding run directories ------------------------------------------------------------
+    def add_root(self, folder: str | os.PathLike[str]) -> None:
+        """Remember a folder that holds run directories (`reindex` scans it)."""
+        folder = str(Path(folder).resolve())
+        path = self.folder / ROOTS_FILE
+        with open(path, "a+", encoding="utf-8") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                fh.seek(0)
+                if folder not in fh.read().splitlines():
+                    fh.write(folder + "\n")
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _prune_roots(self) -> None:
+        """Forget root folders that no longer exist (temporary folders of finished tests...)."""
+        path = self.folder / ROOTS_FILE
+        if not path.exists():
+            return
+        with open(path, "r+", encoding="utf-8") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                lines = [ln for ln in dict.fromkeys(fh.read().splitlines()) if ln.strip()]
+                keep = [ln for ln in lines if Path(ln).is_dir()]
+                if len(keep) != len(lines):
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write("".join(f"{ln}\n" for ln in keep))
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def roots(self) -> list[Path]:
+        try:
+            lines = (self.folder / ROOTS_FILE).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        return [Path(line) for line in dict.fromkeys(lines) if line.strip()]
+
+    def candidate_dirs(self, extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
+        """Run directories and folders of run directories to scan."""
+        from primenb.run import RUN_INDEX
+
+        out: list[Path] = [Path(p) for p in extra]
+        out += self.roots()
+        try:
+            runs = (self.folder.parent / RUN_INDEX).read_text(encoding="utf-8").splitlines()
+            out += [Path(line) for line in runs if line.strip()]
+        except OSError:
+            pass
+        if self.path.exists():
+            with contextlib.suppress(sqlite3.Error):
+                con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5)
+                try:
+                    out += [Path(r[0]) for r in con.execute("SELECT run_dir FROM traces")]
+                finally:
+                    con.close()
+        return list(dict.fromkeys(out))
+
+    @staticmethod
+    def _scan(candidates: Iterable[Path]) -> Iterator[dict[str, Any]]:
+        """Index rows of every trace under ``candidates`` (a run directory, or a folder whose
+        children are run directories); a trace left unfinished by a dead engine is completed."""
+        from primenb.harness.record import reconcile
+
+        seen: set[str] = set()
+        for cand in candidates:
+            if (cand / TRACE_FILE).is_file():
+                dirs: Iterable[str] = [str(cand)]
+            else:
+                try:
+                    dirs = [e.path for e in os.scandir(cand) if e.is_dir(follow_symlinks=False)]
+                except OSError:
+                    continue
+            for d in dirs:
+                real = os.path.realpath(d)
+                if real in seen:
+                    continue
+                seen.add(real)
+                doc = read_trace(d)
+                if doc is None:
+                    continue
+                if doc.get("status") in ("queued", "running"):
+                    reconcile(doc, Path(d))
+                yield index_row(doc, d)
+
+    def reindex(self, paths: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Any]:
+        """Rebuild the index from the run directories. Returns what was found."""
+        t0 = time.perf_counter()
+        extra = [Path(p).expanduser().resolve() for p in paths]
+        for p in extra:
+            if p.is_dir() and not (p / TRACE_FILE).exists():
+                self.add_root(p)
+            elif (p / TRACE_FILE).exists():
+                self.add_root(p.parent)
+        con = self.connect()
+        try:
+            with self._lock():
+                rows = list(self._scan(self.candidate_dirs(extra)))
+                self._write(con, rows, prune=True)
+                self._prune_roots()
+            total = con.execute("SELECT count(*) FROM traces").fetchone()[0]
+        finally:
+            con.close()
+        return {"traces": len(rows), "indexed": int(total), "seconds": time.perf_counter() - t0,
+                "index": str(self.path)}  # fmt: skip
+
+
+def _stale(trace_id: str, run_dir: str) -> bool:
+    """An index row whose run directory no longer holds that trace."""
+    doc = read_trace(run_dir)
+    return doc is None or doc.get("trace_id") != trace_id
+
+
+def index_trace(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> bool:
+    """Best effort: add a trace to the index and its folder to the roots; never raises."""
+    try:
+        index = Index()
+        index.add_root(Path(run_dir).resolve().parent)
+        index.upsert(doc, run_dir)
+        return True
+    except Exception as exc:  # an index problem must never fail a run
+        log.warning("could not update the harness index (%s: %s); `primenb harness reindex` "
+                    "rebuilds it from the run directories", type(exc).__name__, exc)  # fmt: skip
+        return False
+
+
+__all__ = ["COLUMNS", "NAMES", "Index", "config_fields", "harness_home", "index_row", "index_trace"]

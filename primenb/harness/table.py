@@ -1,0 +1,167 @@
+"""The traces table: a pandas DataFrame (one row per trace, newest first) that displays styled.
+
+Imports pandas: load lazily (``primenb.harness.traces()`` does).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+from typing import Any
+
+import pandas as pd
+
+from primenb.errors import PrimenbError
+from primenb.harness import views as V
+from primenb.harness.store import NAMES, Index
+
+DISPLAY = ("trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr",
+           "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend")  # fmt: skip
+COLUMNS = DISPLAY + tuple(c for c in NAMES if c not in DISPLAY and c != "revision")
+SHOWN_ROWS = 50
+
+
+class TraceFrame(pd.DataFrame):
+    """A DataFrame of traces whose notebook display is a readable table (formatted numbers,
+    durations, colored status, the newest `SHOWN_ROWS` rows). Derived frames are plain."""
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:  # type: ignore[override]
+        return pd.DataFrame
+
+    def _rows(self, n: int) -> list[list[Any]]:
+        head = self.head(n)
+        cols = [c for c in DISPLAY if c in head.columns]
+        out = []
+        for rec in head[cols].itertuples(index=False):
+            row = dict(zip(cols, rec, strict=True))
+            out.append([_cell(c, row) for c in cols])
+        return out
+
+    def _repr_html_(self) -> str:  # type: ignore[override]
+        cols = [c for c in DISPLAY if c in self.columns]
+        if not len(self):
+            return "<i>no traces yet: every run launched with %prime_train leaves one</i>"
+        body = V.table([_HEADERS.get(c, c) for c in cols], self._html_rows(SHOWN_ROWS), raw=True)
+        more = len(self) - SHOWN_ROWS
+        foot = (f'<div style="color:#888;font-size:11px">{len(self)} traces; the newest {SHOWN_ROWS} shown '
+                f"(--last N, --where EXPR, or primenb.harness.traces() for all {more + SHOWN_ROWS})</div>"
+                if more > 0 else f'<div style="color:#888;font-size:11px">{len(self)} trace(s)</div>')  # fmt: skip
+        return f'<div class="primenb-traces">{body}{foot}</div>'
+
+    def _html_rows(self, n: int) -> list[list[str]]:
+        cols = [c for c in DISPLAY if c in self.columns]
+        out = []
+        for cells in self._rows(n):
+            row = dict(zip(cols, cells, strict=True))
+            out.append([V.status_badge(v) if c == "status" else V.esc(v) for c, v in row.items()])
+        return out
+
+    def __repr__(self) -> str:
+        if not len(self):
+            return "(no traces)"
+        cols = [c for c in DISPLAY if c in self.columns]
+        text = V.text_table([_HEADERS.get(c, c) for c in cols], self._rows(SHOWN_ROWS), max_width=28)
+        if len(self) > SHOWN_ROWS:
+            text += f"\n... {len(self) - SHOWN_ROWS} more (of {len(self)})"
+        return text
+
+
+_HEADERS = {"group_size": "group", "lora_rank": "LoRA", "final_reward": "reward", "best_eval": "best eval"}
+
+
+def _cell(col: str, row: dict[str, Any]) -> str:
+    v = row[col]
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NaT:
+        return ""
+    if col == "created":
+        return v.strftime("%Y-%m-%d %H:%M:%S") if hasattr(v, "strftime") else str(v)
+    if col == "duration":
+        return V.fmt_duration(v)
+    if col == "steps":
+        mx = row.get("max_steps")
+        return f"{int(v)}/{int(mx)}" if isinstance(mx, (int, float)) and mx == mx else str(int(v))
+    if col in ("trace", "parent"):
+        return str(v)
+    if col == "lr":
+        return f"{v:.1e}"
+    if col in ("batch", "group_size", "lora_rank"):
+        return str(int(v))
+    if col in ("final_reward", "best_eval"):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def _local_tz() -> Any:
+    return _dt.datetime.now().astimezone().tzinfo
+
+
+def query(*, last: int | None = None, status: str | None = None, env: str | None = None,
+          model: str | None = None, where: str | None = None, index: Index | None = None) -> TraceFrame:  # fmt: skip
+    """Traces newest first, filtered. ``where`` is an SQL expression over the columns
+    (e.g. ``"lr > 1e-4 and status = 'completed'"``; ``==`` also works)."""
+    index = index or Index()
+    conds, params = [], []
+    if status:
+        states = [s.strip() for s in status.split(",") if s.strip()]
+        conds.append(f"status IN ({', '.join('?' for _ in states)})")
+        params += states
+    if env:
+        conds.append("env LIKE ?")
+        params.append(f"%{env}%")
+    if model:
+        conds.append("model LIKE ?")
+        params.append(f"%{model}%")
+    if where:
+        if ";" in where:
+            raise PrimenbError("--where takes one expression (no ';')")
+        conds.append(f"({where.replace('==', '=')})")
+    sql = f"SELECT {', '.join(COLUMNS)} FROM traces"
+    if conds:
+        sql += " WHERE " + " AND ".join(conds)
+    sql += " ORDER BY created DESC"
+    if last is not None:
+        sql += f" LIMIT {max(0, int(last))}"
+    try:
+        rows = index.query(sql, params)
+    except sqlite3.DatabaseError as exc:
+        raise PrimenbError(f"bad --where expression {where!r}: {exc}. Columns: {', '.join(COLUMNS)}") from None
+    rows = _refresh_live(rows, index)
+    df = TraceFrame.from_records(rows, columns=list(COLUMNS)) if rows else TraceFrame(columns=list(COLUMNS))
+    df = TraceFrame(df)
+    if len(df):
+        df["created"] = (pd.to_datetime(df["created"], unit="s", utc=True)
+                         .dt.tz_convert(_local_tz()).dt.tz_localize(None))  # fmt: skip
+    return df
+
+
+def _refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, ...]]:
+    """Rows of queued/running traces get their current step (and a final state, when the engine
+    died without completing its trace) from the run directory: a few files, only for live runs."""
+    from pathlib import Path
+
+    from primenb.engine.rundir import RunDir
+    from primenb.harness.record import read_trace, reconcile
+    from primenb.harness.store import index_row
+
+    pos = {c: i for i, c in enumerate(COLUMNS)}
+    out = []
+    for row in rows:
+        if row[pos["status"]] in ("queued", "running"):
+            run_dir = Path(row[pos["run_dir"]])
+            doc = read_trace(run_dir)
+            if doc is not None and reconcile(doc, run_dir):
+                index.upsert(doc, run_dir)
+                fresh = index_row(doc, run_dir)
+                row = tuple(fresh.get(c) for c in COLUMNS)
+            else:
+                st = RunDir(run_dir).read_status()
+                if isinstance(st.get("step"), int):
+                    cells = list(row)
+                    cells[pos["steps"]] = st["step"]
+                    row = tuple(cells)
+        out.append(row)
+    return out
+
+
+__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "query"]

@@ -1,0 +1,349 @@
+"""`Trace`: one run's trace (``RUN_DIR/trace.json``), found by id, id prefix, run name or folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from primenb.engine.rundir import read_jsonl
+from primenb.errors import PrimenbError
+from primenb.harness import views as V
+from primenb.harness.record import TRACE_FILE, read_trace, reconcile
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from primenb.harness.store import Index
+    from primenb.run import Run
+
+SAMPLES_SHOWN = 6
+
+
+class TraceNotFound(PrimenbError):
+    pass
+
+
+class Trace:
+    """A run's trace: what was trained, on what, with what, and how it did.
+
+    ``doc`` is the trace.json content; ``run_dir`` the folder it lives in (the source of truth).
+    """
+
+    def __init__(self, doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> None:
+        self.doc = doc
+        self.run_dir = Path(run_dir)
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike[str]) -> Trace:
+        doc = read_trace(run_dir)
+        if doc is None:
+            raise TraceNotFound(f"{run_dir} has no readable {TRACE_FILE}")
+        reconcile(doc, Path(run_dir))
+        return cls(doc, run_dir)
+
+    # -- fields -----------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return str(self.doc["trace_id"])
+
+    @property
+    def name(self) -> str:
+        return str(self.doc.get("name") or self.run_dir.name)
+
+    @property
+    def parent(self) -> str | None:
+        return self.doc.get("parent")
+
+    @property
+    def status(self) -> str:
+        return str(self.doc.get("status") or "unknown")
+
+    @property
+    def mode(self) -> str | None:
+        return self.doc.get("mode")
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.doc.get("config") or {})
+
+    @property
+    def model(self) -> dict[str, Any]:
+        return dict(self.doc.get("model") or {})
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.model.get("fingerprint")
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return dict(self.doc.get("data") or {})
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return dict(self.doc.get("metrics") or {})
+
+    @property
+    def last_step(self) -> int | None:
+        return (self.doc.get("steps") or {}).get("last")
+
+    @property
+    def final_checkpoint(self) -> Path | None:
+        final = self.doc.get("final") or {}
+        return Path(final["path"]) if final.get("path") else None
+
+    @property
+    def run(self) -> Run:
+        from primenb.run import Run
+
+        return Run(self.run_dir)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.doc[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.doc.get(key, default)
+
+    def metric_rows(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.run_dir / "metrics.jsonl"))
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        import pandas as pd
+
+        rows = self.metric_rows()
+        return pd.DataFrame(rows) if rows else pd.DataFrame()
+
+    def sample_rows(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.run_dir / "samples.jsonl"))
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.sample_rows())
+
+    def refresh(self) -> Trace:
+        fresh = Trace.load(self.run_dir)
+        self.doc = fresh.doc
+        return self
+
+    # -- lineage ----------------------------------------------------------------------------
+    def lineage(self, index: Index | None = None) -> list[dict[str, Any]]:
+        """The parent chain, oldest first, ending with this trace: ``{"trace", "name", "status",
+        "steps", "missing"}`` per entry (``missing``: a parent no longer indexed)."""
+        chain = [self._entry()]
+        seen = {self.id}
+        parent = self.parent
+        while parent and parent not in seen and len(chain) < 100:
+            seen.add(parent)
+            try:
+                t = get(parent, index=index)
+            except PrimenbError:
+                chain.append({"trace": parent, "name": None, "status": None, "steps": None, "missing": True})
+                break
+            chain.append(t._entry())
+            parent = t.parent
+        return chain[::-1]
+
+    def children(self, index: Index | None = None) -> list[tuple[str, str]]:
+        from primenb.harness.store import Index
+
+        rows = (index or Index()).query(
+            "SELECT trace, name FROM traces WHERE parent = ? ORDER BY created", (self.id,)
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def _entry(self) -> dict[str, Any]:
+        steps = self.doc.get("steps") or {}
+        return {"trace": self.id, "name": self.name, "status": self.status,
+                "steps": (steps.get("start"), steps.get("last")), "missing": False}  # fmt: skip
+
+    # -- display ----------------------------------------------------------------------------
+    def headline(self) -> dict[str, Any]:
+        d, m = self.doc, self.summary
+        adapter = d.get("adapter") or {}
+        steps = d.get("steps") or {}
+        best, final = m.get("best_eval") or {}, m.get("final_eval") or {}
+        return {
+            "trace": self.id,
+            "name": self.name,
+            "status": self.status,
+            "mode": (self.mode or "").upper(),
+            "model": self.model.get("id"),
+            "fingerprint": self.fingerprint,
+            "fine-tune": (f"LoRA rank {adapter.get('rank')}, alpha {fmt_num(adapter.get('alpha'))}, "
+                          f"targets {V.fmt(adapter.get('target_modules'))}" if adapter else "full"),
+            "steps": f"{steps.get('start') or 0} → {steps.get('last')} (max {steps.get('max')})",
+            "final reward": m.get("final_reward"),
+            "final eval": f"{V.fmt(final.get('value'))} at step {final.get('step')}" if final else None,
+            "best eval": f"{V.fmt(best.get('value'))} at step {best.get('step')}" if best else None,
+            "final loss": m.get("final_loss"),
+            "created": d.get("created_at"),
+            "duration": V.fmt_duration(d.get("duration_s")),
+            "backend": d.get("backend"),
+            "host": d.get("host"),
+            "run dir": str(self.run_dir),
+            "final checkpoint": (d.get("final") or {}).get("path"),
+        }
+
+    def __repr__(self) -> str:
+        h = self.headline()
+        lines = [f"<primenb Trace {self.id} {self.name}: {self.status}>"]
+        lines += [f"  {k:>16}: {V.fmt(v)}" for k, v in _shown(h).items()]
+        chain = self.lineage()
+        if len(chain) > 1:
+            lines.append("  " + "lineage".rjust(16) + ": " + " → ".join(e["trace"] for e in chain))
+        if self.doc.get("reproduction"):
+            r = self.doc["reproduction"]
+            lines.append(f"  {'reproduces':>16}: {r.get('of')} (metrics match: {V.fmt(r.get('metrics_match'))})")
+        if self.doc.get("error"):
+            lines.append(f"  {'error':>16}: {self.doc['error']}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return trace_html(self)
+
+
+def _shown(h: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in h.items() if k not in ("trace", "name", "status") and v not in (None, "")}
+
+
+def fmt_num(v: Any) -> str:
+    return V.fmt(v)
+
+
+def trace_html(t: Trace) -> str:
+    d = t.doc
+    h = t.headline()
+    parts = [f'<div class="primenb-trace"><div style="font-size:14px"><b>trace {V.esc(t.id)}</b> '
+             f'{V.esc(t.name)} {V.status_badge(t.status)}</div>']
+    if d.get("error"):
+        parts.append(f'<div style="color:#c62828">error: {V.esc(d["error"])}</div>')
+    parts.append(V.kv_table(_shown(h)))
+    # lineage
+    chain = t.lineage()
+    kids = t.children()
+    if len(chain) > 1 or kids:
+        items = []
+        for e in chain:
+            label = f"{e['trace']} {e['name'] or '(not found)'}"
+            if e["steps"] and e["steps"][1] is not None:
+                label += f" (steps {e['steps'][0] or 0}→{e['steps'][1]})"
+            items.append(f"<b>{V.esc(label)}</b>" if e["trace"] == t.id else V.esc(label))
+        body = " → ".join(items)
+        if kids:
+            body += "<br>children: " + ", ".join(V.esc(f"{k} {n}") for k, n in kids)
+        parts.append(f"<div style='margin:6px 0'><b>lineage</b>: {body}</div>")
+    if d.get("reproduction"):
+        r = d["reproduction"]
+        ok = r.get("metrics_match")
+        color = "#2e7d32" if ok else "#c62828"
+        parts.append(f"<div>reproduces <b>{V.esc(r.get('of'))}</b>: <span style='color:{color}'>metrics "
+                     f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
+                     f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>")
+    # metrics chart (static SVG)
+    rows = t.metric_rows()
+    charts = []
+    for key in _chart_keys(rows):
+        pts = [(r["step"], r[key]) for r in rows if key in r and isinstance(r.get("step"), int)]
+        if pts:
+            charts.append(V.svg_chart({key: pts}, title=key, width=300, height=150))
+    if charts:
+        parts.append(f'<div style="display:flex;gap:6px;flex-wrap:wrap">{"".join(charts)}</div>')
+    evals = (t.summary.get("eval") or {})
+    if evals:
+        parts.append(V.details("eval metrics", V.table(
+            ["metric", "final", "at step", "best", "at step"],
+            [[k, V.fmt(v.get("final")), v.get("final_step"), V.fmt(v.get("best")), v.get("best_step")]
+             for k, v in evals.items()])))  # fmt: skip
+    # data
+    data_rows = []
+    for kind, part in t.data.items():
+        for src in part.get("sources", []):
+            data_rows.append([kind, src.get("name"), src.get("env_id") or src.get("dataset"), src.get("version"),
+                              V.fmt(src.get("args")), src.get("examples"), V.short(src.get("hash"), 16)])  # fmt: skip
+    if data_rows:
+        header = ["split", "source", "environment", "version", "args", "examples", "hash"]
+        parts.append(V.details("data", V.table(header, data_rows), open_=True))
+    parts.append(V.details("config (resolved)", V.kv_table(V.flatten(t.config))))
+    if d.get("seeds"):
+        parts.append(V.details("seeds", V.kv_table(V.flatten(d["seeds"]))))
+    if d.get("deps"):
+        parts.append(V.details("dependencies", V.kv_table(d["deps"])))
+    if d.get("hardware"):
+        parts.append(V.details("hardware", V.kv_table(V.flatten(d["hardware"]))))
+    if d.get("git"):
+        parts.append(V.details("git", V.kv_table(d["git"])))
+    if d.get("checkpoints"):
+        parts.append(V.details("checkpoints", V.table(["step", "kind", "path"],
+                                                      [[c.get("step") or c.get("name"), c.get("kind"), c.get("path")]
+                                                       for c in d["checkpoints"]])))  # fmt: skip
+    # samples
+    if (d.get("privacy") or {}).get("data_collection") == "deny":
+        parts.append(V.details("samples", "<i>withheld: data_collection = \"deny\" (only hashes and "
+                                          "aggregate metrics are kept)</i>"))
+    else:
+        samples = t.sample_rows()[-SAMPLES_SHOWN:]
+        if samples:
+            parts.append(V.details("sample completions (latest)", V.table(
+                ["step", "prompt", "completion", "reward"],
+                [[s.get("step"), s.get("prompt"), s.get("completion"), V.fmt(s.get("reward"))]
+                 for s in samples])))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _chart_keys(rows: list[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k in ("reward", "loss") or (k.startswith("eval/") and k.endswith("/reward")):
+                keys[k] = None
+    order = {"reward": 0, "loss": 2}
+    return sorted(keys, key=lambda k: order.get(k, 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# lookup
+
+
+def get(ref: Any, *, index: Index | None = None) -> Trace:
+    """A trace from a `Trace`, a `Run`, a run directory, a trace id, a unique id prefix (4+
+    characters) or a run name (the newest run of that name)."""
+    from primenb.harness.store import Index
+
+    if isinstance(ref, Trace):
+        return ref
+    if hasattr(ref, "dir") and isinstance(ref.dir, Path):
+        return Trace.load(ref.dir)
+    text = str(ref).strip()
+    if not text:
+        raise TraceNotFound("no trace given")
+    path = Path(text).expanduser()
+    if (path / TRACE_FILE).is_file():
+        return Trace.load(path)
+    index = index or Index()
+    rows = index.query("SELECT trace, run_dir FROM traces WHERE trace = ?", (text,))
+    if not rows and len(text) >= 4:
+        rows = index.query("SELECT trace, run_dir FROM traces WHERE trace LIKE ? ORDER BY created DESC",
+                           (text.replace("%", "") + "%",))  # fmt: skip
+        if len(rows) > 1:
+            raise TraceNotFound(f"{text!r} matches {len(rows)} traces ({', '.join(r[0] for r in rows[:5])}); "
+                                "give more characters of the trace id")  # fmt: skip
+    if not rows:
+        rows = index.query("SELECT trace, run_dir FROM traces WHERE name = ? ORDER BY created DESC LIMIT 1", (text,))
+    if not rows:
+        raise TraceNotFound(f"no trace {text!r}: not a trace id, id prefix, run name or run directory in the "
+                            f"index ({index.path}). `%prime_harness show` lists traces; "
+                            "`%prime_harness reindex [FOLDER]` adds runs it does not know yet")  # fmt: skip
+    trace_id, run_dir = rows[0]
+    doc = read_trace(run_dir)
+    if doc is None or doc.get("trace_id") != trace_id:
+        raise TraceNotFound(f"trace {trace_id}: its run directory {run_dir} no longer holds it "
+                            "(moved or deleted); `%prime_harness reindex` updates the index")  # fmt: skip
+    reconcile(doc, Path(run_dir))
+    return Trace(doc, run_dir)
+
+
+__all__ = ["Trace", "TraceNotFound", "get"]

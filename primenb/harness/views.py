@@ -1,0 +1,176 @@
+"""HTML and text building blocks for harness displays (no pandas, no plotly: fast and static,
+so they read the same in JupyterLab, VS Code, nbconvert, on GitHub and in a terminal)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+STATE_COLORS = {"queued": "#888", "running": "#1f77b4", "completed": "#2e7d32", "failed": "#c62828",
+                "stopped": "#b26a00"}  # fmt: skip
+TABLE_STYLE = "border-collapse:collapse;font-size:12px"
+CELL = "padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top"
+HEAD = "padding:2px 8px;border-bottom:1px solid #ccc;text-align:left;color:#555;font-weight:600"
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def fmt(value: Any, *, digits: int = 4) -> str:
+    """A readable cell: numbers to ``digits`` significant digits, None as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            return f"{value:.2e}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt(v) for v in value)
+    return str(value)
+
+
+def fmt_duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or math.isnan(seconds):
+        return ""
+    s = round(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def fmt_time(epoch: Any) -> str:
+    if not isinstance(epoch, (int, float)) or not epoch:
+        return ""
+    return _dt.datetime.fromtimestamp(float(epoch)).strftime("%Y-%m-%d %H:%M")
+
+
+def short(value: Any, n: int = 12) -> str:
+    return "" if value is None else str(value)[:n]
+
+
+def status_badge(state: Any) -> str:
+    color = STATE_COLORS.get(str(state), "#888")
+    return f'<span style="color:{color};font-weight:600">{esc(state)}</span>'
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = False) -> str:
+    """An HTML table; cells are escaped unless ``raw`` (then they are HTML already)."""
+    head = "".join(f'<th style="{HEAD}">{esc(h)}</th>' for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td style="{CELL}">{c if raw else esc(c)}</td>' for c in row) + "</tr>"
+        for row in rows
+    )
+    return f'<table style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def kv_table(data: Mapping[str, Any]) -> str:
+    rows = "".join(
+        f'<tr><th style="{CELL};color:#555;font-weight:600">{esc(k)}</th><td style="{CELL}">{esc(fmt(v))}</td></tr>'
+        for k, v in data.items()
+    )
+    return f'<table style="{TABLE_STYLE}">{rows}</table>'
+
+
+def details(summary: str, body: str, *, open_: bool = False) -> str:
+    return (f'<details{" open" if open_ else ""} style="margin:4px 0"><summary style="cursor:pointer;'
+            f'font-weight:600">{esc(summary)}</summary><div style="margin:4px 0 4px 16px">{body}</div></details>')
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 40) -> str:
+    """A fixed-width text table for terminals and ``text/plain``."""
+    cells = [[fmt(c)[:max_width] for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(out)
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}, "c": [{"d": 2}]}`` -> ``{"a.b": 1, "c[0].d": 2}``."""
+    out: dict[str, Any] = {}
+    if isinstance(data, Mapping):
+        if not data and prefix:
+            out[prefix] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(data, list) and any(isinstance(v, (Mapping, list)) for v in data):
+        for i, value in enumerate(data):
+            out.update(flatten(value, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = data
+    return out
+
+
+def _downsample(points: list[tuple[float, float]], n: int) -> list[tuple[float, float]]:
+    if len(points) <= n:
+        return points
+    size = math.ceil(len(points) / n)
+    out = []
+    for i in range(0, len(points), size):
+        chunk = points[i : i + size]
+        out.append((chunk[-1][0], sum(p[1] for p in chunk) / len(chunk)))
+    return out
+
+
+def svg_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, title: str = "",
+              width: int = 360, height: int = 180) -> str:  # fmt: skip
+    """Several series overlaid on one shared scale (a static fallback for plotly charts)."""
+    pl, pr, pt, pb = 44, 8, 20, 18
+    w, h = width - pl - pr, height - pt - pb
+    pts = [p for s in series.values() for p in s]
+    if not pts:
+        return ""
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+    if y0 == y1:
+        y0, y1 = y0 - 0.5, y1 + 0.5
+
+    def sx(x: float) -> float:
+        return pl + (x - x0) / ((x1 - x0) or 1) * w
+
+    def sy(y: float) -> float:
+        return pt + h - (y - y0) / (y1 - y0) * h
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'style="background:#fff;border:1px solid #eee">',
+             f'<text x="{pl}" y="13" font-size="11" fill="#333">{esc(title)}</text>',
+             f'<text x="{pl - 4}" y="{pt + 8}" font-size="9" fill="#888" text-anchor="end">{y1:.3g}</text>',
+             f'<text x="{pl - 4}" y="{pt + h}" font-size="9" fill="#888" text-anchor="end">{y0:.3g}</text>',
+             f'<text x="{pl}" y="{height - 4}" font-size="9" fill="#888">step {x0:g}</text>',
+             f'<text x="{width - pr}" y="{height - 4}" font-size="9" fill="#888" '
+             f'text-anchor="end">step {x1:g}</text>']
+    legend_y = 13
+    for i, (name, s) in enumerate(series.items()):
+        if not s:
+            continue
+        color = COLORS[i % len(COLORS)]
+        data = _downsample(list(s), w)
+        if len(data) == 1:
+            x, y = data[0]
+            parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>')
+        else:
+            line = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in data)
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{line}"/>')
+        parts.append(f'<text x="{width - pr}" y="{legend_y}" font-size="9" fill="{color}" '
+                     f'text-anchor="end">{esc(name)}</text>')  # fmt: skip
+        legend_y += 10
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+__all__ = [
+    "details", "esc", "flatten", "fmt", "fmt_duration", "fmt_time", "kv_table", "short",
+    "status_badge", "svg_chart", "table", "text_table",
+]  # fmt: skip
