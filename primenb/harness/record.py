@@ -50,9 +50,9 @@ def is_timing_key(key: str) -> bool:
 
 
 def read_trace(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    path = Path(run_dir) / TRACE_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(os.path.join(run_dir, TRACE_FILE), encoding="utf-8") as fh:
+            data = json.load(fh)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("trace_id") else None

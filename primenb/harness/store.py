@@ -59,9 +59,10 @@ def harness_home() -> Path:
 
 def _get(data: Any, path: str) -> Any:
     for part in path.split("."):
-        if not isinstance(data, dict):
+        try:
+            data = data.get(part)
+        except AttributeError:
             return None
-        data = data.get(part)
     return data
 
 
@@ -96,7 +97,8 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved: bool = False) -> dict[str, Any]:
+    """The index row of a trace; ``resolved``: ``run_dir`` is already absolute and real."""
     from primenb.harness.record import iso_to_epoch
 
     raw = doc.get("config")
@@ -136,7 +138,7 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> dict[str,
         "fingerprint": _get(doc, "model.fingerprint"),
         "data_hash": _get(doc, "data.train.hash"),
         "seed": fields["seed"],
-        "run_dir": str(Path(run_dir).resolve()),
+        "run_dir": str(run_dir) if resolved else str(Path(run_dir).resolve()),
         "revision": _int(doc.get("revision")) or 0,
     }
 
@@ -214,9 +216,9 @@ class Index:
             raise
         return True
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self, *, fill: bool = True) -> sqlite3.Connection:
         """An open, valid index: created and filled from the run directories when missing,
-        moved aside and rebuilt when corrupt."""
+        moved aside and rebuilt when corrupt (``fill=False``: the caller fills it)."""
         for attempt in range(3):
             try:
                 con = self._connect()
@@ -228,7 +230,8 @@ class Index:
                     raise
                 if created:
                     self.rebuilt = self.rebuilt or "the index was missing"
-                    self._fill(con)
+                    if fill:
+                        self._fill(con)
                 return con
             except sqlite3.DatabaseError as exc:
                 if _is_lock_error(exc) and attempt < 2:
@@ -400,23 +403,22 @@ class Index:
         seen: set[str] = set()
         for cand in candidates:
             if (cand / TRACE_FILE).is_file():
-                dirs: Iterable[str] = [str(cand)]
+                dirs: Iterable[str] = [os.path.realpath(cand)]
             else:
-                try:
-                    dirs = [e.path for e in os.scandir(cand) if e.is_dir(follow_symlinks=False)]
+                try:  # children of a real folder, symlinks skipped: their paths are real already
+                    dirs = [e.path for e in os.scandir(os.path.realpath(cand)) if e.is_dir(follow_symlinks=False)]
                 except OSError:
                     continue
-            for d in dirs:
-                real = os.path.realpath(d)
+            for real in dirs:
                 if real in seen:
                     continue
                 seen.add(real)
-                doc = read_trace(d)
+                doc = read_trace(real)
                 if doc is None:
                     continue
                 if doc.get("status") in ("queued", "running"):
-                    reconcile(doc, Path(d))
-                yield index_row(doc, d)
+                    reconcile(doc, Path(real))
+                yield index_row(doc, real, resolved=True)
 
     def reindex(self, paths: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Any]:
         """Rebuild the index from the run directories. Returns what was found."""
@@ -427,7 +429,7 @@ class Index:
                 self.add_root(p)
             elif (p / TRACE_FILE).exists():
                 self.add_root(p.parent)
-        con = self.connect()
+        con = self.connect(fill=False)
         try:
             with self._lock():
                 rows = list(self._scan(self.candidate_dirs(extra)))

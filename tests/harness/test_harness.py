@@ -3,9 +3,10 @@
 Runs (module-scoped, on the embedded model; about two minutes on 2 CPU cores):
   C  SFT 40 steps                                (parent of everything below)
   A  GRPO 4 steps from C's checkpoint            (init_from: C is its parent)
-  B  GRPO + LoRA, other seeds and env seed       (launched together with A and a failing run F)
-  C2 apply(C, steps=10)                          (a continuation: steps 41..50)
-  R  rerun(A)                                    (must reproduce A's metrics exactly)
+  B  GRPO + LoRA, other seeds and env seed       (launched together with A, a failing run F and
+  S  a long SFT run, stopped                      a long run S that is stopped)
+  C2 %prime_harness apply sft-parent --steps 10  (a continuation: steps 41..50)
+  R  primenb harness rerun rl-a                  (must reproduce A's metrics exactly)
   D  A's config with data_collection = "deny"    (no text anywhere in its run directory)
 """
 
@@ -119,6 +120,8 @@ def _wait(*runs: Run) -> None:
 
 @pytest.fixture(scope="module")
 def runs(workdir: Path) -> dict[str, Any]:
+    from IPython.core.interactiveshell import InteractiveShell
+
     c = submit(load_config(SFT), name="sft-parent")
     _wait(c)
     assert c.state == "completed", c.logs()
@@ -126,14 +129,23 @@ def runs(workdir: Path) -> dict[str, Any]:
     a = submit(load_config(rl_text(ckpt)), name="rl-a")
     b = submit(load_config(rl_text(ckpt, seed=3, env_seed=7, lr="1e-4", lora=True)), name="rl-b-lora")
     f = submit(load_config(SFT.replace("primenb/tiny-byte", "no-such-org/missing-model")), name="broken")
+    long = submit(load_config(SFT.replace("max_steps = 40", "max_steps = 100000")), name="stopped")
     _wait(a, b, f)
     assert a.state == "completed" and b.state == "completed", a.logs() + b.logs()
+    assert long.stop(timeout=120) == "stopped"
+    shell = InteractiveShell.instance()  # apply through the magic, rerun through the CLI
+    shell.run_line_magic("load_ext", "primenb")
     with _no_warning():
-        c2 = h.apply("sft-parent", steps=10)
-    r = h.rerun("rl-a")
+        result = shell.run_cell("c2 = %prime_harness apply sft-parent --steps 10")
+    assert result.success, result.error_in_exec
+    c2 = shell.user_ns.pop("c2")
+    out = subprocess.run([sys.executable, "-m", "primenb.cli", "harness", "rerun", "rl-a", "--detach"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    r = Run(out.stdout.strip().splitlines()[-1].split(" in ", 1)[1])
     d = submit(load_config(rl_text(ckpt, deny=True)), name="rl-deny")
     _wait(c2, r, d)
-    return {"C": c, "A": a, "B": b, "F": f, "C2": c2, "R": r, "D": d}
+    return {"C": c, "A": a, "B": b, "F": f, "S": long, "C2": c2, "R": r, "D": d}
 
 
 class _no_warning:
@@ -224,6 +236,14 @@ def test_failed_run_leaves_a_completed_trace(runs: dict[str, Any]) -> None:
     assert f.status == "failed" and "no-such-org/missing-model" in f.doc["error"]
     assert f.doc["finished_at"] and f.doc["final"] is None and f.doc["deps"]["python"]
     assert f.fingerprint is None  # the model was never built
+
+
+def test_stopped_run_leaves_a_completed_trace(runs: dict[str, Any]) -> None:
+    s = T(runs, "S")
+    assert s.status == "stopped" and s.doc["stop_reason"] == "STOP file" and s.doc["finished_at"]
+    last = s.doc["steps"]["last"]
+    assert 0 < last < 100_000 and s.doc["final"]["step"] == last and s.final_checkpoint.exists()
+    assert s.doc["metrics"]["curves"]["loss"]["last_step"] == last
 
 
 def test_fingerprint_is_architecture_not_weights(runs: dict[str, Any]) -> None:
@@ -381,7 +401,7 @@ def test_show_lists_traces_newest_first_with_filters(runs: dict[str, Any], shell
     assert list(h.traces(status="failed")["trace"]) == [ids["F"]]
     assert set(h.traces(where="lora_rank = 4")["trace"]) == {ids["B"]}
     assert set(h.traces(model="missing")["trace"]) == {ids["F"]}
-    assert len(h.traces(last=2)) == 2 and len(h.traces(env="reverse-text")) >= 7
+    assert len(h.traces(last=2)) == 2 and len(h.traces(env="reverse-text")) >= 8
     html = df._repr_html_()
     assert ids["C2"] in html and "completed" in html and "<table" in html
     assert ids["A"] in repr(df)
