@@ -13,8 +13,9 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e3
 STATE_COLORS = {"queued": "#888", "running": "#1f77b4", "completed": "#2e7d32", "failed": "#c62828",
                 "stopped": "#b26a00"}  # fmt: skip
 TABLE_STYLE = "border-collapse:collapse;font-size:12px"
-CELL = "padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top"
-HEAD = "padding:2px 8px;border-bottom:1px solid #ccc;text-align:left;color:#555;font-weight:600"
+CELL = "padding:1px 6px;text-align:left;vertical-align:top"
+HEAD = "padding:1px 6px;text-align:left;color:#555"
+ROW = ' style="border-bottom:1px solid #eee"'
 
 
 def esc(value: Any) -> str:
@@ -68,15 +69,16 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = F
     """An HTML table; cells are escaped unless ``raw`` (then they are HTML already)."""
     head = "".join(f'<th style="{HEAD}">{esc(h)}</th>' for h in header)
     body = "".join(
-        "<tr>" + "".join(f'<td style="{CELL}">{c if raw else esc(c)}</td>' for c in row) + "</tr>"
+        f"<tr{ROW}>" + "".join(f'<td style="{CELL}">{c if raw else esc(c)}</td>' for c in row) + "</tr>"
         for row in rows
     )
-    return f'<table style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<table style="{TABLE_STYLE}"><thead><tr style="border-bottom:1px solid #ccc">{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
 
 
 def kv_table(data: Mapping[str, Any]) -> str:
     rows = "".join(
-        f'<tr><th style="{CELL};color:#555;font-weight:600">{esc(k)}</th><td style="{CELL}">{esc(fmt(v))}</td></tr>'
+        f'<tr{ROW}><th style="{HEAD}">{esc(k)}</th><td style="{CELL}">{esc(fmt(v))}</td></tr>'
         for k, v in data.items()
     )
     return f'<table style="{TABLE_STYLE}">{rows}</table>'
