@@ -365,14 +365,15 @@ TEXT_FIELDS = ("prompt", "completion", "answer")
 
 def withhold_text(row: dict[str, Any]) -> dict[str, Any]:
     """A sample row for ``data_collection = "deny"``: the prompt, completion and answer are
-    replaced by their SHA-256 and length; rewards and correctness are kept."""
-    import hashlib
+    replaced by a keyed hash (`primenb.harness.hashing.private_digest`) and their length;
+    rewards and correctness are kept."""
+    from primenb.harness.hashing import private_digest
 
     out = {k: v for k, v in row.items() if k not in TEXT_FIELDS}
     for key in TEXT_FIELDS:
         value = row.get(key)
         if isinstance(value, str):
-            out[f"{key}_sha256"] = hashlib.sha256(value.encode("utf-8")).hexdigest()
+            out[f"{key}_hash"] = private_digest(value)
             out[f"{key}_chars"] = len(value)
     return out
 

@@ -47,6 +47,42 @@ def combine(parts: Iterable[tuple[str, str]]) -> str:
     return sha256_text(canonical_json([[name, value] for name, value in parts]))
 
 
+_KEY: bytes | None = None
+KEY_FILE = "private_hash.key"
+
+
+def private_digest(text: str) -> str:
+    """HMAC-SHA256 of ``text`` under a random key kept in ``PRIME_HOME/harness/`` (created on
+    first use, mode 0600). A plain SHA-256 of a short prompt can be reversed by trying every
+    string; this one only by someone who also has the key. Equal texts give equal digests on
+    this machine, so samples of ``data_collection = "deny"`` runs stay comparable here."""
+    import hmac
+    import os
+
+    global _KEY
+    if _KEY is None:
+        from primenb.home import prime_home
+
+        folder = prime_home() / "harness"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / KEY_FILE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(os.urandom(32))
+        except FileExistsError:
+            pass
+        for _ in range(50):  # another process may be writing it this very moment
+            key = path.read_bytes()
+            if len(key) == 32:
+                break
+            import time
+
+            time.sleep(0.01)
+        _KEY = key
+    return hmac.new(_KEY, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
 # ---------------------------------------------------------------------------------------------
 # secrets
 
@@ -94,6 +130,7 @@ __all__ = [
     "canonical_json",
     "combine",
     "is_secret_name",
+    "private_digest",
     "redact",
     "redact_text",
     "rows_hash",

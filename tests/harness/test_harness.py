@@ -356,7 +356,14 @@ def test_deny_leaves_no_sample_text_in_the_run_directory(runs: dict[str, Any]) -
     assert len(texts) > 10
     rows = dd.sample_rows()
     assert rows and all("prompt" not in s and "completion" not in s and "answer" not in s for s in rows)
-    assert all(len(s["completion_sha256"]) == 64 and "reward" in s for s in rows)
+    assert all(len(s["completion_hash"]) == 64 and "reward" in s for s in rows)
+    import hashlib
+
+    from primenb.harness.hashing import private_digest
+
+    first = next(s for s in a.sample_rows() if s["step"] == rows[0]["step"])
+    assert rows[0]["prompt_hash"] == private_digest(first["prompt"])  # comparable on this machine
+    assert rows[0]["prompt_hash"] != hashlib.sha256(first["prompt"].encode()).hexdigest()  # keyed
     for path, data in _all_bytes(runs["D"].dir):
         for t in texts:
             assert t.encode() not in data, (path, t)
