@@ -31,6 +31,20 @@ def attach(name_or_dir: str) -> Any:
     return _attach(name_or_dir)
 
 
+def load(ref: Any, **kwargs: Any) -> Any:
+    """(model, tokenizer) of a trained run or trace: its final model, or base + adapter."""
+    from primenb.harness import load as _load
+
+    return _load(ref, **kwargs)
+
+
+def generate(ref: Any, prompts: Any, **sampling: Any) -> Any:
+    """Completions from a trained run or trace for one prompt or a list of prompts."""
+    from primenb.harness import generate as _generate
+
+    return _generate(ref, prompts, **sampling)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     from primenb.notebook.magics import register
 

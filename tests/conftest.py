@@ -5,6 +5,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    """No test writes into the user's real ~/.prime/agent (run index, traces, environments)."""
+    import os
+    import tempfile
+
+    os.environ["PRIME_HOME"] = tempfile.mkdtemp(prefix="primenb-test-home-")
 UPSTREAM = sorted((ROOT / "examples" / "upstream").rglob("*.toml"))
 
 

@@ -28,7 +28,7 @@ def test_quickstart_notebook_runs_and_learns(tmp_path, monkeypatch):
     assert not errors, errors
     assert (tmp_path / "rl.toml").exists()
 
-    train_cell = next(i for i, c in enumerate(nb.cells) if "%prime_train" in c.source)
+    train_cell = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "%prime_train" in c.source)
     bundles = [o["data"] for o in outputs[train_cell] if "data" in o]
     monitor = next(b for b in bundles if "application/vnd.jupyter.widget-view+json" in b)
     assert "text/html" in monitor  # static fallback for nbconvert / GitHub / VS Code
