@@ -105,7 +105,10 @@ def test_prompt_format_text_and_chat() -> None:
     ]
 
 
-def test_register_and_import_path_environments() -> None:
+def test_register_and_import_path_environments(monkeypatch) -> None:
+    from primenb.envs import registry
+
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))  # no leak into later tests
     def make(n: int = 2) -> Environment:
         rows = [{"prompt": str(i), "answer": str(i)} for i in range(n)]
         return Environment(id="echo", train=rows, reward_funcs=[lambda prompts, completions, **kw: [1.0] * len(prompts)])
