@@ -71,7 +71,7 @@ def run_primenb(work: Path, i: int, config: str) -> tuple[float, float, Path]:
     t0 = time.time()
     run = submit(load_config(config), name=f"primenb-{i}-{int(t0)}")
     assert run.wait(timeout=900) == "completed", run.logs()
-    rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "step" in r and "train_runtime" not in r]
+    rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "step" in r and "train_loss" not in r]
     points = [(r["time"], r["step"]) for r in rows]
     return points[0][0] - t0, _rate(points), run.dir
 
