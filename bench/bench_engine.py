@@ -35,6 +35,9 @@ seq_len = 64
 
 [optim]
 lr = 1e-3
+
+[primenb]
+sample_every = {os.environ.get("BENCH_SAMPLE_EVERY", "10")}
 """
 GRPO_CONFIG = f"""max_steps = {STEPS}
 seq_len = 128
