@@ -153,24 +153,10 @@ def sft_rules(c: SFTConfig) -> Iterator[Problem]:
         yield from _eval_rules(c.eval, ("eval",))
     dep = c.deployment
     if dep.type == "single_node":
-        infer = dep.num_infer_gpus if c.inference is not None else 0
-        if dep.num_train_gpus + infer > dep.gpus_per_node:
-            yield Problem(
-                ("deployment", "num_train_gpus"),
-                f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node ({dep.gpus_per_node})",
-            )
-        if c.inference is not None and infer % c.inference.vllm.tensor_parallel_size:
-            yield Problem(
-                ("inference", "vllm", "tensor_parallel_size"),
-                f"Number of inference GPUs ({infer}) must be divisible by the tensor parallel size "
-                f"({c.inference.vllm.tensor_parallel_size})",
-            )
-    elif c.slurm is None:
-        yield Problem(
-            ("deployment", "type"),
-            "a multi_node deployment needs a [slurm] table",
-            'add [slurm] with at least job_name, or use type = "single_node"',
-        )
+        infer = dep.num_infer_gpus if c.inference is not None else 0  # SFT serves only online evals
+        yield from _single_node_rules(dep, infer, c.inference)
+    else:
+        yield from _slurm_rule(c.slurm)
     yield from _scheduler_rules(c.scheduler, c.max_steps, ("scheduler",))
     yield from _model_rules(c.model, c.optim, ("model",))
     if c.trace_path is not None and (c.max_steps is None or c.max_steps >= 10):
@@ -261,25 +247,37 @@ def _eval_rules(e: Any, at: Path) -> Iterator[Problem]:
     yield from _source_rules(e.source, at + ("source",), required=False)
 
 
+def _single_node_rules(dep: Any, infer: int, inference: Any) -> Iterator[Problem]:
+    """GPU counts of a single-node deployment (RL and SFT alike)."""
+    if dep.num_train_gpus + infer > dep.gpus_per_node:
+        yield Problem(
+            ("deployment", "num_infer_gpus" if infer else "num_train_gpus"),
+            f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node ({dep.gpus_per_node})",
+            "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment",
+        )
+    tp = inference.vllm.tensor_parallel_size if inference is not None else 1
+    if infer % tp:
+        yield Problem(
+            ("inference", "vllm", "tensor_parallel_size"),
+            f"Number of inference GPUs ({infer}) must be divisible by the tensor parallel size ({tp})",
+            f"use a tensor_parallel_size that divides {infer}, or change num_infer_gpus",
+        )
+
+
+def _slurm_rule(slurm: Any) -> Iterator[Problem]:
+    if slurm is None:
+        yield Problem(
+            ("deployment", "type"),
+            "a multi_node deployment needs a [slurm] table",
+            'add [slurm] with at least job_name, or use type = "single_node"',
+        )
+
+
 def _deployment_rules(c: RLConfig) -> Iterator[Problem]:
     dep = c.deployment
     tp = c.inference.vllm.tensor_parallel_size if c.inference else 1
     if dep.type == "single_node":
-        if dep.num_train_gpus + dep.num_infer_gpus > dep.gpus_per_node:
-            yield Problem(
-                ("deployment", "num_infer_gpus"),
-                f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({dep.num_infer_gpus}) "
-                f"exceeds gpus_per_node ({dep.gpus_per_node})",
-                "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment",
-            )
-        if c.inference is not None:
-            dp = c.inference.vllm.data_parallel_size
-            if dep.num_infer_gpus != dp * tp and dep.num_infer_gpus % tp:
-                yield Problem(
-                    ("inference", "vllm", "tensor_parallel_size"),
-                    f"Number of inference GPUs ({dep.num_infer_gpus}) must be divisible by the "
-                    f"tensor parallel size ({tp})",
-                )
+        yield from _single_node_rules(dep, dep.num_infer_gpus, c.inference)
         wb = c.weight_broadcast or c.trainer.weight_broadcast
         if wb is not None and wb.type == "nccl" and dep.num_train_gpus + dep.num_infer_gpus < 2:
             yield Problem(
@@ -288,12 +286,7 @@ def _deployment_rules(c: RLConfig) -> Iterator[Problem]:
                 'use type = "filesystem"',
             )
     else:
-        if c.slurm is None:
-            yield Problem(
-                ("deployment", "type"),
-                "a multi_node deployment needs a [slurm] table",
-                'add [slurm] with at least job_name, or use type = "single_node"',
-            )
+        yield from _slurm_rule(c.slurm)
         if dep.num_infer_nodes > 0 and c.inference is None:
             yield Problem(
                 ("deployment", "num_infer_nodes"),
