@@ -70,18 +70,7 @@ def _parsers() -> dict[str, MagicParser]:
 class HarnessMagics(Magics):
     @line_magic
     def prime_harness(self, line: str) -> Any:
-        """Traces of every run: what was trained, on what, with what, and how it did.
-
-        %prime_harness show [TRACE] [--last N] [--status S] [--env E] [--model M] [--where EXPR]
-        %prime_harness apply TRACE [--steps N] [--set key=value ...] [--backend B] [--name RUN] [--wait]
-        %prime_harness diff A B [C ...]
-        %prime_harness compare A B [...] [--metric M ...]
-        %prime_harness rerun TRACE [--backend B] [--name RUN] [--wait]
-        %prime_harness reindex [FOLDER ...]
-        %prime_harness export TRACE PATH
-        %prime_harness import PATH [--dest DIR]
-        %prime_harness rm TRACE [--files]
-        """
+        """Traces of every run: what was trained, on what, with what, and how it did."""
         from primenb.notebook.magics import MagicFailed
 
         words = line.split(None, 1)
@@ -120,17 +109,6 @@ class HarnessMagics(Magics):
             if issubclass(w.category, HarnessWarning):
                 print(f"warning: {w.message}")
 
-    def _follow(self, run: Any, wait: bool) -> Any:
-        from primenb.notebook.monitor import show_monitor
-
-        show_monitor(run)
-        if wait:
-            try:
-                run.wait()
-            except KeyboardInterrupt:
-                print(f"stopped waiting; {run.name} keeps training (stop it with %prime_train --stop {run.name})")
-        return run
-
     # -- subcommands ------------------------------------------------------------------------
     def _show(self, args: Any) -> Any:
         import primenb.harness as h
@@ -141,18 +119,20 @@ class HarnessMagics(Magics):
 
     def _apply(self, args: Any) -> Any:
         import primenb.harness as h
+        from primenb.notebook.monitor import follow_in_cell
 
         run = h.apply(self._ref(args.trace), steps=args.steps, overrides=args.overrides, backend=args.backend,
                       name=args.name)  # fmt: skip
         print(f"started {run.name} (parent {h.get(self._ref(args.trace)).id}) in {run.dir}")
-        return self._follow(run, args.wait)
+        return follow_in_cell(run, wait=args.wait)
 
     def _rerun(self, args: Any) -> Any:
         import primenb.harness as h
+        from primenb.notebook.monitor import follow_in_cell
 
         run = h.rerun(self._ref(args.trace), backend=args.backend, name=args.name)
         print(f"started {run.name}, a rerun of {h.get(self._ref(args.trace)).id}, in {run.dir}")
-        return self._follow(run, args.wait)
+        return follow_in_cell(run, wait=args.wait)
 
     def _diff(self, args: Any) -> Any:
         import primenb.harness as h
@@ -184,3 +164,6 @@ class HarnessMagics(Magics):
         import primenb.harness as h
 
         print(h.rm(self._ref(args.trace), files=args.files))
+
+
+HarnessMagics.prime_harness.__doc__ += "\n\n" + USAGE  # one copy of the usage, also for `%prime_harness?`

@@ -119,7 +119,7 @@ class PrimeMagics(Magics):
 
     def _train(self, line: str) -> Any:
         from primenb.backends import submit
-        from primenb.notebook.monitor import show_monitor
+        from primenb.notebook.monitor import follow_in_cell, show_monitor
         from primenb.run import attach
 
         args = _train_parser().parse_line(line)
@@ -137,14 +137,7 @@ class PrimeMagics(Magics):
                 "usage: %prime_train CONFIG [--name RUN] [--wait] [--backend local]; "
                 "or %prime_train init to write a starter config"
             )
-        run = submit(self._config(args.config), name=args.name, backend=args.backend)
-        show_monitor(run)
-        if args.wait:
-            try:
-                run.wait()
-            except KeyboardInterrupt:
-                print(f"stopped waiting; {run.name} keeps training (stop it with %prime_train --stop {run.name})")
-        return run
+        return follow_in_cell(submit(self._config(args.config), name=args.name, backend=args.backend), wait=args.wait)
 
     def _config(self, ref: str) -> Any:
         from primenb.config import Config, load_config

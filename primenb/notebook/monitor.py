@@ -275,6 +275,18 @@ def show_monitor(run: Run) -> Monitor | None:
     return monitor
 
 
+def follow_in_cell(run: Run, *, wait: bool) -> Run:
+    """Show a freshly launched run's monitor; with `wait`, block until it ends (Ctrl-C/interrupt
+    stops the waiting, not the run)."""
+    show_monitor(run)
+    if wait:
+        try:
+            run.wait()
+        except KeyboardInterrupt:
+            print(f"stopped waiting; {run.name} keeps training (stop it with %prime_train --stop {run.name})")
+    return run
+
+
 def _settings(run: Run) -> dict[str, Any]:
     try:
         return dict((run.config.get("primenb") or {}).get("monitor") or {})
