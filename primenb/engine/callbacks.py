@@ -228,7 +228,7 @@ class RunDirCallback(TrainerCallback):
                 self._last_tokens = (now, float(tokens))
                 break
         self.ctx.write_metrics(self.ctx.abs_step(state.global_step), values)
-        self.ctx.status.update(step=self.ctx.abs_step(state.global_step))
+        self.ctx.status.update(step=self.ctx.abs_step(state.global_step), throttle_s=1.0)  # not an fsync per step
 
     def _sft_samples(self, model: Any, step: int, *, force: bool) -> None:
         ctx = self.ctx
