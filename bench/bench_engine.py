@@ -17,7 +17,7 @@ from pathlib import Path
 
 from primenb import load_config
 from primenb.backends.local import submit
-from primenb.engine.rundir import read_jsonl
+from primenb.protocol.rundir import read_jsonl
 
 ROOT = Path(__file__).resolve().parent
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))

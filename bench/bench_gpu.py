@@ -24,7 +24,7 @@ from pathlib import Path
 from primenb import load_config
 from primenb.backends.local import submit
 from primenb.engine.models_info import TINY_MODELS, TINY_SIZES
-from primenb.engine.rundir import read_jsonl
+from primenb.protocol.rundir import read_jsonl
 
 ROOT = Path(__file__).resolve().parent
 

@@ -44,17 +44,27 @@ def make_traces(root: Path, n: int) -> int:
     """N run directories with a trace.json each; returns the mean trace size in bytes."""
     from primenb import load_config
     from primenb.config.templates import starter
-    from primenb.harness.sysinfo import deps, hardware
+    from primenb.protocol.sysinfo import deps, hardware
 
     config = load_config(starter(None, None, sft=False, lora=False)).resolved(primenb=True)
     base = {
-        "trace_version": 1, "backend": "local", "host": "bench-host", "mode": "rl",
-        "config": config, "deps": deps(), "hardware": hardware(),
+        "trace_version": 1,
+        "backend": "local",
+        "host": "bench-host",
+        "mode": "rl",
+        "config": config,
+        "deps": deps(),
+        "hardware": hardware(),
         "git": {"commit": "0" * 40, "dirty": False, "branch": "main", "root": "/src"},
-        "model": {"id": "primenb/tiny-byte", "fingerprint": "18669948bef0fbb32406", "num_params": 558976,
-                  "num_tensors": 26, "class": "Qwen2ForCausalLM"},
+        "model": {
+            "id": "primenb/tiny-byte",
+            "fingerprint": "18669948bef0fbb32406",
+            "num_params": 558976,
+            "num_tensors": 26,
+            "class": "Qwen2ForCausalLM",
+        },
         "seeds": {"python": 0, "numpy": 0, "torch": 0, "data_order": 0, "sampling": 0},
-    }  # fmt: skip
+    }
     rng = random.Random(0)
     states = ["completed"] * 8 + ["failed", "stopped"]
     total = 0
@@ -66,19 +76,40 @@ def make_traces(root: Path, n: int) -> int:
         cfg = json.loads(json.dumps(config))
         cfg["trainer"]["optim"]["lr"] = lr
         doc = {
-            **base, "config": cfg, "trace_id": f"{i:010x}", "name": f"reverse-text--tiny-byte--{i:05d}",
-            "parent": f"{i - 1:010x}" if i % 4 else None, "status": rng.choice(states),
-            "created": t0 + 60 * i, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t0 + 60 * i)),
-            "duration_s": rng.uniform(20, 600), "steps": {"start": 0, "last": 300, "max": 300},
+            **base,
+            "config": cfg,
+            "trace_id": f"{i:010x}",
+            "name": f"reverse-text--tiny-byte--{i:05d}",
+            "parent": f"{i - 1:010x}" if i % 4 else None,
+            "status": rng.choice(states),
+            "created": t0 + 60 * i,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t0 + 60 * i)),
+            "duration_s": rng.uniform(20, 600),
+            "steps": {"start": 0, "last": 300, "max": 300},
             "adapter": {"type": "lora", "rank": 16, "alpha": 32.0} if i % 3 == 0 else None,
-            "data": {"train": {"hash": f"{rng.getrandbits(256):064x}", "examples": 20000,
-                               "sources": [{"name": "reverse-text", "env_id": "reverse-text", "version": "1",
-                                            "args": {"seed": i % 5}, "hash": f"{rng.getrandbits(256):064x}"}]}},
-            "metrics": {"final_reward": rng.random(), "final_loss": rng.random(),
-                        "best_eval": {"key": "eval/reverse-text/reward", "value": rng.random(), "step": 250},
-                        "final_eval": {"key": "eval/reverse-text/reward", "value": rng.random(), "step": 300}},
+            "data": {
+                "train": {
+                    "hash": f"{rng.getrandbits(256):064x}",
+                    "examples": 20000,
+                    "sources": [
+                        {
+                            "name": "reverse-text",
+                            "env_id": "reverse-text",
+                            "version": "1",
+                            "args": {"seed": i % 5},
+                            "hash": f"{rng.getrandbits(256):064x}",
+                        }
+                    ],
+                }
+            },
+            "metrics": {
+                "final_reward": rng.random(),
+                "final_loss": rng.random(),
+                "best_eval": {"key": "eval/reverse-text/reward", "value": rng.random(), "step": 250},
+                "final_eval": {"key": "eval/reverse-text/reward", "value": rng.random(), "step": 300},
+            },
             "revision": 3,
-        }  # fmt: skip
+        }
         text = json.dumps(doc, indent=1)
         total += len(text)
         (run_dir / "trace.json").write_text(text)
@@ -108,7 +139,7 @@ def main() -> None:
     import sqlite3
 
     import primenb.harness as h
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
 
     # -- reindex -------------------------------------------------------------------------------
     bare = min(_median(lambda: bare_walk(runs), 1) for _ in range(3))
@@ -125,8 +156,10 @@ def main() -> None:
     again = time.perf_counter() - t
     reindex = statistics.median(reindex_times)
     db = Index().path
-    print(f"reindex of {N} run directories (empty index): {reindex * 1000:.0f} ms  "
-          f"| bare walk + json parse: {bare * 1000:.0f} ms  | ratio {reindex / bare:.2f}x")
+    print(
+        f"reindex of {N} run directories (empty index): {reindex * 1000:.0f} ms  "
+        f"| bare walk + json parse: {bare * 1000:.0f} ms  | ratio {reindex / bare:.2f}x"
+    )
     print(f"reindex onto a full index: {again * 1000:.0f} ms; index size {db.stat().st_size / 1e6:.1f} MB")
 
     # -- show ----------------------------------------------------------------------------------
@@ -148,14 +181,21 @@ def main() -> None:
     shell.run_line_magic("load_ext", "primenb")
     magic_t = _median(lambda: shell.run_line_magic("prime_harness", "show")._repr_html_())
     verdict = "OK" if render_t < TARGET_SHOW_S and magic_t < TARGET_SHOW_S else "OVER TARGET"
-    print(f"show over {N} traces: traces() {query_t * 1000:.0f} ms; + notebook display {render_t * 1000:.0f} ms; "
-          f"%prime_harness show (displayed) {magic_t * 1000:.0f} ms  "
-          f"[target < {TARGET_SHOW_S * 1000:.0f} ms: {verdict}]")
-    print(f"  bare sqlite SELECT * ORDER BY created (fresh connection): {base_t * 1000:.0f} ms  "
-          f"| ratio show/bare {render_t / base_t:.1f}x; "
-          f"first call in a fresh process (pandas import) {cold * 1000:.0f} ms")
-    for label, kwargs in (("--last 50", {"last": 50}), ("--status failed", {"status": "failed"}),
-                          ("--where \"lr > 1e-4 and lora_rank = 16\"", {"where": "lr > 1e-4 and lora_rank = 16"})):
+    print(
+        f"show over {N} traces: traces() {query_t * 1000:.0f} ms; + notebook display {render_t * 1000:.0f} ms; "
+        f"%prime_harness show (displayed) {magic_t * 1000:.0f} ms  "
+        f"[target < {TARGET_SHOW_S * 1000:.0f} ms: {verdict}]"
+    )
+    print(
+        f"  bare sqlite SELECT * ORDER BY created (fresh connection): {base_t * 1000:.0f} ms  "
+        f"| ratio show/bare {render_t / base_t:.1f}x; "
+        f"first call in a fresh process (pandas import) {cold * 1000:.0f} ms"
+    )
+    for label, kwargs in (
+        ("--last 50", {"last": 50}),
+        ("--status failed", {"status": "failed"}),
+        ('--where "lr > 1e-4 and lora_rank = 16"', {"where": "lr > 1e-4 and lora_rank = 16"}),
+    ):
         ft = _median(lambda kw=kwargs: h.traces(**kw)._repr_html_())  # type: ignore[misc]
         print(f"show {label}: {ft * 1000:.1f} ms ({len(h.traces(**kwargs))} rows)")
     lookup = _median(lambda: h.get(f"{N // 2:010x}"))

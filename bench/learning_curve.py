@@ -26,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def env_source(args: argparse.Namespace) -> list[dict[str, Any]]:
-    taskset = {"id": "reverse-text", "num_train": args.num_train, "num_eval": args.num_eval,
-               "seed": 0}  # fmt: skip
+    taskset = {"id": "reverse-text", "num_train": args.num_train, "num_eval": args.num_eval, "seed": 0}
     return [{"name": "reverse-text", "env": {"taskset": taskset}}]
 
 
@@ -35,18 +34,30 @@ def sft_config(args: argparse.Namespace, model: str) -> dict[str, Any]:
     return {
         "max_steps": args.sft_steps,
         "model": {"name": model, "lora": None},
-        "data": {"type": "sft", "name": "reverse-text", "batch_size": 64, "micro_batch_size": 64,
-                 "seq_len": 64, "seed": 0, "shuffle": True,
-                 "loss_mask": {"system": False, "user": False, "assistant": True, "tool": False}},
-        "optim": {"type": "adamw", "lr": args.sft_lr, "weight_decay": 0.0, "max_norm": 1.0,
-                  "betas1": 0.9, "betas2": 0.999},
+        "data": {
+            "type": "sft",
+            "name": "reverse-text",
+            "batch_size": 64,
+            "micro_batch_size": 64,
+            "seq_len": 64,
+            "seed": 0,
+            "shuffle": True,
+            "loss_mask": {"system": False, "user": False, "assistant": True, "tool": False},
+        },
+        "optim": {
+            "type": "adamw",
+            "lr": args.sft_lr,
+            "weight_decay": 0.0,
+            "max_norm": 1.0,
+            "betas1": 0.9,
+            "betas2": 0.999,
+        },
         "scheduler": {"type": "constant", "warmup_steps": 50},
         "ckpt": None,
-        "eval": {"interval": args.eval_every, "num_examples": args.num_eval,
-                 "source": env_source(args)},
+        "eval": {"interval": args.eval_every, "num_examples": args.num_eval, "source": env_source(args)},
         "primenb": {"seed": args.seed, "sample_every": 100, "logging_steps": 10},
         "run": {"name": "bench-sft"},
-    }  # fmt: skip
+    }
 
 
 def grpo_config(args: argparse.Namespace, model: str, init_from: str) -> dict[str, Any]:
@@ -55,22 +66,27 @@ def grpo_config(args: argparse.Namespace, model: str, init_from: str) -> dict[st
         "model": {"name": model},
         "trainer": {
             "model": {"seq_len": 128, "lora": None},
-            "optim": {"type": "adamw", "lr": args.grpo_lr, "weight_decay": 0.0, "max_norm": 1.0,
-                      "betas1": 0.9, "betas2": 0.999},
+            "optim": {
+                "type": "adamw",
+                "lr": args.grpo_lr,
+                "weight_decay": 0.0,
+                "max_norm": 1.0,
+                "betas1": 0.9,
+                "betas2": 0.999,
+            },
             "scheduler": {"type": "constant"},
             "ckpt": None,
         },
         "orchestrator": {
-            "batch_size": args.batch_size, "group_size": args.group_size, "seq_len": 128,
-            "train": {"sampling": {"temperature": 1.0, "max_completion_tokens": 48},
-                      "source": env_source(args)},
-            "eval": {"interval": args.eval_every, "num_examples": args.num_eval,
-                     "source": env_source(args)},
+            "batch_size": args.batch_size,
+            "group_size": args.group_size,
+            "seq_len": 128,
+            "train": {"sampling": {"temperature": 1.0, "max_completion_tokens": 48}, "source": env_source(args)},
+            "eval": {"interval": args.eval_every, "num_examples": args.num_eval, "source": env_source(args)},
         },
-        "primenb": {"seed": args.seed, "sample_every": 50, "logging_steps": 5,
-                    "init_from": init_from},
+        "primenb": {"seed": args.seed, "sample_every": 50, "logging_steps": 5, "init_from": init_from},
         "run": {"name": "bench-grpo"},
-    }  # fmt: skip
+    }
 
 
 def run_phase(run_dir: Path, cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -81,8 +97,11 @@ def run_phase(run_dir: Path, cfg: dict[str, Any]) -> tuple[float, dict[str, Any]
     t0 = time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "primenb.engine", str(run_dir)],
-        cwd=ROOT, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.time() - t0
     status = json.loads((run_dir / "status.json").read_text())
     if proc.returncode != 0 or status.get("state") != "completed":
@@ -106,14 +125,18 @@ def summarize(name: str, run_dir: Path, wall: float) -> dict[str, Any]:
     evals = [r for r in rows if "eval/reverse-text/reward" in r]
     steps = max(r["step"] for r in rows)
     train_s = train_seconds(rows)
-    print(f"\n== {name}: {steps} steps, process wall {wall:.1f} s, training {train_s:.1f} s "
-          f"({steps / train_s if train_s else float('nan'):.2f} steps/s)")  # fmt: skip
+    print(
+        f"\n== {name}: {steps} steps, process wall {wall:.1f} s, training {train_s:.1f} s "
+        f"({steps / train_s if train_s else float('nan'):.2f} steps/s)"
+    )
     print("   step   eval reward   exact match   t(s) since first step")
     t_start = min(r["time"] for r in rows)
     for r in evals:
-        print(f"   {r['step']:>4}   {r['eval/reverse-text/reward']:.3f}         "
-              f"{r.get('eval/reverse-text/exact_match', float('nan')):.3f}         "
-              f"{r['time'] - t_start:6.1f}")  # fmt: skip
+        print(
+            f"   {r['step']:>4}   {r['eval/reverse-text/reward']:.3f}         "
+            f"{r.get('eval/reverse-text/exact_match', float('nan')):.3f}         "
+            f"{r['time'] - t_start:6.1f}"
+        )
     sampled = [r["reward"] for r in rows if "reward" in r]
     if sampled:
         k = max(1, len(sampled) // 5)
@@ -143,10 +166,12 @@ def main() -> None:
     model = f"primenb/tiny-byte-{args.size}"
 
     sft_dir, grpo_dir = args.out / "sft", args.out / "grpo"
-    print(f"model {model}; SFT {args.sft_steps} steps (batch 64, lr {args.sft_lr}), then GRPO "
-          f"{args.grpo_steps} steps ({args.batch_size} rollouts = {args.batch_size // args.group_size}"
-          f" prompts x {args.group_size}, lr {args.grpo_lr}); eval: {args.num_eval} held-out "
-          f"strings, greedy")  # fmt: skip
+    print(
+        f"model {model}; SFT {args.sft_steps} steps (batch 64, lr {args.sft_lr}), then GRPO "
+        f"{args.grpo_steps} steps ({args.batch_size} rollouts = {args.batch_size // args.group_size}"
+        f" prompts x {args.group_size}, lr {args.grpo_lr}); eval: {args.num_eval} held-out "
+        f"strings, greedy"
+    )
     wall, status = run_phase(sft_dir, sft_config(args, model))
     sft = summarize("SFT warm start", sft_dir, wall)
     wall, status = run_phase(grpo_dir, grpo_config(args, model, status["final_checkpoint"]))
@@ -155,10 +180,14 @@ def main() -> None:
     key_r, key_e = "eval/reverse-text/reward", "eval/reverse-text/exact_match"
     print("\n== before -> after (held-out greedy)")
     print(f"   random init      reward {sft['first'][key_r]:.3f}  exact {sft['first'][key_e]:.3f}")
-    print(f"   after SFT        reward {sft['last'][key_r]:.3f}  exact {sft['last'][key_e]:.3f}"
-          f"   (+{sft['wall']:.0f} s process, {sft['train_s']:.0f} s training)")  # fmt: skip
-    print(f"   after GRPO       reward {grpo['last'][key_r]:.3f}  exact {grpo['last'][key_e]:.3f}"
-          f"   (+{grpo['wall']:.0f} s process, {grpo['train_s']:.0f} s training)")  # fmt: skip
+    print(
+        f"   after SFT        reward {sft['last'][key_r]:.3f}  exact {sft['last'][key_e]:.3f}"
+        f"   (+{sft['wall']:.0f} s process, {sft['train_s']:.0f} s training)"
+    )
+    print(
+        f"   after GRPO       reward {grpo['last'][key_r]:.3f}  exact {grpo['last'][key_e]:.3f}"
+        f"   (+{grpo['wall']:.0f} s process, {grpo['train_s']:.0f} s training)"
+    )
 
 
 if __name__ == "__main__":

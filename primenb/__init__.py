@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:  # one version, written once: pyproject.toml's, as installed
+    from importlib.metadata import PackageNotFoundError, version
+
+    __version__ = version("primenb")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -26,7 +31,7 @@ def load_config(source: str, *, mode: str | None = None) -> Config:
 
 def attach(name_or_dir: str) -> Any:
     """Re-attach to a run by name or directory (after a kernel restart, or from a terminal)."""
-    from primenb.run import attach as _attach
+    from primenb.backends import attach as _attach
 
     return _attach(name_or_dir)
 

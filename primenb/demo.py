@@ -15,7 +15,7 @@ from primenb.backends import submit
 from primenb.config import load_config
 from primenb.config.templates import starter
 from primenb.fsutil import atomic_write_text
-from primenb.progress import follow
+from primenb.render.progress import follow
 from primenb.run import Run
 
 

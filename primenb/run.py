@@ -13,51 +13,90 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from primenb.engine.rundir import (
+from primenb.errors import PrimenbError
+from primenb.home import prime_home
+from primenb.protocol.rundir import (
+    FAILED,
     FINAL_STATES,
+    LIVE_STATES,
+    RUN_INDEX,
     RunDir,
     atomic_write_json,
     now_iso,
     read_jsonl,
     tail_lines,
 )
-from primenb.errors import PrimenbError
-from primenb.home import prime_home
 
 if TYPE_CHECKING:
     import subprocess
 
     import pandas as pd
 
-RUN_INDEX = "runs.txt"  # one run directory per line, appended at launch
+
+class RunControl(Protocol):
+    """How a backend keeps a run it launched readable and stoppable from here (see
+    `primenb.backends.base`). A local run needs none: its directory is the live one."""
+
+    def sync(self) -> None:
+        """Bring the local run directory up to date (a remote backend: only new bytes)."""
+
+    def alive(self) -> bool | None:
+        """Whether the training process still runs; None when that cannot be told now."""
+
+    def request_stop(self, *, force: bool) -> None:
+        """Ask the run to checkpoint and stop (``force``: end it now)."""
 
 
 class Run:
     """A training run: `.status`, `.metrics`, `.samples`, `.stop()`, `.wait()`, `.logs()`, `.dir`."""
 
-    def __init__(self, run_dir: str | os.PathLike[str], *, process: subprocess.Popen[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        process: subprocess.Popen[bytes] | None = None,
+        control: RunControl | None = None,
+    ) -> None:
         self.files = RunDir(run_dir)
         self.dir = self.files.root.resolve()
         self.name = self.dir.name
         self._process = process
+        self._control = control
+
+    def _sync(self) -> None:
+        if self._control is not None:
+            self._control.sync()
 
     # -- state ---------------------------------------------------------------------------
     @property
     def status(self) -> dict[str, Any]:
-        """status.json, with `state` corrected to `failed` when the process vanished mid-run."""
+        """status.json, with `state` reported as `failed` when the process vanished mid-run.
+
+        Reading never writes: `refresh()` records a vanished process on disk."""
+        return self._read()[0]
+
+    def refresh(self) -> dict[str, Any]:
+        """The status; when the process vanished without a final one, also write that it failed."""
+        status, vanished = self._read()
+        if vanished:
+            atomic_write_json(self.files.status_path, status)
+        return status
+
+    def _read(self) -> tuple[dict[str, Any], bool]:
+        self._sync()
         status = self.files.read_status()
         if self._process is not None:
             self._process.poll()  # reap a finished child so its pid is free
-        if status.get("state") in ("queued", "running") and not self._alive(status):
+        if status.get("state") in LIVE_STATES and not self._alive(status):
             status = self.files.read_status()  # it may have just finished
-            if status.get("state") in ("queued", "running"):
-                status = self._record_vanished(status)
-        return status
+            if status.get("state") in LIVE_STATES:
+                return self._vanished(status), True
+        return status, False
 
-    def _record_vanished(self, status: dict[str, Any]) -> dict[str, Any]:
-        """The process is gone without a final status (killed, out of memory): say so on disk."""
+    def _vanished(self, status: dict[str, Any]) -> dict[str, Any]:
+        """The process is gone without a final status (killed, out of memory)."""
         code = self._process.returncode if self._process is not None else None
         how = (
             f"was killed by signal {-code}"
@@ -66,16 +105,14 @@ class Run:
             if code is not None
             else "ended"
         )
-        status = {
+        return {
             **status,
-            "state": "failed",
+            "state": FAILED,
             "ended_at": now_iso(),
             "log_tail": self.logs(20).splitlines(),
             "error": f"the training process {how} without writing a final status "
             f"(checkpoints so far are kept: {len(self.checkpoints)})",
         }
-        atomic_write_json(self.files.status_path, status)
-        return status
 
     @property
     def state(self) -> str:
@@ -88,6 +125,9 @@ class Run:
     def _alive(self, status: dict[str, Any]) -> bool:
         if self._process is not None:
             return self._process.poll() is None
+        if self._control is not None:
+            alive = self._control.alive()
+            return True if alive is None else alive  # unknown: trust the status file
         pgid = self.launcher.get("pgid")
         if not pgid:
             return True  # queued by a launcher that has not recorded a pid yet
@@ -112,6 +152,7 @@ class Run:
         return self.files.read_config()
 
     def metric_rows(self) -> list[dict[str, Any]]:
+        self._sync()
         return list(read_jsonl(self.files.metrics_path))
 
     @property
@@ -125,6 +166,7 @@ class Run:
     def samples(self) -> pd.DataFrame:
         import pandas as pd
 
+        self._sync()
         return pd.DataFrame(list(read_jsonl(self.files.samples_path)))
 
     @property
@@ -144,18 +186,23 @@ class Run:
 
         `force=True` (or a run that ignores the request for `timeout` seconds) kills its
         process group instead; checkpoints already written are kept."""
-        if self.done:
+        if self.refresh().get("state") in FINAL_STATES:
             return self.state
-        self.files.stop_path.touch()
         pgid = self.launcher.get("pgid")
-        if force and pgid:
-            _signal_group(int(pgid), signal.SIGKILL)
+        if self._control is not None:
+            self._control.request_stop(force=force)
+        else:
+            self.files.stop_path.touch()
+            if force and pgid:
+                _signal_group(int(pgid), signal.SIGKILL)
         if not wait:
             return self.state
         try:
             return self.wait(timeout=timeout)
         except TimeoutError:
-            if pgid:
+            if self._control is not None:
+                self._control.request_stop(force=True)
+            elif pgid:
                 _signal_group(int(pgid), signal.SIGKILL)
             self.wait(timeout=10)
             return self.state
@@ -163,7 +210,7 @@ class Run:
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
         """Block until the run ends; returns its final state."""
         end = None if timeout is None else time.monotonic() + timeout
-        while not self.done:
+        while self.refresh().get("state") not in FINAL_STATES:
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
             time.sleep(poll)
@@ -171,19 +218,14 @@ class Run:
             self._process.wait(timeout=30)
         return self.state
 
-    # -- display -------------------------------------------------------------------------
-    def _ipython_display_(self) -> None:
-        from primenb.notebook.monitor import show_monitor
-
-        show_monitor(self)
-
+    # -- display: text and HTML here; the notebook extension registers the live monitor ----
     def __repr__(self) -> str:
-        from primenb.notebook.summary import run_text
+        from primenb.render.summary import run_text
 
         return run_text(self)
 
     def _repr_html_(self) -> str:
-        from primenb.notebook.summary import run_html
+        from primenb.render.summary import run_html
 
         return run_html(self)
 
@@ -191,12 +233,6 @@ class Run:
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def record_run(run_dir: Path) -> None:
-    """Remember a run directory so `attach(NAME)` finds it from any working directory."""
-    with open(prime_home() / RUN_INDEX, "a", encoding="utf-8") as fh:
-        fh.write(str(run_dir.resolve()) + "\n")
 
 
 def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Path:
@@ -215,11 +251,6 @@ def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -
         f"no run named {str(name_or_dir)!r} (looked in {Path(output_dir) / direct} and the run "
         f"index {index}); pass the run directory itself"
     )
-
-
-def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:
-    """Re-attach to a run (e.g. after a kernel restart) by its name or directory."""
-    return Run(find_run(name_or_dir, output_dir))
 
 
 def read_json(path: Path) -> dict[str, Any]:

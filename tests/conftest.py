@@ -13,6 +13,8 @@ def pytest_configure(config):
     import tempfile
 
     os.environ["PRIME_HOME"] = tempfile.mkdtemp(prefix="primenb-test-home-")
+
+
 UPSTREAM = sorted((ROOT / "examples" / "upstream").rglob("*.toml"))
 
 

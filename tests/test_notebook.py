@@ -16,7 +16,9 @@ def test_quickstart_notebook_runs_and_learns(tmp_path, monkeypatch):
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", path)
     nb = nbformat.read(path, as_version=4)
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
     finally:  # a run outlives its kernel by design: stop it if the notebook did not finish
         from primenb.run import Run
 

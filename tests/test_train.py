@@ -10,10 +10,11 @@ import time
 import pytest
 
 from primenb import load_config
+from primenb.backends import attach
 from primenb.backends.local import prepare
 from primenb.errors import PrimenbError
 from primenb.notebook.monitor import MetricSeries, Monitor
-from primenb.run import Run, attach
+from primenb.run import Run
 
 SFT_QUICK = """max_steps = {steps}
 

@@ -1,10 +1,15 @@
-"""Where runs execute. Every backend turns a validated Config into a run directory + a process."""
+"""Where runs execute. Every backend implements `primenb.backends.base.Backend`; this module picks
+one by name and re-opens a run with the backend that launched it."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from primenb.backends.base import Backend, Lineage
 from primenb.errors import PrimenbError
+from primenb.protocol.rundir import RunDir
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -13,12 +18,33 @@ if TYPE_CHECKING:
 BACKENDS = ("local",)
 
 
-def submit(config: Config, *, name: str | None = None, backend: str | None = None) -> Run:
-    backend = backend or config.settings.backend
-    if backend == "local":
-        from primenb.backends.local import submit as local_submit
+def get_backend(name: str) -> Backend:
+    """The backend called ``name``."""
+    if name == "local":
+        from primenb.backends.local import LocalBackend
 
-        return local_submit(config, name=name)
-    raise PrimenbError(
-        f"backend {backend!r} is not available yet; use --backend local (available: {', '.join(BACKENDS)})"
-    )
+        return LocalBackend()
+    raise PrimenbError(f"backend {name!r} is not available yet; use --backend local (available: {', '.join(BACKENDS)})")
+
+
+def submit(
+    config: Config, *, name: str | None = None, backend: str | None = None, lineage: Lineage | None = None
+) -> Run:
+    """Start ``config`` on ``backend`` (default: the config's ``[primenb] backend``)."""
+    return get_backend(backend or config.settings.backend).submit(config, name=name, lineage=lineage)
+
+
+def open_run(run_dir: str | os.PathLike[str]) -> Run:
+    """A run directory's `Run`, wired to the backend recorded in its status."""
+    backend = str(RunDir(run_dir).read_status().get("backend") or "local")
+    return get_backend(backend).open(Path(run_dir))
+
+
+def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:
+    """Re-attach to a run (e.g. after a kernel restart) by its name or directory."""
+    from primenb.run import find_run
+
+    return open_run(find_run(name_or_dir, output_dir))
+
+
+__all__ = ["BACKENDS", "Backend", "Lineage", "attach", "get_backend", "open_run", "submit"]

@@ -8,14 +8,14 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
+from primenb.backends.base import Backend, Lineage
 from primenb.config import Config
 from primenb.engine.launch import launch_command
-from primenb.engine.rundir import RunDir, atomic_write_json, now_iso
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_text
-from primenb.run import Run, record_run
+from primenb.protocol.rundir import RunDir, atomic_write_json, now_iso, record_run
+from primenb.run import Run
 
 # Keys a local run cannot honour: listed in the run summary, never silently dropped.
 NOT_USED_LOCALLY = (
@@ -65,10 +65,9 @@ def num_processes(config: Config) -> int:
     return int(getattr(dep, "num_train_gpus", 1) or 1)
 
 
-def prepare(config: Config, *, name: str | None = None, trace: dict[str, Any] | None = None) -> Path:
-    """Create the run directory and write the configs and the queued trace (``trace``: lineage
-    from the harness, ``{"parent", "reproduces", "reproduces_run_dir"}``); refuses to reuse a
-    non-empty directory."""
+def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Path:
+    """Create the run directory and write the configs and the queued trace (with ``lineage``);
+    refuses to reuse a non-empty directory."""
     m = config.model
     run_name = name or m.run.name or default_run_name(config)  # type: ignore[attr-defined]
     run_dir = Path(m.run.dir) if m.run.dir else Path(m.output_dir) / run_name  # type: ignore[attr-defined]
@@ -96,14 +95,26 @@ def prepare(config: Config, *, name: str | None = None, trace: dict[str, Any] | 
             "not_used_by_local_backend": unused_keys(config),
         },
     )
-    from primenb.harness.launch import queued_trace
+    from primenb.backends.queued import queued_trace
 
-    queued_trace(run_dir, config, name=run_name, backend="local", lineage=trace)
+    queued_trace(run_dir, config, name=run_name, backend="local", lineage=lineage)
     return run_dir
 
 
-def submit(config: Config, *, name: str | None = None, trace: dict[str, Any] | None = None) -> Run:
-    run_dir = prepare(config, name=name, trace=trace)
+class LocalBackend(Backend):
+    """The engine on the kernel's host, in its own process group; the run directory is live."""
+
+    name = "local"
+
+    def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
+        return submit(config, name=name, lineage=lineage)
+
+    def open(self, run_dir: Path) -> Run:
+        return Run(run_dir)
+
+
+def submit(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
+    run_dir = prepare(config, name=name, lineage=lineage)
     (run_dir / "logs").mkdir(exist_ok=True)
     # Several ranks go through `accelerate launch --multi_gpu`, which starts N gloo ranks even on a
     # machine with no GPU (`--cpu --num_processes N` silently starts one).

@@ -5,7 +5,7 @@ Importing this package is cheap (no torch): the heavy code lives in submodules
 
 Entry point: ``python -m primenb.engine RUN_DIR``; `launch_command` builds that command line
 (or its torchrun/accelerate form for several ranks). The run directory protocol is described
-in `primenb.engine.rundir`.
+in `primenb.protocol.rundir`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from primenb.engine.launch import ENGINE_MODULE, launch_command
 from primenb.engine.models_info import DEFAULT_MODEL, TINY_MODELS, TINY_SIZES, ModelLoadError
 from primenb.engine.plan import PlanError, build_plan
-from primenb.engine.rundir import FINAL_STATES, STATES, RunDir
+from primenb.protocol.rundir import FINAL_STATES, STATES, RunDir
 
 __all__ = [
     "DEFAULT_MODEL",

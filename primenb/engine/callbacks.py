@@ -17,9 +17,9 @@ from transformers import TrainerCallback
 from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import CHECKPOINT_META
 from primenb.engine.plan import Plan
-from primenb.engine.rundir import JsonlWriter, RunDir, StatusFile, finite_numbers
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
+from primenb.protocol.rundir import JsonlWriter, RunDir, StatusFile, finite_numbers
 
 log = logging.getLogger("primenb.engine")
 
@@ -178,7 +178,7 @@ class RunDirCallback(TrainerCallback):
         self._last_tokens: tuple[float, float] | None = None
 
     # train begin/end
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         ctx = self.ctx
         ranks = int(_all_reduce(1.0, "sum", ctx.device))
         ctx.train_started = time.time()
@@ -194,13 +194,13 @@ class RunDirCallback(TrainerCallback):
             ctx.evaluate(model, state.global_step)
             self._sft_samples(model, state.global_step, force=True)
 
-    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         if model is not None:
             self.ctx.evaluate(model, self.ctx.abs_step(state.global_step))
             self._sft_samples(model, self.ctx.abs_step(state.global_step), force=False)
 
     # per step
-    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         ctx, step = self.ctx, self.ctx.abs_step(state.global_step)
         if self.recorder is not None:
             self.recorder.flush(step)
@@ -214,7 +214,7 @@ class RunDirCallback(TrainerCallback):
         ctx.status.update(step=step, throttle_s=1.0)
         check_stop(ctx, state, control)
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:  # noqa: E501
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if not self.ctx.is_main or not logs:
             return
         values = dict(logs)
@@ -259,7 +259,7 @@ class WarmupCallback(TrainerCallback):
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: E501
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         self.ctx.status.update(phase="sft warmup", warmup_step=0, warmup_steps=state.max_steps)
         if model is not None:
             self.ctx.evaluate(model, 0, prefix=self.PREFIX)
@@ -268,7 +268,7 @@ class WarmupCallback(TrainerCallback):
         self.ctx.status.update(warmup_step=state.global_step, throttle_s=1.0)
         check_stop(self.ctx, state, control)
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:  # noqa: E501
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if self.ctx.is_main and logs:
             self.ctx.write_metrics(state.global_step, {self.PREFIX + k: v for k, v in logs.items()})
 
@@ -286,9 +286,14 @@ class RewardRecorder:
         self._batch: dict[str, Any] | None = None
 
     def wrap(
-        self, env: Environment, func: Callable[..., Any], weight: float, *, name: str,
+        self,
+        env: Environment,
+        func: Callable[..., Any],
+        weight: float,
+        *,
+        name: str,
         source: str | None,
-    ) -> Callable[..., list[float | None]]:  # fmt: skip
+    ) -> Callable[..., list[float | None]]:
         """A TRL reward function named ``name`` that scores rows of ``source`` (all rows when
         None) with ``func`` and returns None for the others."""
         self.weights[name] = weight
@@ -318,9 +323,15 @@ class RewardRecorder:
         return reward
 
     def _record(
-        self, state: Any, name: str, prompts: list[Any], completions: list[Any],
-        answers: list[Any] | None, tasks: list[Any], values: list[float | None],
-    ) -> None:  # fmt: skip
+        self,
+        state: Any,
+        name: str,
+        prompts: list[Any],
+        completions: list[Any],
+        answers: list[Any] | None,
+        tasks: list[Any],
+        values: list[float | None],
+    ) -> None:
         if not self.ctx.is_main or state is None:
             return
         step = self.ctx.abs_step(state.global_step) + 1  # the optimizer step these rollouts feed
@@ -365,9 +376,9 @@ TEXT_FIELDS = ("prompt", "completion", "answer")
 
 def withhold_text(row: dict[str, Any]) -> dict[str, Any]:
     """A sample row for ``data_collection = "deny"``: the prompt, completion and answer are
-    replaced by a keyed hash (`primenb.harness.hashing.private_digest`) and their length;
+    replaced by a keyed hash (`primenb.protocol.hashing.private_digest`) and their length;
     rewards and correctness are kept."""
-    from primenb.harness.hashing import private_digest
+    from primenb.protocol.hashing import private_digest
 
     out = {k: v for k, v in row.items() if k not in TEXT_FIELDS}
     for key in TEXT_FIELDS:
@@ -388,5 +399,10 @@ def _decode_info(value: Any) -> Any:
 
 
 __all__ = [
-    "EngineContext", "RewardRecorder", "RunDirCallback", "StopFlag", "WarmupCallback", "check_stop",
+    "EngineContext",
+    "RewardRecorder",
+    "RunDirCallback",
+    "StopFlag",
+    "WarmupCallback",
+    "check_stop",
 ]

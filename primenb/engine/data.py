@@ -85,8 +85,7 @@ def ideal_rows(env: Environment, name: str, *, chat: bool) -> list[dict[str, Any
         ideal = env.ideal_completion(row)
         if ideal is None:
             raise DatasetLoadError(
-                f"environment {name!r} has no ideal completion, so SFT cannot train on it; "
-                "use a dataset instead"
+                f"environment {name!r} has no ideal completion, so SFT cannot train on it; use a dataset instead"
             )
         prompt = env.format_prompt(row["prompt"], chat=chat)
         completion: Any = [{"role": "assistant", "content": ideal}] if chat else ideal
@@ -105,7 +104,7 @@ def load_hub_dataset(name: str, subsets: Any = None, splits: Any = None) -> Any:
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise DatasetLoadError(
             f"Could not load dataset {name!r} ({type(exc).__name__}: {first}). If this machine is "
-            f"offline, set data.name = \"reverse-text\" (built in), or download the dataset first "
+            f'offline, set data.name = "reverse-text" (built in), or download the dataset first '
             f"on a machine with internet and train again."
         ) from exc
     log.info("SFT data: %d rows from dataset %s (split %s)", len(ds), name, split)
@@ -113,6 +112,12 @@ def load_hub_dataset(name: str, subsets: Any = None, splits: Any = None) -> Any:
 
 
 __all__ = [
-    "DatasetLoadError", "Source", "build_sources", "ideal_rows", "is_env_name", "rl_rows",
-    "sft_dataset", "sft_env_args",
+    "DatasetLoadError",
+    "Source",
+    "build_sources",
+    "ideal_rows",
+    "is_env_name",
+    "rl_rows",
+    "sft_dataset",
+    "sft_env_args",
 ]

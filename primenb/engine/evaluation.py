@@ -16,10 +16,7 @@ log = logging.getLogger("primenb.engine")
 def render_prompts(tokenizer: Any, prompts: list[Any]) -> tuple[list[str], bool]:
     """Prompt strings for generation, and whether special tokens are already in them."""
     if prompts and not isinstance(prompts[0], str):
-        texts = [
-            tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
-            for p in prompts
-        ]
+        texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
         return texts, True
     return list(prompts), False
 
@@ -38,9 +35,12 @@ def greedy_generate(
         for start in range(0, len(texts), batch_size):
             chunk = texts[start : start + batch_size]
             enc = tokenizer(
-                chunk, return_tensors="pt", padding=True, padding_side="left",
+                chunk,
+                return_tensors="pt",
+                padding=True,
+                padding_side="left",
                 add_special_tokens=not templated,
-            ).to(device)  # fmt: skip
+            ).to(device)
             gen = model.generate(
                 **enc,
                 max_new_tokens=max_new_tokens,
@@ -60,9 +60,14 @@ class Evaluator:
     """Scores greedy completions on each source's eval rows."""
 
     def __init__(
-        self, sources: list[Source], tokenizer: Any, *, chat: bool, num_examples: int,
+        self,
+        sources: list[Source],
+        tokenizer: Any,
+        *,
+        chat: bool,
+        num_examples: int,
         max_new_tokens: int,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.sources = sources
         self.tokenizer = tokenizer
         self.chat = chat
@@ -74,9 +79,7 @@ class Evaluator:
         n = self.num_examples if limit is None else limit
         return rows if n is None or n < 0 else rows[:n]
 
-    def run(
-        self, model: Any, limit: int | None = None
-    ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    def run(self, model: Any, limit: int | None = None) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """``({"eval/<name>/reward": ..., "eval/<name>/exact_match": ...}, sample rows)``."""
         metrics: dict[str, float] = {}
         samples: list[dict[str, Any]] = []
@@ -86,9 +89,7 @@ class Evaluator:
                 continue
             prompts = [src.env.format_prompt(r["prompt"], chat=self.chat) for r in rows]
             texts = greedy_generate(model, self.tokenizer, prompts, self.max_new_tokens)
-            completions: list[Any] = (
-                [[{"role": "assistant", "content": t}] for t in texts] if self.chat else texts
-            )
+            completions: list[Any] = [[{"role": "assistant", "content": t}] for t in texts] if self.chat else texts
             rewards = src.env.score(prompts, completions, rows)
             correct = [src.env.is_correct(c, r) for c, r in zip(completions, rows, strict=True)]
             metrics[f"eval/{src.name}/reward"] = sum(rewards) / len(rewards)

@@ -33,17 +33,34 @@ def launch_command(
         return [py, "-m", ENGINE_MODULE, target]
     if launcher == "torchrun":
         return [
-            py, "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node", str(num_processes),
-            "-m", ENGINE_MODULE, target,
-        ]  # fmt: skip
+            py,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(num_processes),
+            "-m",
+            ENGINE_MODULE,
+            target,
+        ]
     if launcher == "accelerate":
         return [
-            py, "-m", "accelerate.commands.launch", "--multi_gpu",
-            "--num_processes", str(num_processes), "--num_machines", "1",
-            "--mixed_precision", "no", "--dynamo_backend", "no",
-            "-m", ENGINE_MODULE, target,
-        ]  # fmt: skip
+            py,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            str(num_processes),
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            ENGINE_MODULE,
+            target,
+        ]
     raise ValueError(f"unknown launcher {launcher!r}; use 'torchrun' or 'accelerate'")
 
 

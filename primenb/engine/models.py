@@ -160,13 +160,12 @@ def load_pretrained(name: str, **kwargs: Any) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kwargs)
     except Exception as exc:  # hub/OSError/ValueError: all mean "cannot load this model here"
         where = (
-            "the Hugging Face hub is not reachable from this machine and the model is not in "
-            "the local cache"
+            "the Hugging Face hub is not reachable from this machine and the model is not in the local cache"
             if offline
             else _short(exc)
         )
         raise ModelLoadError(
-            f"Could not load model {name!r}: {where}. Use model.name = \"primenb/tiny-byte\" "
+            f'Could not load model {name!r}: {where}. Use model.name = "primenb/tiny-byte" '
             f"(built in, no download), or download the model first (e.g. `hf download {name}` "
             f"on a machine with internet) and train again."
         ) from exc
@@ -180,9 +179,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if not p.exists():
         raise ModelLoadError(f"init_from: {p} does not exist")
     for base in (p / "checkpoints", p):
-        steps = sorted(
-            (int(c.name[5:]), c) for c in base.glob("step_*") if c.name[5:].isdigit() and c.is_dir()
-        )
+        steps = sorted((int(c.name[5:]), c) for c in base.glob("step_*") if c.name[5:].isdigit() and c.is_dir())
         if steps and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
             return steps[-1][1]
     return p
@@ -210,9 +207,7 @@ def _has_tokenizer(folder: Path) -> bool:
     return (folder / "tokenizer_config.json").exists() or (folder / "tokenizer.json").exists()
 
 
-def load_model(
-    model_name: str, *, seed: int = 0, init_from: str | None = None
-) -> tuple[Any, Any, dict[str, Any]]:
+def load_model(model_name: str, *, seed: int = 0, init_from: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """``(model, tokenizer, base)`` for a run.
 
     ``base`` describes the weights below any LoRA adapter (``{"name", "seed", "path"}``) and is
@@ -243,9 +238,7 @@ def load_model(
         log.info("init_from adapter %s on base %s", ckpt, base)
         return model, _fix_tokenizer(tok, model), base
     if not (ckpt / "config.json").exists():
-        raise ModelLoadError(
-            f"init_from: {ckpt} is not a checkpoint (no config.json or adapter_config.json)"
-        )
+        raise ModelLoadError(f"init_from: {ckpt} is not a checkpoint (no config.json or adapter_config.json)")
     model, tok = load_pretrained(str(ckpt))
     log.info("init_from full checkpoint %s", ckpt)
     return model, _fix_tokenizer(tok, model), {"name": model_name, "seed": seed, "path": str(ckpt)}

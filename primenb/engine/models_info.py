@@ -34,9 +34,7 @@ def tiny_size(name: str) -> str:
     try:
         return TINY_MODELS[name]
     except KeyError:
-        raise ModelLoadError(
-            f"unknown embedded model {name!r}; use one of {', '.join(TINY_MODELS)}"
-        ) from None
+        raise ModelLoadError(f"unknown embedded model {name!r}; use one of {', '.join(TINY_MODELS)}") from None
 
 
 __all__ = ["DEFAULT_MODEL", "TINY_MODELS", "TINY_SIZES", "ModelLoadError", "is_tiny", "tiny_size"]

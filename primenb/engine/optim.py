@@ -106,14 +106,22 @@ class MuonFactory:
         if muon:
             members.append(
                 torch.optim.Muon(
-                    muon, lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=True,
+                    muon,
+                    lr=lr,
+                    weight_decay=weight_decay,
+                    momentum=momentum,
+                    nesterov=True,
                     adjust_lr_fn="match_rms_adamw",
-                )  # fmt: skip
+                )
             )
-        groups = [g for g in (
-            {"params": adam_decay, "weight_decay": weight_decay},
-            {"params": adam_plain, "weight_decay": 0.0},
-        ) if g["params"]]  # fmt: skip
+        groups = [
+            g
+            for g in (
+                {"params": adam_decay, "weight_decay": weight_decay},
+                {"params": adam_plain, "weight_decay": 0.0},
+            )
+            if g["params"]
+        ]
         if groups:
             members.append(torch.optim.AdamW(groups, lr=lr, betas=betas))
         return CombinedOptimizer(members)

@@ -118,9 +118,7 @@ def detect_mode(cfg: dict[str, Any]) -> str:
         return "rl"
     if "data" in cfg:
         return "sft"
-    raise PlanError(
-        "resolved config is neither RL (needs [trainer]/[orchestrator]) nor SFT (needs [data])"
-    )
+    raise PlanError("resolved config is neither RL (needs [trainer]/[orchestrator]) nor SFT (needs [data])")
 
 
 def _sources(raw: Any, where: str) -> list[SourceSpec]:
@@ -136,9 +134,7 @@ def _sources(raw: Any, where: str) -> list[SourceSpec]:
         taskset = _d(_get(src, "env.taskset", {}))
         env_id = taskset.get("id") or _get(src, "env.id")
         if not env_id:
-            raise PlanError(
-                f"{where}[{i}] has no environment; set env = {{ taskset = {{ id = \"<id>\" }} }}"
-            )
+            raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')
         args = {k: v for k, v in taskset.items() if k != "id" and v is not None}
         out.append(SourceSpec(name=str(src.get("name") or env_id), env_id=str(env_id), env_args=args))
     return out
@@ -164,9 +160,7 @@ def _optim(raw: dict[str, Any]) -> OptimSpec:
 def _scheduler(raw: dict[str, Any]) -> SchedulerSpec:
     kind = str(raw.get("type") or "constant").lower()
     if kind not in SCHEDULER_TYPES:
-        raise PlanError(
-            f"scheduler type {kind!r} is not supported; use one of {', '.join(SCHEDULER_TYPES)}"
-        )
+        raise PlanError(f"scheduler type {kind!r} is not supported; use one of {', '.join(SCHEDULER_TYPES)}")
     return SchedulerSpec(
         type=kind,
         warmup_steps=_int(raw.get("warmup_steps") or 0, "scheduler.warmup_steps"),
@@ -247,9 +241,11 @@ def build_plan(cfg: dict[str, Any]) -> Plan:
 
     if mode == "rl":
         model_name = (
-            _get(cfg, "model.name") or _get(cfg, "trainer.model.name")
-            or _get(cfg, "orchestrator.model.name") or DEFAULT_MODEL
-        )  # fmt: skip
+            _get(cfg, "model.name")
+            or _get(cfg, "trainer.model.name")
+            or _get(cfg, "orchestrator.model.name")
+            or DEFAULT_MODEL
+        )
         optim_raw = _d(_get(cfg, "trainer.optim", {}))
         sched_raw = _d(_get(cfg, "trainer.scheduler", {}))
         lora_raw = _get(cfg, "trainer.model.lora")
@@ -287,7 +283,7 @@ def build_plan(cfg: dict[str, Any]) -> Plan:
         if not plan.sources:
             raise PlanError(
                 "orchestrator.train.source is empty; add a [[orchestrator.train.source]] with "
-                "env.taskset.id (e.g. \"reverse-text\")"
+                'env.taskset.id (e.g. "reverse-text")'
             )
         plan.batch_size = _int(orch.get("batch_size") or 128, "orchestrator.batch_size")
         plan.group_size = _int(orch.get("group_size") or 1, "orchestrator.group_size")
@@ -310,9 +306,7 @@ def build_plan(cfg: dict[str, Any]) -> Plan:
             "args": _d(data.get("args")),
             "batch_size": _int(data.get("batch_size") or 128, "data.batch_size"),
             "micro_batch_size": _int(data.get("micro_batch_size") or 1, "data.micro_batch_size"),
-            "seq_len": _int(
-                data.get("seq_len") or _get(cfg, "model.seq_len") or 128, "data.seq_len"
-            ),
+            "seq_len": _int(data.get("seq_len") or _get(cfg, "model.seq_len") or 128, "data.seq_len"),
             "seed": _int(data.get("seed") or 0, "data.seed"),
             "shuffle": bool(data.get("shuffle", True)),
             "loss_mask": {
@@ -346,8 +340,13 @@ def warmup_plan(plan: Plan, *, tiny: bool) -> Plan:
         mode="sft",
         model_name=plan.model_name,
         max_steps=n,
-        optim=OptimSpec(type="adamw", lr=WARMUP_LR_TINY if tiny else plan.optim.lr,
-                        weight_decay=0.0, max_norm=1.0, betas=(0.9, 0.999)),  # fmt: skip
+        optim=OptimSpec(
+            type="adamw",
+            lr=WARMUP_LR_TINY if tiny else plan.optim.lr,
+            weight_decay=0.0,
+            max_norm=1.0,
+            betas=(0.9, 0.999),
+        ),
         scheduler=SchedulerSpec(type="constant", warmup_steps=min(50, n // 4)),
         seed=plan.seed,
         logging_steps=plan.logging_steps,
@@ -355,10 +354,15 @@ def warmup_plan(plan: Plan, *, tiny: bool) -> Plan:
         run_name=plan.run_name,
         seq_len=plan.seq_len,
         data={
-            "name": None, "args": {}, "batch_size": WARMUP_BATCH, "micro_batch_size": WARMUP_BATCH,
-            "seq_len": int(plan.seq_len or 512), "seed": plan.seed, "shuffle": True,
+            "name": None,
+            "args": {},
+            "batch_size": WARMUP_BATCH,
+            "micro_batch_size": WARMUP_BATCH,
+            "seq_len": int(plan.seq_len or 512),
+            "seed": plan.seed,
+            "shuffle": True,
             "loss_mask": {"system": False, "user": False, "assistant": True, "tool": False},
-        },  # fmt: skip
+        },
     )
 
 
@@ -370,9 +374,7 @@ def _check_scheduler(plan: Plan) -> None:
             f"exceeds max_steps ({plan.max_steps})"
         )
     if s.type == "cosine" and s.warmup_steps >= plan.max_steps:
-        raise PlanError(
-            f"scheduler: cosine needs warmup_steps ({s.warmup_steps}) < max_steps ({plan.max_steps})"
-        )
+        raise PlanError(f"scheduler: cosine needs warmup_steps ({s.warmup_steps}) < max_steps ({plan.max_steps})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,8 +392,7 @@ def grpo_batch(batch_size: int, group_size: int, world_size: int) -> tuple[int, 
     notes: list[str] = []
     if batch_size < group_size:
         notes.append(
-            f"batch_size {batch_size} < group_size {group_size}: using one group "
-            f"({group_size} rollouts) per step"
+            f"batch_size {batch_size} < group_size {group_size}: using one group ({group_size} rollouts) per step"
         )
         batch_size = group_size
     per_device = math.ceil(batch_size / world_size)
@@ -500,9 +501,7 @@ def grpo_args(
     if not max_tokens:
         seq_len = plan.seq_len or 2048
         max_tokens = max(1, seq_len - prompt_tokens)
-        notes.append(
-            f"max_completion_tokens not set: using seq_len - longest prompt = {max_tokens} tokens"
-        )
+        notes.append(f"max_completion_tokens not set: using seq_len - longest prompt = {max_tokens} tokens")
     args = common_args(plan, cuda=cuda, bf16_ok=bf16_ok)
     args.update(
         per_device_train_batch_size=per_device,
@@ -519,9 +518,14 @@ def grpo_args(
 
 
 def sft_args(
-    plan: Plan, *, world_size: int, cuda: bool, bf16_ok: bool, conversational: bool = False,
+    plan: Plan,
+    *,
+    world_size: int,
+    cuda: bool,
+    bf16_ok: bool,
+    conversational: bool = False,
     has_generation_markers: bool = False,
-) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+) -> tuple[dict[str, Any], list[str]]:
     """SFTConfig keyword arguments and notes about adjustments."""
     data = plan.data
     per_device, accum, notes = sft_batch(data["batch_size"], data["micro_batch_size"], world_size)
@@ -567,7 +571,7 @@ __all__ = [
     "grpo_batch",
     "optim_args",
     "scheduler_args",
-    "warmup_plan",
     "sft_args",
     "sft_batch",
+    "warmup_plan",
 ]

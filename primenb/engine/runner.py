@@ -13,7 +13,7 @@ import time
 import warnings
 from pathlib import Path
 
-from primenb.engine.rundir import RunDir, StatusFile, tail_lines
+from primenb.protocol.rundir import RunDir, StatusFile, tail_lines
 
 log = logging.getLogger("primenb.engine")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -112,10 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         trace.begin(cfg, status.data)
         plan = build_plan(cfg)
         trace.set_plan(plan)
-        status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name,
-                      trace_id=trace.trace_id)  # fmt: skip
-        log.info("engine start: %s run, model %s, %d steps, %d rank(s), pid %d",
-                 plan.mode, plan.model_name, plan.max_steps, world, os.getpid())  # fmt: skip
+        status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name, trace_id=trace.trace_id)
+        log.info(
+            "engine start: %s run, model %s, %d steps, %d rank(s), pid %d",
+            plan.mode,
+            plan.model_name,
+            plan.max_steps,
+            world,
+            os.getpid(),
+        )
 
         from primenb.engine.hub import go_offline_if_unreachable
 
@@ -124,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from primenb.engine.callbacks import EngineContext  # first torch import
 
-        ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main,
-                            trace=trace)  # fmt: skip
+        ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main, trace=trace)
         trace.determinism = enable_determinism()
         status.update(phase="importing")
         _route_library_logs()
@@ -148,8 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         log.warning("aborted: %s", exc or "interrupted")
         _flush_logs()
-        status.finish("stopped", error=f"aborted: {exc or 'interrupted'}",
-                      log_tail=tail_lines(run_dir.log_path), wall_s=round(time.time() - t0, 2))  # fmt: skip
+        status.finish(
+            "stopped",
+            error=f"aborted: {exc or 'interrupted'}",
+            log_tail=tail_lines(run_dir.log_path),
+            wall_s=round(time.time() - t0, 2),
+        )
         return 130
     except BaseException as exc:  # any failure: leave a readable status behind
         from primenb.envs.errors import _Base
@@ -159,8 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             log.exception("engine failed: %s", _error_text(exc))
         _flush_logs()
-        status.finish("failed", error=_error_text(exc), error_type=type(exc).__name__,
-                      log_tail=tail_lines(run_dir.log_path), wall_s=round(time.time() - t0, 2))  # fmt: skip
+        status.finish(
+            "failed",
+            error=_error_text(exc),
+            error_type=type(exc).__name__,
+            log_tail=tail_lines(run_dir.log_path),
+            wall_s=round(time.time() - t0, 2),
+        )
         return 1
     finally:
         if ctx is not None:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from primenb.engine.rundir import RunDir
+from primenb.protocol.rundir import RunDir
 
 log = logging.getLogger("primenb.engine")
 

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from primenb.engine.rundir import RunDir, read_jsonl
-from primenb.harness.hashing import combine, redact, rows_hash
-from primenb.harness.record import (
+from primenb.protocol.hashing import combine, redact, rows_hash
+from primenb.protocol.record import (
     TRACE_VERSION,
     compare_metrics,
     complete_from_run_dir,
@@ -30,6 +29,7 @@ from primenb.harness.record import (
     read_trace,
     write_trace,
 )
+from primenb.protocol.rundir import RunDir, read_jsonl
 
 log = logging.getLogger("primenb.engine")
 CUBLAS_WORKSPACE = ":4096:8"
@@ -70,8 +70,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(self, *args, **kwargs)
         except Exception as exc:
-            log.warning("trace: %s failed (%s: %s)", fn.__name__, type(exc).__name__, exc,
-                        exc_info=True)  # fmt: skip
+            log.warning("trace: %s failed (%s: %s)", fn.__name__, type(exc).__name__, exc, exc_info=True)
             return None
 
     wrapper.__name__ = fn.__name__
@@ -84,14 +83,12 @@ def env_version(env_id: str, env: Any) -> str | None:
     own = getattr(env, "version", None)
     if own:
         return str(own)
-    from primenb.harness.sysinfo import package_version
+    from primenb.protocol.sysinfo import package_version
 
     module = env_id.partition(":")[0] if ":" in env_id else type(env).__module__
     top = module.split(".")[0]
     if top == "primenb":
-        import primenb
-
-        return f"primenb {primenb.__version__}"
+        return f"primenb {package_version('primenb')}"
     try:
         from importlib.metadata import packages_distributions
 
@@ -131,7 +128,7 @@ class TraceRecorder:
         return self.doc.get("trace_id")
 
     def _write(self) -> None:
-        from primenb.harness.store import index_trace
+        from primenb.protocol.index import index_trace
 
         write_trace(self.run_dir.root, self.doc)
         index_trace(self.doc, self.run_dir.root)
@@ -141,7 +138,7 @@ class TraceRecorder:
     def begin(self, cfg: dict[str, Any] | None, status: dict[str, Any]) -> None:
         """Identity, lineage, config, deps, hardware, git: written before any heavy import."""
         from primenb.engine.plan import detect_mode
-        from primenb.harness.sysinfo import deps, env_vars, git_info, hardware
+        from primenb.protocol.sysinfo import deps, env_vars, git_info, hardware
 
         doc = self.doc
         cfg = cfg or {}
@@ -202,10 +199,14 @@ class TraceRecorder:
         }
         self.doc["finetune"] = "lora" if plan.lora else "full"
         if plan.lora:
-            self.doc["adapter"] = {"type": "lora", "rank": plan.lora["r"], "alpha": plan.lora["lora_alpha"],
-                                   "dropout": plan.lora["lora_dropout"],
-                                   "target_modules": plan.lora["target_modules"],
-                                   "modules_to_save": plan.lora["modules_to_save"]}  # fmt: skip
+            self.doc["adapter"] = {
+                "type": "lora",
+                "rank": plan.lora["r"],
+                "alpha": plan.lora["lora_alpha"],
+                "dropout": plan.lora["lora_dropout"],
+                "target_modules": plan.lora["target_modules"],
+                "modules_to_save": plan.lora["modules_to_save"],
+            }
         else:
             self.doc["adapter"] = None
         self._write()
@@ -214,7 +215,7 @@ class TraceRecorder:
     @_guarded
     def record_model(self, model: Any, peft_config: Any, base: dict[str, Any]) -> None:
         """Architecture fingerprint of the model about to train, and the adapter it trains."""
-        from primenb.harness.fingerprint import fingerprint
+        from primenb.engine.fingerprint import fingerprint
 
         info = self.doc.setdefault("model", {})
         info.update(fingerprint(model))
@@ -247,11 +248,16 @@ class TraceRecorder:
             if kind == "eval" and limit is not None and limit >= 0:
                 rows = rows[:limit]
             digest, n = rows_hash(rows)
-            parts.append({
-                "name": src.name, "env_id": spec.env_id,
-                "args": redact(dict(getattr(src.env, "args", None) or spec.env_args)),
-                "version": env_version(spec.env_id, src.env), "hash": digest, "examples": n,
-            })  # fmt: skip
+            parts.append(
+                {
+                    "name": src.name,
+                    "env_id": spec.env_id,
+                    "args": redact(dict(getattr(src.env, "args", None) or spec.env_args)),
+                    "version": env_version(spec.env_id, src.env),
+                    "hash": digest,
+                    "examples": n,
+                }
+            )
         self._set_data(kind, parts)
 
     @_guarded
@@ -259,12 +265,22 @@ class TraceRecorder:
         """SFT: the environment's rows, or the hub dataset's rows, the trainer gets."""
         if env is not None:
             digest, n = rows_hash(env.train_rows())
-            part = {"name": name, "env_id": name, "args": redact(dict(getattr(env, "args", None) or env_args)),
-                    "version": env_version(name, env), "hash": digest, "examples": n}  # fmt: skip
+            part = {
+                "name": name,
+                "env_id": name,
+                "args": redact(dict(getattr(env, "args", None) or env_args)),
+                "version": env_version(name, env),
+                "hash": digest,
+                "examples": n,
+            }
         else:
             n = len(dataset)
-            part = {"name": name, "dataset": name, "examples": n,
-                    "datasets_fingerprint": getattr(dataset, "_fingerprint", None)}  # fmt: skip
+            part = {
+                "name": name,
+                "dataset": name,
+                "examples": n,
+                "datasets_fingerprint": getattr(dataset, "_fingerprint", None),
+            }
             if n <= _HASH_ALL_ROWS_UP_TO:
                 part["hash"] = rows_hash(dict(row) for row in dataset)[0]
             else:
@@ -283,7 +299,7 @@ class TraceRecorder:
     @_guarded
     def finish(self, status: dict[str, Any]) -> None:
         """Complete the trace from the run directory and the final status (any final state)."""
-        from primenb.harness.sysinfo import deps, hardware
+        from primenb.protocol.sysinfo import deps, hardware
 
         if "started_at" not in self.doc:  # the config could not even be read
             self.begin(None, status)
@@ -337,8 +353,11 @@ class TraceRecorder:
         original_dir = self.doc.get("reproduces_run_dir")
         original = read_trace(original_dir) if original_dir else None
         if original is None or original_dir is None or original.get("trace_id") != original_id:
-            return {"of": original_id, "metrics_match": None,
-                    "note": f"the original run directory ({original_dir}) is not readable"}  # fmt: skip
+            return {
+                "of": original_id,
+                "metrics_match": None,
+                "note": f"the original run directory ({original_dir}) is not readable",
+            }
         mine = list(read_jsonl(self.run_dir.metrics_path))
         theirs = list(read_jsonl(Path(original_dir) / "metrics.jsonl"))
         result: dict[str, Any] = {"of": original_id, **compare_metrics(theirs, mine)}

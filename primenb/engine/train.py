@@ -19,7 +19,7 @@ from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
-from primenb.engine.rundir import atomic_write_json
+from primenb.protocol.rundir import atomic_write_json
 
 log = logging.getLogger("primenb.engine")
 
@@ -123,9 +123,11 @@ def _longest_prompt(tok: Any, rows: list[dict[str, Any]], chat: bool) -> int:
 
 
 def build_grpo(
-    plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback],
+    plan: Plan,
+    ctx: EngineContext,
+    extra_callbacks: list[TrainerCallback],
     loaded: Loaded | None = None,
-) -> Any:  # fmt: skip
+) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -139,9 +141,7 @@ def build_grpo(
     rows = rl_rows(sources, chat=chat)
     longest = 0 if plan.max_completion_tokens else _longest_prompt(tok, rows, chat)
     cuda, bf16_ok = device_info()
-    args, notes = grpo_args(
-        plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest
-    )
+    args, notes = grpo_args(plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest)
     _write_trainer_args(ctx, "GRPOTrainer", args, notes)
 
     recorder = RewardRecorder(ctx)
@@ -151,9 +151,7 @@ def build_grpo(
         for func, weight in zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True):
             name = getattr(func, "__name__", "reward")
             name = f"{src.name}/{name}" if multi else name
-            funcs.append(
-                recorder.wrap(src.env, func, weight, name=name, source=src.name if multi else None)
-            )
+            funcs.append(recorder.wrap(src.env, func, weight, name=name, source=src.name if multi else None))
             weights.append(weight)
     args["reward_weights"] = weights
     config = GRPOConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
@@ -224,9 +222,13 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
     markers = bool(chat and "generation" in str(tok.chat_template))
     cuda, bf16_ok = device_info()
     args, notes = sft_args(
-        plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok,
-        conversational=conversational, has_generation_markers=markers,
-    )  # fmt: skip
+        plan,
+        world_size=_world_size(),
+        cuda=cuda,
+        bf16_ok=bf16_ok,
+        conversational=conversational,
+        has_generation_markers=markers,
+    )
     _write_trainer_args(ctx, "SFTTrainer", args, notes)
     config = SFTConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
     _setup_eval(plan, ctx, tok, chat, default_tokens=64)
@@ -235,9 +237,12 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
         sample_sources = [Source(str(plan.data["name"]), data_env)]
     if sample_sources:
         ctx.sample_evaluator = Evaluator(
-            sample_sources[:1], tok, chat=chat, num_examples=SFT_SAMPLE_PROMPTS,
+            sample_sources[:1],
+            tok,
+            chat=chat,
+            num_examples=SFT_SAMPLE_PROMPTS,
             max_new_tokens=_eval_tokens(plan, 64),
-        )  # fmt: skip
+        )
     trainer = SFTTrainer(
         model=model,
         args=config,
@@ -263,17 +268,24 @@ def _check_sft_rows(before: int, prepared: Any, seq_len: int) -> None:
             f"completion after its prompt (all {before} rows were dropped); raise data.seq_len"
         )
     if after < before:
-        log.warning("%d of %d SFT rows were dropped: their completion does not fit in "
-                    "data.seq_len = %d tokens", before - after, before, seq_len)  # fmt: skip
+        log.warning(
+            "%d of %d SFT rows were dropped: their completion does not fit in data.seq_len = %d tokens",
+            before - after,
+            before,
+            seq_len,
+        )
 
 
 def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default_tokens: int) -> None:
     if plan.eval is None:
         return
     ctx.evaluator = Evaluator(
-        build_sources(plan.eval.sources), tok, chat=chat, num_examples=plan.eval.num_examples,
+        build_sources(plan.eval.sources),
+        tok,
+        chat=chat,
+        num_examples=plan.eval.num_examples,
         max_new_tokens=_eval_tokens(plan, default_tokens),
-    )  # fmt: skip
+    )
     if ctx.trace is not None:
         ctx.trace.record_data("eval", plan.eval.sources, ctx.evaluator.sources, limit=plan.eval.num_examples)
 
@@ -308,10 +320,7 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
         state.wait_for_everyone()
         return TrainResult(ctx.abs_step(0), True, final, {}, {})
     ctx.status.update(phase="building trainer")
-    if plan.mode == "rl":
-        trainer = build_grpo(plan, ctx, [], loaded=loaded)
-    else:
-        trainer = build_sft(plan, ctx, [])
+    trainer = build_grpo(plan, ctx, [], loaded=loaded) if plan.mode == "rl" else build_sft(plan, ctx, [])
     if ctx.stop.poll():
         log.warning("stop requested before training started")
         ctx.stop.triggered = True

@@ -108,9 +108,15 @@ def load_environment(
         if text not in held_out:
             train.append({"prompt": text, "answer": answer})
     args = {
-        "num_terms": num_terms, "min_value": min_value, "max_value": max_value, "operations": ops,
-        "num_train": num_train, "num_eval": num_eval, "seed": seed, "system_prompt": system_prompt,
-    }  # fmt: skip
+        "num_terms": num_terms,
+        "min_value": min_value,
+        "max_value": max_value,
+        "operations": ops,
+        "num_train": num_train,
+        "num_eval": num_eval,
+        "seed": seed,
+        "system_prompt": system_prompt,
+    }
     return ArithmeticEnv(
         id="arithmetic",
         train=train,

@@ -66,9 +66,11 @@ class EnvironmentCard:
         if self.samples:
             lines.append("  samples (reward of the perfect answer / of an empty answer):")
         for s in self.samples:
-            lines.append(f"    prompt {_short(s.prompt, 60)!r} -> answer {_short(s.answer, 40)!r}: "
-                         f"perfect {s.perfect_reward:.3g}{_errs(s.perfect_by_func)}, "
-                         f"empty {s.empty_reward:.3g}{_errs(s.empty_by_func)}")  # fmt: skip
+            lines.append(
+                f"    prompt {_short(s.prompt, 60)!r} -> answer {_short(s.answer, 40)!r}: "
+                f"perfect {s.perfect_reward:.3g}{_errs(s.perfect_by_func)}, "
+                f"empty {s.empty_reward:.3g}{_errs(s.empty_by_func)}"
+            )
         return "\n".join(lines)
 
     # -- html ---------------------------------------------------------------------------------
@@ -86,17 +88,23 @@ class EnvironmentCard:
         if self.system_prompt:
             parts.append(f"<div>system prompt: <code>{e(self.system_prompt)}</code></div>")
         if self.args:
-            rows = "".join(f"<tr><td style='{_TD}'>{e(k)}</td><td style='{_TD}'>{e(_short(v, 80))}</td></tr>"
-                           for k, v in self.args.items())  # fmt: skip
-            parts.append(f"<table style='{_CSS}'><tr><th style='{_TD}'>argument</th>"
-                         f"<th style='{_TD}'>default</th></tr>{rows}</table>")  # fmt: skip
+            rows = "".join(
+                f"<tr><td style='{_TD}'>{e(k)}</td><td style='{_TD}'>{e(_short(v, 80))}</td></tr>"
+                for k, v in self.args.items()
+            )
+            parts.append(
+                f"<table style='{_CSS}'><tr><th style='{_TD}'>argument</th>"
+                f"<th style='{_TD}'>default</th></tr>{rows}</table>"
+            )
         rows = "".join(
             f"<tr><td style='{_TD}'>{e(r.name)}</td><td style='{_TD}'>{r.weight:g}</td>"
             f"<td style='{_TD};white-space:pre-wrap'>{e(r.doc.strip())}</td></tr>"
             for r in self.rewards
         )
-        parts.append(f"<table style='{_CSS}'><tr><th style='{_TD}'>reward function</th>"
-                     f"<th style='{_TD}'>weight</th><th style='{_TD}'>doc</th></tr>{rows}</table>")  # fmt: skip
+        parts.append(
+            f"<table style='{_CSS}'><tr><th style='{_TD}'>reward function</th>"
+            f"<th style='{_TD}'>weight</th><th style='{_TD}'>doc</th></tr>{rows}</table>"
+        )
         if self.samples:
             rows = "".join(
                 f"<tr><td style='{_TD};white-space:pre-wrap'>{e(_short(s.prompt, 300))}</td>"
@@ -105,9 +113,11 @@ class EnvironmentCard:
                 f"<td style='{_TD}'>{s.empty_reward:.3g}{e(_errs(s.empty_by_func))}</td></tr>"
                 for s in self.samples
             )
-            parts.append(f"<table style='{_CSS}'><tr><th style='{_TD}'>sample prompt</th>"
-                         f"<th style='{_TD}'>answer</th><th style='{_TD}'>reward: perfect answer</th>"
-                         f"<th style='{_TD}'>reward: empty answer</th></tr>{rows}</table>")  # fmt: skip
+            parts.append(
+                f"<table style='{_CSS}'><tr><th style='{_TD}'>sample prompt</th>"
+                f"<th style='{_TD}'>answer</th><th style='{_TD}'>reward: perfect answer</th>"
+                f"<th style='{_TD}'>reward: empty answer</th></tr>{rows}</table>"
+            )
         return "<div class='primenb-env'>" + "".join(parts) + "</div>"
 
 

@@ -31,24 +31,31 @@ def list_rows(*, verifiers: bool = True) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for env_id in sorted(_BUILTINS):
         env = build_environment(env_id, _import_target(env_id, _BUILTINS[env_id]), {"num_train": 1, "num_eval": 1})
-        rows.append(_row(env_id, env.version, "built-in", env.description, env.reward_names(),
-                         _BUILTINS[env_id].partition(":")[0]))  # fmt: skip
+        rows.append(
+            _row(
+                env_id,
+                env.version,
+                "built-in",
+                env.description,
+                env.reward_names(),
+                _BUILTINS[env_id].partition(":")[0],
+            )
+        )
     for env_id in sorted(_REGISTERED):
         rows.append(_row(env_id, "", "in this process", "", [], ""))
     for entry in store.entries():
-        rows.append(_row(entry.id, entry.version, entry.source, entry.description, entry.reward_funcs,
-                         entry.target))  # fmt: skip
+        rows.append(_row(entry.id, entry.version, entry.source, entry.description, entry.reward_funcs, entry.target))
     if verifiers:
         from primenb.envs import verifiers_adapter
 
         for env_id, meta in sorted(verifiers_adapter.installed_tasksets().items()):
-            rows.append(_row(env_id, meta["version"], "verifiers", meta["description"], None,
-                             meta["module"]))  # fmt: skip
+            rows.append(_row(env_id, meta["version"], "verifiers", meta["description"], None, meta["module"]))
     return rows
 
 
-def _row(env_id: str, version: str, source: str, description: str, rewards: list[str] | None,
-         location: str) -> dict[str, Any]:  # fmt: skip
+def _row(
+    env_id: str, version: str, source: str, description: str, rewards: list[str] | None, location: str
+) -> dict[str, Any]:
     return {
         "id": env_id,
         "version": version or "",
@@ -72,8 +79,7 @@ def show(env_id: str, **args: Any) -> EnvironmentCard:
     if found is None:
         raise unknown_error(env_id)
     env = get_environment(env_id, **args)
-    return make_card(env_id, env, source=found.source, where=found.where,
-                     arg_defaults=_defaults(env_id, env))  # fmt: skip
+    return make_card(env_id, env, source=found.source, where=found.where, arg_defaults=_defaults(env_id, env))
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:
@@ -100,8 +106,15 @@ def _defaults(env_id: str, env: Environment) -> dict[str, Any]:
     return out
 
 
-def make_card(env_id: str, env: Environment, *, source: str, where: str,
-              arg_defaults: dict[str, Any], num_samples: int = NUM_SAMPLES) -> EnvironmentCard:  # fmt: skip
+def make_card(
+    env_id: str,
+    env: Environment,
+    *,
+    source: str,
+    where: str,
+    arg_defaults: dict[str, Any],
+    num_samples: int = NUM_SAMPLES,
+) -> EnvironmentCard:
     train = env.train_rows()
     own_eval = bool(env.eval)
     rewards = [
@@ -110,11 +123,19 @@ def make_card(env_id: str, env: Environment, *, source: str, where: str,
     ]
     samples = [sample(env, row) for row in env.eval_rows()[:num_samples]]
     return EnvironmentCard(
-        id=env_id, source=source, where=where, version=env.version, description=env.description,
-        args=arg_defaults, rewards=rewards, system_prompt=env.system_prompt,
-        num_train=len(train), num_eval=len(env.eval) if own_eval else len(train),
-        eval_is_train=not own_eval, samples=samples,
-    )  # fmt: skip
+        id=env_id,
+        source=source,
+        where=where,
+        version=env.version,
+        description=env.description,
+        args=arg_defaults,
+        rewards=rewards,
+        system_prompt=env.system_prompt,
+        num_train=len(train),
+        num_eval=len(env.eval) if own_eval else len(train),
+        eval_is_train=not own_eval,
+        samples=samples,
+    )
 
 
 def perfect_reply(env: Environment, row: Row) -> str:
@@ -152,9 +173,15 @@ def sample(env: Environment, row: Row) -> Sample:
     perfect = perfect_reply(env, row)
     p_total, p_by = score_each(env, row, perfect)
     e_total, e_by = score_each(env, row, "")
-    return Sample(prompt=prompt_text(row["prompt"]), answer=str(row.get("answer", "")),
-                  perfect=perfect, perfect_reward=p_total, empty_reward=e_total,
-                  perfect_by_func=p_by, empty_by_func=e_by)  # fmt: skip
+    return Sample(
+        prompt=prompt_text(row["prompt"]),
+        answer=str(row.get("answer", "")),
+        perfect=perfect,
+        perfect_reward=p_total,
+        empty_reward=e_total,
+        perfect_by_func=p_by,
+        empty_by_func=e_by,
+    )
 
 
 __all__ = [

@@ -138,19 +138,31 @@ class GuardedReward:
         what = f"{type(first).__name__}: {str(first)[:300]}"
         if self.failing_batches <= LOG_FIRST_BATCHES:
             log.warning(
-                "environment %r, reward function %r: failed on %d of %d completions (scored "
-                "%.1f): %s", self.env_id, self.__name__, len(errors), n, FAILED_SCORE, what,
+                "environment %r, reward function %r: failed on %d of %d completions (scored %.1f): %s",
+                self.env_id,
+                self.__name__,
+                len(errors),
+                n,
+                FAILED_SCORE,
+                what,
                 exc_info=first if self.failing_batches == 1 else None,
-            )  # fmt: skip
+            )
             if self.failing_batches == LOG_FIRST_BATCHES:
-                log.warning("environment %r, reward function %r: further failures are "
-                            "summarised every %d failing batches", self.env_id, self.__name__,
-                            LOG_EVERY)  # fmt: skip
+                log.warning(
+                    "environment %r, reward function %r: further failures are summarised every %d failing batches",
+                    self.env_id,
+                    self.__name__,
+                    LOG_EVERY,
+                )
         elif self.failing_batches % LOG_EVERY == 0:
             log.warning(
-                "environment %r, reward function %r: %d of %d completions failed so far "
-                "(latest: %s)", self.env_id, self.__name__, self.failed, self.scored, what,
-            )  # fmt: skip
+                "environment %r, reward function %r: %d of %d completions failed so far (latest: %s)",
+                self.env_id,
+                self.__name__,
+                self.failed,
+                self.scored,
+                what,
+            )
 
 
 def _finite(value: Any) -> bool:

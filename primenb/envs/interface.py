@@ -122,8 +122,11 @@ def check_environment(env: Environment, env_id: str) -> None:
     names = env.reward_names()
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise _fail(env_id, f"two reward functions are named {', '.join(dupes)}; each needs its own "
-                            "name (it becomes the metric rewards/<name>)")  # fmt: skip
+        raise _fail(
+            env_id,
+            f"two reward functions are named {', '.join(dupes)}; each needs its own "
+            "name (it becomes the metric rewards/<name>)",
+        )
 
 
 def _rewards(obj: Any, env_id: str) -> tuple[list[Callable[..., Any]], list[float]]:
@@ -189,8 +192,11 @@ def _row(row: Mapping[str, Any], env_id: str, where: str) -> Row:
     ):
         prompt = [dict(m) for m in prompt]
     else:
-        raise _fail(env_id, f"{where}: `prompt` must be text or a non-empty list of "
-                            f"{{'role': ..., 'content': ...}} messages, got {prompt!r:.80}")  # fmt: skip
+        raise _fail(
+            env_id,
+            f"{where}: `prompt` must be text or a non-empty list of "
+            f"{{'role': ..., 'content': ...}} messages, got {prompt!r:.80}",
+        )
     info = row.get("info") or {}
     if isinstance(info, str):
         try:

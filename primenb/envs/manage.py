@@ -40,11 +40,12 @@ def add(target: str, env_id: str | None = None, *, force: bool = False) -> Envir
     env_id = env_id or default_id(target, is_path)
     store.check_id(env_id)
     if env_id in _BUILTINS:
-        raise RegistryError(f"{env_id!r} is a built-in environment; register yours under another "
-                            f"id with --id NAME")  # fmt: skip
+        raise RegistryError(f"{env_id!r} is a built-in environment; register yours under another id with --id NAME")
     if not force and store.load(env_id) is not None:
-        raise RegistryError(f"{env_id!r} is already registered (from {store.load(env_id).target}); "  # type: ignore[union-attr]
-                            f"pass --force to replace it, or --id OTHER")  # fmt: skip
+        raise RegistryError(
+            f"{env_id!r} is already registered (from {store.load(env_id).target}); "  # type: ignore[union-attr]
+            f"pass --force to replace it, or --id OTHER"
+        )
     try:
         if is_path:
             location = str(Path(target).expanduser().resolve())
@@ -80,8 +81,7 @@ def add(target: str, env_id: str | None = None, *, force: bool = False) -> Envir
         takes_any_args=any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values()),
     )
     store.save(entry)
-    card = make_card(env_id, env, source=entry.source, where=entry.target,
-                     arg_defaults=dict(entry.args))  # fmt: skip
+    card = make_card(env_id, env, source=entry.source, where=entry.target, arg_defaults=dict(entry.args))
     if not card.version:
         card.version = entry.version
     if not card.description:
@@ -91,8 +91,7 @@ def add(target: str, env_id: str | None = None, *, force: bool = False) -> Envir
 
 def _required(factory: Any) -> list[str]:
     params = inspect.signature(factory).parameters.values()
-    return [p.name for p in params
-            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]  # fmt: skip
+    return [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def _json_args(factory: Any) -> dict[str, Any]:

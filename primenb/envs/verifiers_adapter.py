@@ -379,8 +379,9 @@ class VerifiersReward:
             self._hooks[idx] = {fn.__name__: fn for fn in self.tasks[idx].hooks("reward")}[self.__name__]
         return self._hooks[idx]
 
-    def __call__(self, prompts: list[Any], completions: list[Any], info: list[Any] | None = None,
-                 **_: Any) -> list[float | None]:  # fmt: skip
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], info: list[Any] | None = None, **_: Any
+    ) -> list[float | None]:
         if info is None or len(info) != len(completions):
             raise ValueError("verifiers rewards need the rows' `info` column (vf_idx)")
         idxs = [_index(x) for x in info]

@@ -23,83 +23,95 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from primenb.harness.comparison import Comparison, TraceDiff
-    from primenb.harness.table import TraceFrame
-    from primenb.harness.trace import Trace
     from primenb.run import Run
+    from primenb.traces.comparison import Comparison, TraceDiff
+    from primenb.traces.table import TraceFrame
+    from primenb.traces.trace import Trace
 
 
-def traces(*, last: int | None = None, status: str | None = None, env: str | None = None,
-           model: str | None = None, where: str | None = None) -> TraceFrame:  # fmt: skip
+def traces(
+    *,
+    last: int | None = None,
+    status: str | None = None,
+    env: str | None = None,
+    model: str | None = None,
+    where: str | None = None,
+) -> TraceFrame:
     """Every trace as a DataFrame, newest first (what ``%prime_harness show`` displays).
 
     ``status`` (comma-separated states), ``env`` and ``model`` (substrings) filter; ``where`` is
     an SQL expression over the columns, e.g. ``"lr > 1e-4 and best_eval >= 0.5"``."""
-    from primenb.harness.table import query
+    from primenb.traces.table import query
 
     return query(last=last, status=status, env=env, model=model, where=where)
 
 
 def get(ref: Any) -> Trace:
     """A `Trace` by id, unique id prefix, run name, run directory, or `Run`."""
-    from primenb.harness.trace import get as _get
+    from primenb.traces.trace import get as _get
 
     return _get(ref)
 
 
-def apply(ref: Any, *, steps: int | None = None, overrides: Sequence[str] = (), backend: str | None = None,
-          name: str | None = None) -> Run:  # fmt: skip
+def apply(
+    ref: Any,
+    *,
+    steps: int | None = None,
+    overrides: Sequence[str] = (),
+    backend: str | None = None,
+    name: str | None = None,
+) -> Run:
     """Continue a trace from its final checkpoint with its config plus ``overrides``."""
-    from primenb.harness.ops import apply as _apply
+    from primenb.harness.refine import apply as _apply
 
     return _apply(ref, steps=steps, overrides=overrides, backend=backend, name=name)
 
 
 def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:
     """Re-execute a trace from scratch; its new trace records whether the metrics matched."""
-    from primenb.harness.ops import rerun as _rerun
+    from primenb.harness.refine import rerun as _rerun
 
     return _rerun(ref, backend=backend, name=name)
 
 
 def diff(*refs: Any) -> TraceDiff:
     """What differs between traces: config, model, environment, data, seeds, deps, hardware."""
-    from primenb.harness.comparison import diff as _diff
+    from primenb.traces.comparison import diff as _diff
 
     return _diff(*refs)
 
 
 def compare(*refs: Any, metrics: Sequence[str] | None = None) -> Comparison:
     """Metric curves of traces overlaid in one plotly chart, with a summary table."""
-    from primenb.harness.comparison import compare as _compare
+    from primenb.traces.comparison import compare as _compare
 
     return _compare(*refs, metrics=metrics)
 
 
 def reindex(paths: Iterable[str] = ()) -> dict[str, Any]:
     """Rebuild the index from the run directories (and the folders in ``paths``)."""
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
 
     return Index().reindex(paths)
 
 
 def export(ref: Any, path: str) -> Path:
     """A self-contained folder: config, trace, metrics, final model or adapter."""
-    from primenb.harness.transfer import export as _export
+    from primenb.traces.transfer import export as _export
 
     return _export(ref, path)
 
 
 def import_(path: str, dest: str | None = None) -> Trace:
     """Bring an exported trace back as a run directory (same trace id) and index it."""
-    from primenb.harness.transfer import import_ as _import
+    from primenb.traces.transfer import import_ as _import
 
     return _import(path, dest)
 
 
 def rm(ref: Any, *, files: bool = False) -> str:
     """Remove a trace (and with ``files=True`` its run directory)."""
-    from primenb.harness.transfer import rm as _rm
+    from primenb.traces.transfer import rm as _rm
 
     return _rm(ref, files=files)
 
@@ -112,11 +124,23 @@ def load(ref: Any, *, checkpoint: str | None = None, device: str | None = None) 
 
 
 def generate(ref: Any, prompts: Any, **sampling: Any) -> Any:
-    """Completions from a trace's model (greedy by default; see `primenb.harness.inference`)."""
+    """Completions from a trace's model (greedy by default; see `primenb.engine.inference`)."""
     from primenb.harness.inference import generate as _generate
 
     return _generate(ref, prompts, **sampling)
 
 
-__all__ = ["apply", "compare", "diff", "export", "generate", "get", "import_", "load", "reindex",
-           "rerun", "rm", "traces"]  # fmt: skip
+__all__ = [
+    "apply",
+    "compare",
+    "diff",
+    "export",
+    "generate",
+    "get",
+    "import_",
+    "load",
+    "reindex",
+    "rerun",
+    "rm",
+    "traces",
+]

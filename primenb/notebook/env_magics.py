@@ -9,8 +9,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from primenb.errors import PrimenbError
 from primenb.notebook.args import MagicParser
 
-USAGE = ("%prime_env list | add PATH_OR_MODULE [--id ID] [--force] | show ID [KEY=VALUE ...] | "
-         "remove ID")  # fmt: skip
+USAGE = "%prime_env list | add PATH_OR_MODULE [--id ID] [--force] | show ID [KEY=VALUE ...] | remove ID"
 
 
 def _parser(sub: str) -> MagicParser:
@@ -62,8 +61,10 @@ class EnvMagics(Magics):
         from primenb.envs.manage import add
 
         card = add(args.target, args.id, force=args.force)
-        print(f"registered {card.id!r} ({card.source}: {card.where}); use it with "
-              f"[orchestrator.train.source.env.taskset] id = \"{card.id}\"")  # fmt: skip
+        print(
+            f"registered {card.id!r} ({card.source}: {card.where}); use it with "
+            f'[orchestrator.train.source.env.taskset] id = "{card.id}"'
+        )
         return card
 
     def _show(self, args: Any) -> Any:

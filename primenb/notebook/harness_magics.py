@@ -29,15 +29,17 @@ def _parsers() -> dict[str, MagicParser]:
     s = p["show"] = MagicParser("%prime_harness show")
     s.add_argument("trace", nargs="?")
     s.add_argument("--last", type=int, default=None, metavar="N", help="the newest N traces")
-    s.add_argument("--status", default=None, metavar="S",
-                   help="completed, failed, stopped, running, queued (comma-separated)")
+    s.add_argument(
+        "--status", default=None, metavar="S", help="completed, failed, stopped, running, queued (comma-separated)"
+    )
     s.add_argument("--env", default=None, metavar="E", help="environment id (substring)")
     s.add_argument("--model", default=None, metavar="M", help="model id (substring)")
     s.add_argument("--where", default=None, metavar="EXPR", help="SQL expression over the columns")
     a = p["apply"] = MagicParser("%prime_harness apply")
     a.add_argument("trace")
-    a.add_argument("--steps", type=int, default=None, metavar="N",
-                   help="steps to add (default: as many as the parent trained)")
+    a.add_argument(
+        "--steps", type=int, default=None, metavar="N", help="steps to add (default: as many as the parent trained)"
+    )
     a.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="key=value")
     a.add_argument("--backend", default=None)
     a.add_argument("--name", default=None)
@@ -94,8 +96,8 @@ class HarnessMagics(Magics):
     # -- helpers ----------------------------------------------------------------------------
     def _ref(self, token: str) -> Any:
         """A variable holding a Run or Trace stands for itself; anything else is a reference."""
-        from primenb.harness.trace import Trace
         from primenb.run import Run
+        from primenb.traces.trace import Trace
 
         ns = self.shell.user_ns if self.shell is not None else {}
         value = ns.get(token) if token.isidentifier() else None
@@ -103,7 +105,7 @@ class HarnessMagics(Magics):
 
     @staticmethod
     def _show_warnings(caught: list[warnings.WarningMessage]) -> None:
-        from primenb.harness.ops import HarnessWarning
+        from primenb.harness.refine import HarnessWarning
 
         for w in caught:
             if issubclass(w.category, HarnessWarning):
@@ -121,8 +123,9 @@ class HarnessMagics(Magics):
         import primenb.harness as h
         from primenb.notebook.monitor import follow_in_cell
 
-        run = h.apply(self._ref(args.trace), steps=args.steps, overrides=args.overrides, backend=args.backend,
-                      name=args.name)  # fmt: skip
+        run = h.apply(
+            self._ref(args.trace), steps=args.steps, overrides=args.overrides, backend=args.backend, name=args.name
+        )
         print(f"started {run.name} (parent {h.get(self._ref(args.trace)).id}) in {run.dir}")
         return follow_in_cell(run, wait=args.wait)
 

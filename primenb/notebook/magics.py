@@ -118,9 +118,8 @@ class PrimeMagics(Magics):
             print(f"saved {args.save}")
 
     def _train(self, line: str) -> Any:
-        from primenb.backends import submit
+        from primenb.backends import attach, submit
         from primenb.notebook.monitor import follow_in_cell, show_monitor
-        from primenb.run import attach
 
         args = _train_parser().parse_line(line)
         if args.stop:
@@ -185,11 +184,17 @@ def _magic_classes() -> list[type[Magics]]:
 
 
 def register(ipython: Any) -> None:
+    from primenb.notebook.monitor import register_display
+
     for cls in _magic_classes():
         ipython.register_magics(cls)
+    register_display(ipython)
 
 
 def unregister(ipython: Any) -> None:
+    from primenb.notebook.monitor import unregister_display
+
+    unregister_display(ipython)
     magics = ipython.magics_manager.magics
     for cls in _magic_classes():
         for kind, names in cls.magics.items():

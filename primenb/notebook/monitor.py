@@ -16,9 +16,10 @@ import ipywidgets as W
 from IPython import get_ipython
 from IPython.display import display
 
-from primenb.notebook.summary import STATE_COLORS, reward_key, run_html
-from primenb.notebook.svgchart import downsample
-from primenb.notebook.tail import JsonlTail
+from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.tail import JsonlTail
+from primenb.render.summary import STATE_COLORS, reward_key, run_html
+from primenb.render.svgchart import downsample
 from primenb.run import Run
 
 DEFAULT_METRICS = ("reward", "loss")
@@ -142,7 +143,7 @@ class Monitor:
         """Read what is new and refresh the widgets; True once the run has ended."""
         rows = self._metrics_tail.read_new()
         new_samples = self._samples_tail.read_new()
-        status = self.run.status
+        status = self.run.refresh()
         if rows:
             self.series.add(rows)
             self.rows_seen += len(rows)
@@ -155,7 +156,7 @@ class Monitor:
             self.sample_view.value = _samples_table(self.samples)
         self._update_status(status)
         self.updates += 1
-        return status.get("state") in ("completed", "failed", "stopped")
+        return status.get("state") in FINAL_STATES
 
     def _update_status(self, status: dict[str, Any]) -> None:
         state = str(status.get("state", "unknown"))
@@ -238,7 +239,8 @@ def _metrics_table(row: dict[str, Any]) -> str:
 
 def _samples_table(samples: list[dict[str, Any]]) -> str:
     rows = "".join(
-        f"<tr><td>{s.get('step', '')}</td><td style='text-align:left'><code>{html.escape(str(s.get('prompt', ''))[-80:])}</code></td>"
+        f"<tr><td>{s.get('step', '')}</td>"
+        f"<td style='text-align:left'><code>{html.escape(str(s.get('prompt', ''))[-80:])}</code></td>"
         f"<td style='text-align:left'><code>{html.escape(str(s.get('completion', ''))[:120])}</code></td>"
         f"<td>{s['reward']:.3f}</td></tr>"
         if isinstance(s.get("reward"), (int, float))
@@ -256,13 +258,18 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+# run directory -> the cell execution that last showed its monitor
+_SHOWN_IN: dict[str, int] = {}
+
+
 def show_monitor(run: Run) -> Monitor | None:
     """Display a run's monitor once per cell execution, following it while it runs."""
     shell = get_ipython()
     count = getattr(shell, "execution_count", None)
-    if count is not None and getattr(run, "_shown_in", None) == count:
+    if count is not None and _SHOWN_IN.get(str(run.dir)) == count:
         return None  # the magic already showed it; the displayhook must not show a second one
-    run._shown_in = count  # type: ignore[attr-defined]
+    if count is not None:
+        _SHOWN_IN[str(run.dir)] = count
     settings = _settings(run)
     monitor = Monitor(
         run,
@@ -273,6 +280,19 @@ def show_monitor(run: Run) -> Monitor | None:
     if not run.done:
         monitor.start()
     return monitor
+
+
+def register_display(ipython: Any) -> None:
+    """The one display path for a `Run` in a kernel: the live monitor. Elsewhere (a terminal
+    IPython, nbconvert without a kernel) `Run.__repr__` and `Run._repr_html_` are used."""
+    if getattr(ipython, "kernel", None) is None:
+        return
+    ipython.display_formatter.ipython_display_formatter.for_type(Run, show_monitor)
+
+
+def unregister_display(ipython: Any) -> None:
+    formatter = ipython.display_formatter.ipython_display_formatter
+    formatter.type_printers.pop(Run, None)
 
 
 def follow_in_cell(run: Run, *, wait: bool) -> Run:

@@ -25,19 +25,27 @@ def sft_config(**top: Any) -> dict[str, Any]:
         "max_steps": 80,
         "model": {"name": "primenb/tiny-byte", "lora": None},
         "data": {
-            "type": "sft", "name": "reverse-text", "batch_size": 64, "micro_batch_size": 64,
-            "seq_len": 64, "seed": 0, "shuffle": True,
+            "type": "sft",
+            "name": "reverse-text",
+            "batch_size": 64,
+            "micro_batch_size": 64,
+            "seq_len": 64,
+            "seed": 0,
+            "shuffle": True,
             "loss_mask": {"system": False, "user": False, "assistant": True, "tool": False},
         },
-        "optim": {"type": "adamw", "lr": 2e-3, "weight_decay": 0.0, "max_norm": 1.0,
-                  "betas1": 0.9, "betas2": 0.999},
+        "optim": {"type": "adamw", "lr": 2e-3, "weight_decay": 0.0, "max_norm": 1.0, "betas1": 0.9, "betas2": 0.999},
         "scheduler": {"type": "constant", "warmup_steps": 5},
         "ckpt": {"interval": 40, "keep_last": None},
-        "eval": {"interval": 40, "num_examples": 32,
-                 "source": [{"name": "reverse-text", "env": {"taskset": dict(ENV)}}]},
+        "eval": {
+            "interval": 40,
+            "num_examples": 32,
+            "source": [{"name": "reverse-text", "env": {"taskset": dict(ENV)}}],
+        },
         "primenb": {"seed": 0, "sample_every": 20, "logging_steps": 5, "init_from": None},
-        "output_dir": "outputs", "run": {"name": "test-sft"},
-    }  # fmt: skip
+        "output_dir": "outputs",
+        "run": {"name": "test-sft"},
+    }
     cfg.update(top)
     return cfg
 
@@ -48,20 +56,31 @@ def rl_config(**top: Any) -> dict[str, Any]:
         "model": {"name": "primenb/tiny-byte"},
         "trainer": {
             "model": {"seq_len": 128, "lora": None},
-            "optim": {"type": "adamw", "lr": 5e-4, "weight_decay": 0.0, "max_norm": 1.0,
-                      "betas1": 0.9, "betas2": 0.999},
+            "optim": {
+                "type": "adamw",
+                "lr": 5e-4,
+                "weight_decay": 0.0,
+                "max_norm": 1.0,
+                "betas1": 0.9,
+                "betas2": 0.999,
+            },
             "scheduler": {"type": "constant"},
             "ckpt": None,
         },
         "orchestrator": {
-            "batch_size": 16, "group_size": 4, "seq_len": 128,
-            "train": {"sampling": {"temperature": 1.0, "max_completion_tokens": 48},
-                      "source": [{"name": "reverse-text", "env": {"taskset": dict(ENV)}}]},
+            "batch_size": 16,
+            "group_size": 4,
+            "seq_len": 128,
+            "train": {
+                "sampling": {"temperature": 1.0, "max_completion_tokens": 48},
+                "source": [{"name": "reverse-text", "env": {"taskset": dict(ENV)}}],
+            },
             "eval": None,
         },
         "primenb": {"seed": 0, "sample_every": 2, "logging_steps": 1, "init_from": None},
-        "output_dir": "outputs", "run": {"name": "test-rl"},
-    }  # fmt: skip
+        "output_dir": "outputs",
+        "run": {"name": "test-rl"},
+    }
     cfg.update(top)
     return cfg
 
@@ -84,13 +103,13 @@ def write_run(run_dir: Path, cfg: dict[str, Any]) -> Path:
 
 
 def run_engine(
-    run_dir: Path, argv: list[str] | None = None, timeout: float = 240,
+    run_dir: Path,
+    argv: list[str] | None = None,
+    timeout: float = 240,
     env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:  # fmt: skip
+) -> subprocess.CompletedProcess[str]:
     cmd = argv or [sys.executable, "-m", "primenb.engine", str(run_dir)]
-    proc = subprocess.run(
-        cmd, cwd=ROOT, env=env or engine_env(), capture_output=True, text=True, timeout=timeout
-    )
+    proc = subprocess.run(cmd, cwd=ROOT, env=env or engine_env(), capture_output=True, text=True, timeout=timeout)
     (run_dir / "engine.stdout.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return proc
 
@@ -98,8 +117,12 @@ def run_engine(
 def start_engine(run_dir: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "primenb.engine", str(run_dir)],
-        cwd=ROOT, env=engine_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=engine_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def status(run_dir: Path) -> dict[str, Any]:

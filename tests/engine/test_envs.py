@@ -109,9 +109,12 @@ def test_register_and_import_path_environments(monkeypatch) -> None:
     from primenb.envs import registry
 
     monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))  # no leak into later tests
+
     def make(n: int = 2) -> Environment:
         rows = [{"prompt": str(i), "answer": str(i)} for i in range(n)]
-        return Environment(id="echo", train=rows, reward_funcs=[lambda prompts, completions, **kw: [1.0] * len(prompts)])
+        return Environment(
+            id="echo", train=rows, reward_funcs=[lambda prompts, completions, **kw: [1.0] * len(prompts)]
+        )
 
     register_environment("test-echo", make, overwrite=True)
     assert len(get_environment("test-echo", n=3).train_rows()) == 3
@@ -124,7 +127,7 @@ def test_register_and_import_path_environments(monkeypatch) -> None:
 def test_envs_do_not_import_torch() -> None:
     code = (
         "import sys, primenb.envs as e; e.get_environment('reverse-text', num_train=5);"
-        "import primenb.engine, primenb.engine.launch, primenb.engine.plan, primenb.engine.rundir;"
+        "import primenb.engine, primenb.engine.launch, primenb.engine.plan, primenb.protocol.rundir;"
         "bad = [m for m in ('torch', 'transformers', 'trl', 'peft') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

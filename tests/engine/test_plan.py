@@ -84,8 +84,11 @@ def test_sft_mapping_and_loss_mask() -> None:
         ({"type": "constant", "warmup_steps": 3}, {"lr_scheduler_type": "constant_with_warmup"}),
         (
             {"type": "linear", "warmup_steps": 2, "decay_steps": 10, "min_lr": 1e-4},
-            {"lr_scheduler_type": "warmup_stable_decay", "warmup_steps": 2,
-             "lr_scheduler_kwargs": {"num_decay_steps": 10, "decay_type": "linear", "min_lr_ratio": 0.2}},
+            {
+                "lr_scheduler_type": "warmup_stable_decay",
+                "warmup_steps": 2,
+                "lr_scheduler_kwargs": {"num_decay_steps": 10, "decay_type": "linear", "min_lr_ratio": 0.2},
+            },
         ),
         (
             {"type": "cosine", "warmup_steps": 2, "min_lr": 1e-5},
@@ -126,11 +129,15 @@ def test_optimizer_mapping() -> None:
 
 
 def test_lora_ckpt_and_primenb_fields() -> None:
-    lora = {"rank": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": ["q_proj", "experts"],
-            "modules_to_save": []}
+    lora = {"rank": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": ["q_proj", "experts"], "modules_to_save": []}
     plan = build_plan(deep_update(rl_config(), "trainer.model.lora", lora))
-    assert plan.lora == {"r": 8, "lora_alpha": 16.0, "lora_dropout": 0.0,
-                         "target_modules": ["q_proj", "experts"], "modules_to_save": []}
+    assert plan.lora == {
+        "r": 8,
+        "lora_alpha": 16.0,
+        "lora_dropout": 0.0,
+        "target_modules": ["q_proj", "experts"],
+        "modules_to_save": [],
+    }
     plan = build_plan(rl_config(ckpt={"interval": 5, "keep_last": 2}))
     assert (plan.ckpt_interval, plan.keep_last) == (5, 2)
     plan = build_plan(deep_update(rl_config(), "trainer.ckpt", {"interval": None, "keep_last": None}))

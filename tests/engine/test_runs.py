@@ -74,16 +74,27 @@ def test_checkpoint_reloads_offline(sft_run: Path) -> None:
     enc = tok(["abcde="], return_tensors="pt")
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=40, do_sample=False, pad_token_id=0)
-    assert tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True).startswith("<reversed_text>")
+    assert tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True).startswith("<reversed_text>")
 
 
 def test_grpo_run_writes_rewards_and_samples(sft_run: Path, tmp_path: Path) -> None:
-    cfg = rl_config(primenb={"seed": 0, "sample_every": 2, "logging_steps": 1,
-                             "init_from": str(sft_run / "checkpoints" / "step_80")})
-    cfg = deep_update(cfg, "orchestrator.eval", {
-        "interval": 3, "num_examples": 16,
-        "source": cfg["orchestrator"]["train"]["source"],
-    })  # fmt: skip
+    cfg = rl_config(
+        primenb={
+            "seed": 0,
+            "sample_every": 2,
+            "logging_steps": 1,
+            "init_from": str(sft_run / "checkpoints" / "step_80"),
+        }
+    )
+    cfg = deep_update(
+        cfg,
+        "orchestrator.eval",
+        {
+            "interval": 3,
+            "num_examples": 16,
+            "source": cfg["orchestrator"]["train"]["source"],
+        },
+    )
     run_dir = write_run(tmp_path / "rl", cfg)
     proc = run_engine(run_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -106,8 +117,13 @@ def test_grpo_run_writes_rewards_and_samples(sft_run: Path, tmp_path: Path) -> N
 
 
 def test_lora_run_saves_adapter_only_and_reloads(sft_run: Path, tmp_path: Path) -> None:
-    lora = {"rank": 4, "alpha": 8.0, "dropout": 0.0, "modules_to_save": [],
-            "target_modules": ["q_proj", "v_proj", "experts", "fc1_latent_proj"]}
+    lora = {
+        "rank": 4,
+        "alpha": 8.0,
+        "dropout": 0.0,
+        "modules_to_save": [],
+        "target_modules": ["q_proj", "v_proj", "experts", "fc1_latent_proj"],
+    }
     cfg = deep_update(rl_config(max_steps=3), "trainer.model.lora", lora)
     cfg["primenb"]["init_from"] = str(sft_run)
     run_dir = write_run(tmp_path / "lora", cfg)
@@ -144,9 +160,19 @@ def test_bad_optimizer_fails_with_reason(tmp_path: Path) -> None:
 
 def test_crash_mid_training_keeps_checkpoints(tmp_path: Path) -> None:
     cfg = rl_config(max_steps=10, ckpt={"interval": 2, "keep_last": None})
-    cfg["orchestrator"]["train"]["source"] = [{"name": "crashy", "env": {"taskset": {
-        "id": "tests.engine.crashy_env:load", "fail_on_call": 4, "num_train": 200, "num_eval": 10,
-    }}}]  # fmt: skip
+    cfg["orchestrator"]["train"]["source"] = [
+        {
+            "name": "crashy",
+            "env": {
+                "taskset": {
+                    "id": "tests.engine.crashy_env:load",
+                    "fail_on_call": 4,
+                    "num_train": 200,
+                    "num_eval": 10,
+                }
+            },
+        }
+    ]
     run_dir = write_run(tmp_path / "crash", cfg)
     proc = run_engine(run_dir)
     assert proc.returncode == 1
@@ -177,8 +203,16 @@ def test_unreachable_hub_dataset_fails_fast(tmp_path: Path) -> None:
     from tests.engine.conftest import engine_env
 
     env = engine_env()
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy",
-                "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+    for var in (
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         env.pop(var, None)
     env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: "offline"
     cfg = deep_update(sft_config(), "data.name", "someone/some-sft-dataset")
@@ -213,8 +247,9 @@ def test_stop_file_stops_at_a_step_boundary(tmp_path: Path) -> None:
     run_dir = _long_sft(tmp_path, "stopfile")
     proc = start_engine(run_dir)
     try:
-        wait_for(lambda: len(_losses(run_dir) if (run_dir / "metrics.jsonl").exists() else []) >= 4,
-                 120, "4 logged steps")
+        wait_for(
+            lambda: len(_losses(run_dir) if (run_dir / "metrics.jsonl").exists() else []) >= 4, 120, "4 logged steps"
+        )
         (run_dir / "STOP").touch()
         assert proc.wait(timeout=60) == 0
     finally:
@@ -227,8 +262,7 @@ def test_sigterm_stops_at_a_step_boundary(tmp_path: Path) -> None:
     run_dir = _long_sft(tmp_path, "sigterm")
     proc = start_engine(run_dir)
     try:
-        wait_for(lambda: (run_dir / "metrics.jsonl").exists() and len(_losses(run_dir)) >= 2,
-                 120, "2 logged steps")
+        wait_for(lambda: (run_dir / "metrics.jsonl").exists() and len(_losses(run_dir)) >= 2, 120, "2 logged steps")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
@@ -239,8 +273,15 @@ def test_sigterm_stops_at_a_step_boundary(tmp_path: Path) -> None:
 
 def test_muon_and_cosine_schedule_run(tmp_path: Path) -> None:
     cfg = sft_config(max_steps=6, eval=None, ckpt=None)
-    cfg["optim"] = {"type": "muon", "lr": 2e-3, "weight_decay": 0.0, "max_norm": 1.0,
-                    "betas1": 0.9, "betas2": 0.95, "mu": 0.95}
+    cfg["optim"] = {
+        "type": "muon",
+        "lr": 2e-3,
+        "weight_decay": 0.0,
+        "max_norm": 1.0,
+        "betas1": 0.9,
+        "betas2": 0.95,
+        "mu": 0.95,
+    }
     cfg["scheduler"] = {"type": "cosine", "warmup_steps": 2, "min_lr": 2e-4}
     cfg["primenb"]["logging_steps"] = 1
     run_dir = write_run(tmp_path / "muon", cfg)
@@ -279,8 +320,7 @@ def test_two_ranks_with_accelerate_launch(tmp_path: Path) -> None:
 def test_engine_usage_errors(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "primenb.engine"], capture_output=True, text=True)
     assert proc.returncode == 2 and "usage" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "primenb.engine", str(tmp_path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "primenb.engine", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "resolved.json" in proc.stderr
 
 
@@ -311,7 +351,9 @@ def test_rl_with_sft_warmup_then_lora(tmp_path: Path) -> None:
     assert (final / "adapter_model.safetensors").exists()
     meta = json.loads((final / "primenb_checkpoint.json").read_text())
     assert meta["base"]["path"] == str(warm_dir)
-    assert json.loads((run_dir / "configs" / "trainer_args.sft_warmup.json").read_text())["args"]["learning_rate"] == 2e-3
+    assert (
+        json.loads((run_dir / "configs" / "trainer_args.sft_warmup.json").read_text())["args"]["learning_rate"] == 2e-3
+    )
 
     from primenb.engine.models import load_model  # the adapter reloads onto the warmed-up base
 

@@ -208,8 +208,9 @@ def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     import os
 
     env = {**os.environ, "PRIME_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "primenb.cli", "env", *args], capture_output=True,
-                          text=True, env=env, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "env", *args], capture_output=True, text=True, env=env, check=False
+    )
 
 
 def test_cli_add_list_show_remove(home, tmp_path):

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from primenb.harness.record import write_trace
+from primenb.protocol.record import write_trace
 
 
 def make_doc(i: int, *, prefix: str = "t", status: str = "completed") -> dict[str, Any]:
@@ -26,16 +26,25 @@ def make_doc(i: int, *, prefix: str = "t", status: str = "completed") -> dict[st
         "steps": {"start": 0, "last": 10, "max": 10},
         "model": {"id": "primenb/tiny-byte", "fingerprint": "abc"},
         "adapter": {"type": "lora", "rank": 4 + i % 2} if i % 5 == 0 else None,
-        "config": {"orchestrator": {"batch_size": 16, "group_size": 4,
-                                    "train": {"source": [{"env": {"taskset": {"id": "reverse-text"}}}]}},
-                   "trainer": {"optim": {"lr": 1e-4 * (1 + i % 3)}}, "primenb": {"seed": i % 4}},
+        "config": {
+            "orchestrator": {
+                "batch_size": 16,
+                "group_size": 4,
+                "train": {"source": [{"env": {"taskset": {"id": "reverse-text"}}}]},
+            },
+            "trainer": {"optim": {"lr": 1e-4 * (1 + i % 3)}},
+            "primenb": {"seed": i % 4},
+        },
         "data": {"train": {"hash": f"h{i % 7}", "sources": [{"name": "reverse-text", "env_id": "reverse-text"}]}},
-        "metrics": {"final_reward": (i % 10) / 10, "best_eval": {"key": "eval/x/reward", "value": (i % 7) / 7, "step": 10}},
-    }  # fmt: skip
+        "metrics": {
+            "final_reward": (i % 10) / 10,
+            "best_eval": {"key": "eval/x/reward", "value": (i % 7) / 7, "step": 10},
+        },
+    }
 
 
 def write_runs(root: Path, n: int, *, prefix: str = "t", index: bool = True) -> list[Path]:
-    from primenb.harness.store import index_trace
+    from primenb.protocol.index import index_trace
 
     out = []
     for i in range(n):

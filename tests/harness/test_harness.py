@@ -24,13 +24,13 @@ import primenb.harness as h
 from primenb import load_config
 from primenb.backends.local import submit
 from primenb.errors import PrimenbError
-from primenb.harness.ops import ApplyRefused, HarnessWarning
+from primenb.harness.refine import ApplyRefused, HarnessWarning
 from primenb.run import Run
 from tests.harness.conftest import SECRET_KEY, SECRET_TOKEN
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
 
-ENV_ARGS = 'num_train = 2000\nnum_eval = 50'
+ENV_ARGS = "num_train = 2000\nnum_eval = 50"
 
 SFT = f"""max_steps = 40
 
@@ -66,8 +66,9 @@ sample_every = 10
 """
 
 
-def rl_text(init_from: str, *, seed: int = 0, env_seed: int = 0, lr: str = "5e-5", lora: bool = False,
-            deny: bool = False) -> str:  # fmt: skip
+def rl_text(
+    init_from: str, *, seed: int = 0, env_seed: int = 0, lr: str = "5e-5", lora: bool = False, deny: bool = False
+) -> str:
     text = f"""max_steps = 4
 seq_len = 128
 
@@ -139,8 +140,12 @@ def runs(workdir: Path) -> dict[str, Any]:
         result = shell.run_cell("c2 = %prime_harness apply sft-parent --steps 10")
     assert result.success, result.error_in_exec
     c2 = shell.user_ns.pop("c2")
-    out = subprocess.run([sys.executable, "-m", "primenb.cli", "harness", "rerun", "rl-a", "--detach"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "harness", "rerun", "rl-a", "--detach"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     r = Run(out.stdout.strip().splitlines()[-1].split(" in ", 1)[1])
     d = submit(load_config(rl_text(ckpt, deny=True)), name="rl-deny")
@@ -187,9 +192,15 @@ def test_every_field_is_recorded(runs: dict[str, Any], workdir: Path) -> None:
     assert d["model"]["id"] == "primenb/tiny-byte" and d["model"]["num_params"] == 558_976
     assert d["finetune"] == "full" and d["adapter"] is None
     assert b.doc["finetune"] == "lora"
-    assert b.doc["adapter"] == {"type": "lora", "rank": 4, "alpha": 8.0, "dropout": 0.0,
-                                "target_modules": ["q_proj", "v_proj"], "modules_to_save": [],
-                                "from_checkpoint": False}  # fmt: skip
+    assert b.doc["adapter"] == {
+        "type": "lora",
+        "rank": 4,
+        "alpha": 8.0,
+        "dropout": 0.0,
+        "target_modules": ["q_proj", "v_proj"],
+        "modules_to_save": [],
+        "from_checkpoint": False,
+    }
     # the full hyperparameter snapshot = the resolved config the engine trained
     resolved = json.loads((runs["B"].dir / "configs" / "resolved.json").read_text())
     assert b.config == resolved and b.config["trainer"]["optim"]["lr"] == 1e-4
@@ -207,7 +218,10 @@ def test_every_field_is_recorded(runs: dict[str, Any], workdir: Path) -> None:
     assert m["curves"]["loss"]["points"] == 40 and m["curves"]["loss"]["last"] < m["curves"]["loss"]["first"]
     curve = a.doc["metrics"]["curves"]["reward"]
     assert curve["points"] == 4 and curve["first_step"] == 1 and curve["last_step"] == 4
-    assert a.doc["metrics"]["final_reward"] == _metrics(runs["A"])[-2]["reward"] or a.doc["metrics"]["final_reward"] == curve["last"]
+    assert (
+        a.doc["metrics"]["final_reward"] == _metrics(runs["A"])[-2]["reward"]
+        or a.doc["metrics"]["final_reward"] == curve["last"]
+    )
     # seeds
     s = b.doc["seeds"]
     assert s["python"] == s["numpy"] == s["torch"] == s["sampling"] == 3 and s["data_order"] == 3
@@ -248,8 +262,8 @@ def test_stopped_run_leaves_a_completed_trace(runs: dict[str, Any]) -> None:
 
 def test_fingerprint_is_architecture_not_weights(runs: dict[str, Any]) -> None:
     pytest.importorskip("torch")
+    from primenb.engine.fingerprint import fingerprint, fingerprint_for_checkpoint, fingerprint_from_config
     from primenb.engine.models import build_tiny_model, tiny_config
-    from primenb.harness.fingerprint import fingerprint, fingerprint_for_checkpoint, fingerprint_from_config
 
     c, a, b = T(runs, "C"), T(runs, "A"), T(runs, "B")
     assert c.fingerprint and c.fingerprint == a.fingerprint == b.fingerprint  # LoRA: the base counts
@@ -267,7 +281,7 @@ def test_data_hash_follows_the_examples(runs: dict[str, Any]) -> None:
     assert a.data["train"]["hash"] == r.data["train"]["hash"] == c.data["train"]["hash"]  # same rows
     assert b.data["train"]["hash"] != a.data["train"]["hash"]  # env seed 7 instead of 0
     assert b.data["eval"]["hash"] != a.data["eval"]["hash"]
-    from primenb.harness.ops import data_differences, edited_config
+    from primenb.harness.refine import data_differences, edited_config
 
     text = (runs["A"].dir / "configs" / "config.toml").read_text()
     changed = edited_config(text, [("orchestrator.train.source[0].env.taskset.num_train", 1500)])
@@ -293,7 +307,10 @@ def test_apply_continues_from_the_parent_checkpoint(runs: dict[str, Any]) -> Non
     first, last = parent_rows[0], [r for r in parent_rows if "loss" in r][-1]
     scratch = next(r["loss"] for r in parent_rows if "loss" in r)
     assert abs(child_losses[0]["loss"] - last["loss"]) < 0.25 * (scratch - last["loss"]), (
-        scratch, last["loss"], child_losses[0]["loss"])  # near the parent's end, not from scratch
+        scratch,
+        last["loss"],
+        child_losses[0]["loss"],
+    )  # near the parent's end, not from scratch
     assert first["step"] == 0
     assert (runs["C2"].dir / "checkpoints" / "step_50" / "model.safetensors").exists()
     assert [e["trace"] for e in c2.lineage()] == [c.id, c2.id]
@@ -359,7 +376,7 @@ def test_deny_leaves_no_sample_text_in_the_run_directory(runs: dict[str, Any]) -
     assert all(len(s["completion_hash"]) == 64 and "reward" in s for s in rows)
     import hashlib
 
-    from primenb.harness.hashing import private_digest
+    from primenb.protocol.hashing import private_digest
 
     first = next(s for s in a.sample_rows() if s["step"] == rows[0]["step"])
     assert rows[0]["prompt_hash"] == private_digest(first["prompt"])  # comparable on this machine
@@ -368,7 +385,7 @@ def test_deny_leaves_no_sample_text_in_the_run_directory(runs: dict[str, Any]) -
         for t in texts:
             assert t.encode() not in data, (path, t)
     # training itself is unchanged by the setting
-    from primenb.harness.record import compare_metrics
+    from primenb.protocol.record import compare_metrics
 
     assert compare_metrics(_metrics(runs["A"]), _metrics(runs["D"]))["metrics_match"]
     assert "withheld" in dd._repr_html_()
@@ -381,10 +398,13 @@ def test_secrets_never_reach_run_directories(runs: dict[str, Any], workdir: Path
         env = h.get(run).doc.get("env_vars") or {}
         assert "HF_TOKEN" not in env and "MY_SERVICE_API_KEY" not in env
     assert h.get(runs["A"]).doc["env_vars"].get("HF_HUB_OFFLINE") == "1"  # others are kept
-    from primenb.harness.hashing import REDACTED, redact
+    from primenb.protocol.hashing import REDACTED, redact
 
-    cfg = {"env_vars": {"HF_TOKEN": "abc", "OMP_NUM_THREADS": "2"}, "note": f"x {SECRET_TOKEN} y",
-           "orchestrator": {"seq_len": 128, "max_completion_tokens": 40}}  # fmt: skip
+    cfg = {
+        "env_vars": {"HF_TOKEN": "abc", "OMP_NUM_THREADS": "2"},
+        "note": f"x {SECRET_TOKEN} y",
+        "orchestrator": {"seq_len": 128, "max_completion_tokens": 40},
+    }
     out = redact(cfg)
     assert out["env_vars"] == {"HF_TOKEN": REDACTED, "OMP_NUM_THREADS": "2"}
     assert SECRET_TOKEN not in out["note"] and out["orchestrator"]["max_completion_tokens"] == 40
@@ -399,8 +419,25 @@ def test_show_lists_traces_newest_first_with_filters(runs: dict[str, Any], shell
     ids = {k: T(runs, k).id for k in runs}
     assert set(ids.values()) <= set(df["trace"])
     assert list(df["created"]) == sorted(df["created"], reverse=True)
-    for col in ("trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr", "batch",
-                "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend"):
+    for col in (
+        "trace",
+        "parent",
+        "name",
+        "created",
+        "status",
+        "mode",
+        "model",
+        "env",
+        "steps",
+        "lr",
+        "batch",
+        "group_size",
+        "lora_rank",
+        "final_reward",
+        "best_eval",
+        "duration",
+        "backend",
+    ):
         assert col in df.columns, col
     row = df.set_index("trace").loc[ids["B"]]
     assert row["lora_rank"] == 4 and row["lr"] == 1e-4 and row["batch"] == 16 and row["group_size"] == 4
@@ -418,8 +455,16 @@ def test_show_lists_traces_newest_first_with_filters(runs: dict[str, Any], shell
     result = shell.run_cell(f"%prime_harness show {ids['C2'][:6]}")
     assert result.success and result.result.id == ids["C2"]
     detail = result.result._repr_html_()
-    for part in ("lineage", ids["C"], "config (resolved)", "data", "dependencies", "hardware", "<svg",
-                 "sample completions"):
+    for part in (
+        "lineage",
+        ids["C"],
+        "config (resolved)",
+        "data",
+        "dependencies",
+        "hardware",
+        "<svg",
+        "sample completions",
+    ):
         assert part in detail, part
     assert "→" in repr(result.result)
     bad = shell.run_cell("%prime_harness show --where 'no_such_column > 1'")
@@ -472,7 +517,7 @@ def test_compare_overlays_curves_of_three_runs(runs: dict[str, Any], shell: Any)
 
 
 def test_index_deleted_or_corrupted_is_rebuilt_with_nothing_lost(runs: dict[str, Any]) -> None:
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
 
     before = h.traces().drop(columns=["steps"]).sort_values("trace").reset_index(drop=True)
     index = Index()
@@ -490,17 +535,23 @@ def test_index_deleted_or_corrupted_is_rebuilt_with_nothing_lost(runs: dict[str,
 
 
 def test_cli_show_and_diff(runs: dict[str, Any]) -> None:
-    out = subprocess.run([sys.executable, "-m", "primenb.cli", "harness", "show", "--last", "2"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "harness", "show", "--last", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("trace") and len(lines) == 4
     a, r = T(runs, "A"), T(runs, "R")
-    out = subprocess.run([sys.executable, "-m", "primenb.cli", "harness", "diff", a.id, r.id],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "harness", "diff", a.id, r.id], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and "reproduces" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "primenb.cli", "harness", "show", "nope"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "harness", "show", "nope"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "no trace 'nope'" in out.stderr
 
 

@@ -13,8 +13,8 @@ import pytest
 
 import primenb.harness as h
 from primenb.errors import PrimenbError
-from primenb.harness.record import compare_metrics, metrics_summary, read_trace, write_trace
-from primenb.harness.store import Index
+from primenb.protocol.index import Index
+from primenb.protocol.record import compare_metrics, metrics_summary, read_trace, write_trace
 from tests.harness.synth import make_doc, write_runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +30,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_two_processes_writing_at_once_lose_nothing(home: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "tests.harness.synth", str(home / "runs"), "150", p],
-                         cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.harness.synth", str(home / "runs"), "150", p],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for p in ("a", "b")
     ]
     seen = 0
@@ -86,8 +91,16 @@ def test_a_trace_left_running_by_a_dead_engine_is_completed_from_status(home: Pa
     run.mkdir(parents=True)
     write_trace(run, make_doc(7, status="running"))
     h.reindex([str(run.parent)])
-    (run / "status.json").write_text(json.dumps({"state": "failed", "step": 3, "ended_at": "2026-01-01T00:00:00+0000",
-                                                 "error": "the training process was killed by signal 9"}))  # fmt: skip
+    (run / "status.json").write_text(
+        json.dumps(
+            {
+                "state": "failed",
+                "step": 3,
+                "ended_at": "2026-01-01T00:00:00+0000",
+                "error": "the training process was killed by signal 9",
+            }
+        )
+    )
     df = h.traces()
     assert df["status"].tolist() == ["failed"] and df["steps"].tolist() == [3]
     doc = read_trace(run)
@@ -99,8 +112,7 @@ def test_filters_and_where(home: Path) -> None:
     assert h.traces()["trace"].tolist()[0] == "t00000019"  # newest first
     assert len(h.traces(last=5)) == 5
     assert set(h.traces(where="lora_rank = 5")["trace"]) == {"t00000005", "t00000015"}
-    assert len(h.traces(where="lr == 2e-4 and mode == 'rl'")) == len(
-        [i for i in range(20) if i % 3 == 1 and i % 2])
+    assert len(h.traces(where="lr == 2e-4 and mode == 'rl'")) == len([i for i in range(20) if i % 3 == 1 and i % 2])
     assert len(h.traces(status="completed,failed")) == 20 and len(h.traces(status="failed")) == 0
     with pytest.raises(PrimenbError, match="no ';'"):
         h.traces(where="1=1; DROP TABLE traces")
@@ -143,8 +155,14 @@ def test_metrics_summary_and_comparison() -> None:
         {"step": 4, "time": 5.0, "eval/e/reward": 0.5, "eval/e/exact_match": 0.25},
     ]
     s = metrics_summary(rows)
-    assert s["eval"]["eval/e/reward"] == {"final": 0.5, "final_step": 4, "best": 0.7, "best_step": 2,
-                                          "first": 0.1, "points": 3}  # fmt: skip
+    assert s["eval"]["eval/e/reward"] == {
+        "final": 0.5,
+        "final_step": 4,
+        "best": 0.7,
+        "best_step": 2,
+        "first": 0.1,
+        "points": 3,
+    }
     assert s["best_eval"] == {"key": "eval/e/reward", "value": 0.7, "step": 2}
     assert s["curves"]["reward"]["best_step"] == 2 and s["curves"]["loss"]["best_step"] == 3
     assert s["final_reward"] == 0.4 and s["final_loss"] == 1.0 and "tokens/s" not in s["final"]
@@ -159,7 +177,9 @@ def test_metrics_summary_and_comparison() -> None:
 
 
 def test_import_primenb_and_harness_stay_light() -> None:
-    code = ("import sys, primenb, primenb.harness, primenb.notebook.harness_magics, primenb.cli_harness; "
-            "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers', 'sqlite3') if m in sys.modules))")  # fmt: skip
+    code = (
+        "import sys, primenb, primenb.harness, primenb.notebook.harness_magics, primenb.cli.harness; "
+        "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers', 'sqlite3') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"

@@ -27,8 +27,11 @@ from typing import Any, TextIO
 
 from primenb.fsutil import atomic_write_json
 
-STATES = ("queued", "running", "completed", "failed", "stopped")
-FINAL_STATES = ("completed", "failed", "stopped")
+RUN_INDEX = "runs.txt"  # in the primenb home: one run directory per line, appended at launch
+QUEUED, RUNNING, COMPLETED, FAILED, STOPPED = "queued", "running", "completed", "failed", "stopped"
+STATES = (QUEUED, RUNNING, COMPLETED, FAILED, STOPPED)
+LIVE_STATES = (QUEUED, RUNNING)
+FINAL_STATES = (COMPLETED, FAILED, STOPPED)
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -166,6 +169,14 @@ class RunDir:
         return self.stop_path.exists()
 
 
+def record_run(run_dir: Path) -> None:
+    """Remember a run directory so `attach(NAME)` finds it from any working directory."""
+    from primenb.home import prime_home
+
+    with open(prime_home() / RUN_INDEX, "a", encoding="utf-8") as fh:
+        fh.write(str(run_dir.resolve()) + "\n")
+
+
 class StatusFile:
     """The engine's view of ``status.json``: keeps the fields in memory, rewrites atomically."""
 
@@ -206,13 +217,21 @@ class StatusFile:
 
 
 __all__ = [
+    "COMPLETED",
+    "FAILED",
     "FINAL_STATES",
+    "LIVE_STATES",
+    "QUEUED",
+    "RUNNING",
+    "RUN_INDEX",
     "STATES",
+    "STOPPED",
     "JsonlWriter",
     "RunDir",
     "StatusFile",
     "atomic_write_json",
     "finite_numbers",
     "read_jsonl",
+    "record_run",
     "tail_lines",
 ]

@@ -14,12 +14,21 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from primenb.harness.hashing import safe_env_vars
+from primenb.protocol.hashing import safe_env_vars
 
 PACKAGES = (
-    "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "safetensors",
-    "numpy", "primenb", "verifiers",
-)  # fmt: skip
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "tokenizers",
+    "safetensors",
+    "numpy",
+    "primenb",
+    "verifiers",
+)
 ENV_PREFIXES = ("CUDA_", "HF_", "TRANSFORMERS_", "TORCH_", "ACCELERATE_", "NCCL_", "OMP_", "MKL_")
 ENV_NAMES = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
@@ -33,8 +42,10 @@ def package_version(name: str) -> str | None:
 
 def deps(torch: Any = None) -> dict[str, Any]:
     """Python and package versions (absent packages are left out), torch's CUDA/cuDNN builds."""
-    out: dict[str, Any] = {"python": platform.python_version(),
-                           "python_implementation": platform.python_implementation()}  # fmt: skip
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+    }
     for name in PACKAGES:
         version = package_version(name)
         if version is not None:
@@ -59,8 +70,9 @@ def cpu_model() -> str:
         pass
     if sys.platform == "darwin":
         try:
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                 text=True, timeout=5)  # fmt: skip
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+            )
             if out.stdout.strip():
                 return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):
@@ -114,8 +126,9 @@ def git_info(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any] | None
 
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", "-C", where, *args], capture_output=True, text=True,
-                                 timeout=10, stdin=subprocess.DEVNULL)  # fmt: skip
+            out = subprocess.run(
+                ["git", "-C", where, *args], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout.strip() if out.returncode == 0 else None

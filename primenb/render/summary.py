@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from primenb.notebook.svgchart import line_chart
+from primenb.render.svgchart import line_chart
 
 if TYPE_CHECKING:
     from primenb.run import Run

@@ -6,8 +6,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from primenb.notebook.summary import headline
-from primenb.notebook.tail import JsonlTail
+from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.tail import JsonlTail
+from primenb.render.summary import headline
 
 if TYPE_CHECKING:
     from primenb.run import Run
@@ -22,8 +23,8 @@ def follow(run: Run, *, every: float = 2.0) -> int:
         while True:
             for row in tail.read_new():
                 latest.update(row)
-            status = run.status
-            done = status.get("state") in ("completed", "failed", "stopped")
+            status = run.refresh()
+            done = status.get("state") in FINAL_STATES
             if latest and (done or time.monotonic() - last_print >= every):
                 h = headline(status, [latest])
                 values = " ".join(f"{k}={v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
@@ -35,7 +36,7 @@ def follow(run: Run, *, every: float = 2.0) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: asking {run.name} to save a checkpoint and stop...", flush=True)
         run.stop(wait=True)
-    status = run.status
+    status = run.refresh()
     print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
     if status.get("error"):
         print(f"error: {status['error']}", file=sys.stderr)

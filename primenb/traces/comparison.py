@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
-from primenb.harness import views as V
-from primenb.harness.trace import Trace, get
+from primenb.traces import views as V
+from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,8 +46,15 @@ def _facets(t: Trace) -> dict[str, dict[str, Any]]:
     for k, v in (d.get("adapter") or {}).items():
         model[f"adapter.{k}"] = v
     return {
-        "trace": {"name": t.name, "status": t.status, "mode": t.mode, "parent": t.parent,
-                  "reproduces": d.get("reproduces"), "backend": d.get("backend"), "host": d.get("host")},
+        "trace": {
+            "name": t.name,
+            "status": t.status,
+            "mode": t.mode,
+            "parent": t.parent,
+            "reproduces": d.get("reproduces"),
+            "backend": d.get("backend"),
+            "host": d.get("host"),
+        },
         "config": V.flatten(config),
         "model": model,
         "environment": env,
@@ -64,7 +71,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "None"
     if isinstance(value, (dict, list)):
-        from primenb.harness.hashing import canonical_json
+        from primenb.protocol.hashing import canonical_json
 
         return canonical_json(value)
     return repr(value) if isinstance(value, float) else str(value)  # exact: 1e-4 vs 1.0000001e-4
@@ -124,8 +131,10 @@ class TraceDiff:
             body.append([f"<b>{V.esc(s)}</b>" if s != last else "", V.esc(k), *[V.esc(x) for x in v]])
             last = s
         counts = ", ".join(f"{s}: {sum(1 for r in self.rows if r[0] == s)}" for s in self.sections())
-        return (f'<div class="primenb-diff"><div>{title}: {len(self.rows)} difference(s) ({counts})</div>'
-                f"{V.table(header, body, raw=True)}</div>")
+        return (
+            f'<div class="primenb-diff"><div>{title}: {len(self.rows)} difference(s) ({counts})</div>'
+            f"{V.table(header, body, raw=True)}</div>"
+        )
 
 
 def diff(*refs: Any) -> TraceDiff:
@@ -158,8 +167,9 @@ class Comparison:
         self.metrics = list(metrics) if metrics else default_metrics(self.rows)
         missing = [m for m in self.metrics if not any(m in r for rows in self.rows for r in rows)]
         if missing:
-            raise PrimenbError(f"no trace logged {', '.join(missing)}; logged metrics include: "
-                               f"{', '.join(default_metrics(self.rows))}")  # fmt: skip
+            raise PrimenbError(
+                f"no trace logged {', '.join(missing)}; logged metrics include: {', '.join(default_metrics(self.rows))}"
+            )
 
     def series(self, metric: str) -> dict[str, list[tuple[int, float]]]:
         return {
@@ -174,22 +184,34 @@ class Comparison:
         from plotly.subplots import make_subplots
 
         n = len(self.metrics)
-        fig = make_subplots(rows=n, cols=1, shared_xaxes=True, subplot_titles=self.metrics,
-                            vertical_spacing=min(0.08, 0.3 / max(1, n)))  # fmt: skip
+        fig = make_subplots(
+            rows=n, cols=1, shared_xaxes=True, subplot_titles=self.metrics, vertical_spacing=min(0.08, 0.3 / max(1, n))
+        )
         for i, metric in enumerate(self.metrics, start=1):
             for j, (label, pts) in enumerate(self.series(metric).items()):
                 if not pts:
                     continue
-                fig.add_trace(go.Scatter(
-                    x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers" if len(pts) < 30 else "lines",
-                    name=label, legendgroup=label, showlegend=i == 1 or not any(
-                        self.series(m)[label] for m in self.metrics[: i - 1]),
-                    line={"color": V.COLORS[j % len(V.COLORS)]}, marker={"size": 4},
-                ), row=i, col=1)  # fmt: skip
+                fig.add_trace(
+                    go.Scatter(
+                        x=[p[0] for p in pts],
+                        y=[p[1] for p in pts],
+                        mode="lines+markers" if len(pts) < 30 else "lines",
+                        name=label,
+                        legendgroup=label,
+                        showlegend=i == 1 or not any(self.series(m)[label] for m in self.metrics[: i - 1]),
+                        line={"color": V.COLORS[j % len(V.COLORS)]},
+                        marker={"size": 4},
+                    ),
+                    row=i,
+                    col=1,
+                )
         fig.update_xaxes(title_text="step", row=n, col=1)
-        fig.update_layout(height=max(280, 220 * n), margin={"l": 50, "r": 20, "t": 40, "b": 40},
-                          title="compare: " + " vs ".join(t.id for t in self.traces),
-                          legend={"orientation": "h", "y": -0.12 if n < 3 else -0.05})  # fmt: skip
+        fig.update_layout(
+            height=max(280, 220 * n),
+            margin={"l": 50, "r": 20, "t": 40, "b": 40},
+            title="compare: " + " vs ".join(t.id for t in self.traces),
+            legend={"orientation": "h", "y": -0.12 if n < 3 else -0.05},
+        )
         return fig
 
     def summary_rows(self) -> list[dict[str, Any]]:
@@ -198,13 +220,23 @@ class Comparison:
             m, d = t.summary, t.doc
             best, final = m.get("best_eval") or {}, m.get("final_eval") or {}
             steps = d.get("steps") or {}
-            out.append({
-                "trace": t.id, "name": t.name, "parent": t.parent, "status": t.status, "mode": t.mode,
-                "model": t.model.get("id"), "steps": f"{steps.get('start') or 0}→{steps.get('last')}",
-                "final reward": m.get("final_reward"), "final eval": final.get("value"),
-                "best eval": best.get("value"), "best eval step": best.get("step"),
-                "final loss": m.get("final_loss"), "duration": V.fmt_duration(d.get("duration_s")),
-            })  # fmt: skip
+            out.append(
+                {
+                    "trace": t.id,
+                    "name": t.name,
+                    "parent": t.parent,
+                    "status": t.status,
+                    "mode": t.mode,
+                    "model": t.model.get("id"),
+                    "steps": f"{steps.get('start') or 0}→{steps.get('last')}",
+                    "final reward": m.get("final_reward"),
+                    "final eval": final.get("value"),
+                    "best eval": best.get("value"),
+                    "best eval step": best.get("step"),
+                    "final loss": m.get("final_loss"),
+                    "duration": V.fmt_duration(d.get("duration_s")),
+                }
+            )
         return out
 
     @property
@@ -226,14 +258,18 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         charts = "".join(V.svg_chart(self.series(m), title=m) for m in self.metrics)
-        return (f'<div class="primenb-compare"><div style="display:flex;gap:6px;flex-wrap:wrap">{charts}</div>'
-                f"{self._summary_html()}</div>")
+        return (
+            f'<div class="primenb-compare"><div style="display:flex;gap:6px;flex-wrap:wrap">{charts}</div>'
+            f"{self._summary_html()}</div>"
+        )
 
     def __repr__(self) -> str:
         rows = self.summary_rows()
         header = list(rows[0]) if rows else []
-        return (f"<primenb Comparison of {len(self.traces)} traces; metrics: {', '.join(self.metrics)}>\n"
-                + V.text_table(header, [list(r.values()) for r in rows]))
+        return (
+            f"<primenb Comparison of {len(self.traces)} traces; metrics: {', '.join(self.metrics)}>\n"
+            + V.text_table(header, [list(r.values()) for r in rows])
+        )
 
 
 def compare(*refs: Any, metrics: Sequence[str] | None = None) -> Comparison:

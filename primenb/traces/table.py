@@ -12,11 +12,28 @@ from typing import Any
 import pandas as pd
 
 from primenb.errors import PrimenbError
-from primenb.harness import views as V
-from primenb.harness.store import NAMES, Index
+from primenb.protocol.index import NAMES, Index
+from primenb.traces import views as V
 
-DISPLAY = ("trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr",
-           "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend")  # fmt: skip
+DISPLAY = (
+    "trace",
+    "parent",
+    "name",
+    "created",
+    "status",
+    "mode",
+    "model",
+    "env",
+    "steps",
+    "lr",
+    "batch",
+    "group_size",
+    "lora_rank",
+    "final_reward",
+    "best_eval",
+    "duration",
+    "backend",
+)
 COLUMNS = DISPLAY + tuple(c for c in NAMES if c not in DISPLAY and c != "revision")
 SHOWN_ROWS = 50
 
@@ -44,9 +61,12 @@ class TraceFrame(pd.DataFrame):
             return "<i>no traces yet: every run launched with %prime_train leaves one</i>"
         body = V.table([_HEADERS.get(c, c) for c in cols], self._html_rows(SHOWN_ROWS), raw=True)
         more = len(self) - SHOWN_ROWS
-        foot = (f'<div style="color:#888;font-size:11px">{len(self)} traces; the newest {SHOWN_ROWS} shown '
-                f"(--last N, --where EXPR, or primenb.harness.traces() for all {more + SHOWN_ROWS})</div>"
-                if more > 0 else f'<div style="color:#888;font-size:11px">{len(self)} trace(s)</div>')  # fmt: skip
+        foot = (
+            f'<div style="color:#888;font-size:11px">{len(self)} traces; the newest {SHOWN_ROWS} shown '
+            f"(--last N, --where EXPR, or primenb.harness.traces() for all {more + SHOWN_ROWS})</div>"
+            if more > 0
+            else f'<div style="color:#888;font-size:11px">{len(self)} trace(s)</div>'
+        )
         return f'<div class="primenb-traces">{body}{foot}</div>'
 
     def _html_rows(self, n: int) -> list[list[str]]:
@@ -96,8 +116,15 @@ def _local_tz() -> Any:
     return _dt.datetime.now().astimezone().tzinfo
 
 
-def query(*, last: int | None = None, status: str | None = None, env: str | None = None,
-          model: str | None = None, where: str | None = None, index: Index | None = None) -> TraceFrame:  # fmt: skip
+def query(
+    *,
+    last: int | None = None,
+    status: str | None = None,
+    env: str | None = None,
+    model: str | None = None,
+    where: str | None = None,
+    index: Index | None = None,
+) -> TraceFrame:
     """Traces newest first, filtered. ``where`` is an SQL expression over the columns
     (e.g. ``"lr > 1e-4 and status = 'completed'"``; ``==`` also works)."""
     index = index or Index()
@@ -130,8 +157,9 @@ def query(*, last: int | None = None, status: str | None = None, env: str | None
     df = TraceFrame.from_records(rows, columns=list(COLUMNS)) if rows else TraceFrame(columns=list(COLUMNS))
     df = TraceFrame(df)
     if len(df):
-        df["created"] = (pd.to_datetime(df["created"], unit="s", utc=True)
-                         .dt.tz_convert(_local_tz()).dt.tz_localize(None))  # fmt: skip
+        df["created"] = (
+            pd.to_datetime(df["created"], unit="s", utc=True).dt.tz_convert(_local_tz()).dt.tz_localize(None)
+        )
     return df
 
 
@@ -140,9 +168,9 @@ def _refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, 
     died without completing its trace) from the run directory: a few files, only for live runs."""
     from pathlib import Path
 
-    from primenb.engine.rundir import RunDir
-    from primenb.harness.record import read_trace, reconcile
-    from primenb.harness.store import index_row
+    from primenb.protocol.index import index_row
+    from primenb.protocol.record import read_trace, reconcile
+    from primenb.protocol.rundir import RunDir
 
     pos = {c: i for i, c in enumerate(COLUMNS)}
     out = []

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from primenb.errors import PrimenbError
-from primenb.progress import follow
+from primenb.render.progress import follow
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -60,7 +60,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from primenb.run import attach
+    from primenb.backends import attach
 
     run = attach(args.run)
     print(f"{run.name}: {run.stop(wait=True, timeout=args.timeout)}")
@@ -68,7 +68,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _attach(args: argparse.Namespace) -> int:
-    from primenb.run import attach
+    from primenb.backends import attach
 
     return follow(attach(args.run))
 
@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run", help="run name or directory")
     a.set_defaults(func=_attach)
 
-    from primenb import cli_env, cli_harness
+    from primenb.cli import env as cli_env
+    from primenb.cli import harness as cli_harness
 
     cli_env.add_commands(sub)
     cli_harness.add_commands(sub)

@@ -6,15 +6,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.engine.rundir import read_jsonl
 from primenb.errors import PrimenbError
-from primenb.harness import views as V
-from primenb.harness.record import TRACE_FILE, read_trace, reconcile
+from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
+from primenb.protocol.rundir import read_jsonl
+from primenb.traces import views as V
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
     from primenb.run import Run
 
 SAMPLES_SHOWN = 6
@@ -147,17 +147,20 @@ class Trace:
         return chain[::-1]
 
     def children(self, index: Index | None = None) -> list[tuple[str, str]]:
-        from primenb.harness.store import Index
+        from primenb.protocol.index import Index
 
-        rows = (index or Index()).query(
-            "SELECT trace, name FROM traces WHERE parent = ? ORDER BY created", (self.id,)
-        )
+        rows = (index or Index()).query("SELECT trace, name FROM traces WHERE parent = ? ORDER BY created", (self.id,))
         return [(r[0], r[1]) for r in rows]
 
     def _entry(self) -> dict[str, Any]:
         steps = self.doc.get("steps") or {}
-        return {"trace": self.id, "name": self.name, "status": self.status,
-                "steps": (steps.get("start"), steps.get("last")), "missing": False}  # fmt: skip
+        return {
+            "trace": self.id,
+            "name": self.name,
+            "status": self.status,
+            "steps": (steps.get("start"), steps.get("last")),
+            "missing": False,
+        }
 
     # -- display ----------------------------------------------------------------------------
     def headline(self) -> dict[str, Any]:
@@ -172,8 +175,12 @@ class Trace:
             "mode": (self.mode or "").upper(),
             "model": self.model.get("id"),
             "fingerprint": self.fingerprint,
-            "fine-tune": (f"LoRA rank {adapter.get('rank')}, alpha {fmt_num(adapter.get('alpha'))}, "
-                          f"targets {V.fmt(adapter.get('target_modules'))}" if adapter else "full"),
+            "fine-tune": (
+                f"LoRA rank {adapter.get('rank')}, alpha {fmt_num(adapter.get('alpha'))}, "
+                f"targets {V.fmt(adapter.get('target_modules'))}"
+                if adapter
+                else "full"
+            ),
             "steps": f"{steps.get('start') or 0} → {steps.get('last')} (max {steps.get('max')})",
             "final reward": m.get("final_reward"),
             "final eval": f"{V.fmt(final.get('value'))} at step {final.get('step')}" if final else None,
@@ -216,8 +223,10 @@ def fmt_num(v: Any) -> str:
 def trace_html(t: Trace) -> str:
     d = t.doc
     h = t.headline()
-    parts = [f'<div class="primenb-trace"><div style="font-size:14px"><b>trace {V.esc(t.id)}</b> '
-             f'{V.esc(t.name)} {V.status_badge(t.status)}</div>']
+    parts = [
+        f'<div class="primenb-trace"><div style="font-size:14px"><b>trace {V.esc(t.id)}</b> '
+        f"{V.esc(t.name)} {V.status_badge(t.status)}</div>"
+    ]
     if d.get("error"):
         parts.append(f'<div style="color:#c62828">error: {V.esc(d["error"])}</div>')
     parts.append(V.kv_table(_shown(h)))
@@ -239,9 +248,11 @@ def trace_html(t: Trace) -> str:
         r = d["reproduction"]
         ok = r.get("metrics_match")
         color = "#2e7d32" if ok else "#c62828"
-        parts.append(f"<div>reproduces <b>{V.esc(r.get('of'))}</b>: <span style='color:{color}'>metrics "
-                     f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
-                     f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>")
+        parts.append(
+            f"<div>reproduces <b>{V.esc(r.get('of'))}</b>: <span style='color:{color}'>metrics "
+            f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
+            f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>"
+        )
     # metrics chart (static SVG)
     rows = t.metric_rows()
     charts = []
@@ -251,18 +262,35 @@ def trace_html(t: Trace) -> str:
             charts.append(V.svg_chart({key: pts}, title=key, width=300, height=150))
     if charts:
         parts.append(f'<div style="display:flex;gap:6px;flex-wrap:wrap">{"".join(charts)}</div>')
-    evals = (t.summary.get("eval") or {})
+    evals = t.summary.get("eval") or {}
     if evals:
-        parts.append(V.details("eval metrics", V.table(
-            ["metric", "final", "at step", "best", "at step"],
-            [[k, V.fmt(v.get("final")), v.get("final_step"), V.fmt(v.get("best")), v.get("best_step")]
-             for k, v in evals.items()])))  # fmt: skip
+        parts.append(
+            V.details(
+                "eval metrics",
+                V.table(
+                    ["metric", "final", "at step", "best", "at step"],
+                    [
+                        [k, V.fmt(v.get("final")), v.get("final_step"), V.fmt(v.get("best")), v.get("best_step")]
+                        for k, v in evals.items()
+                    ],
+                ),
+            )
+        )
     # data
     data_rows = []
     for kind, part in t.data.items():
         for src in part.get("sources", []):
-            data_rows.append([kind, src.get("name"), src.get("env_id") or src.get("dataset"), src.get("version"),
-                              V.fmt(src.get("args")), src.get("examples"), V.short(src.get("hash"), 16)])  # fmt: skip
+            data_rows.append(
+                [
+                    kind,
+                    src.get("name"),
+                    src.get("env_id") or src.get("dataset"),
+                    src.get("version"),
+                    V.fmt(src.get("args")),
+                    src.get("examples"),
+                    V.short(src.get("hash"), 16),
+                ]
+            )
     if data_rows:
         header = ["split", "source", "environment", "version", "args", "examples", "hash"]
         parts.append(V.details("data", V.table(header, data_rows), open_=True))
@@ -276,20 +304,37 @@ def trace_html(t: Trace) -> str:
     if d.get("git"):
         parts.append(V.details("git", V.kv_table(d["git"])))
     if d.get("checkpoints"):
-        parts.append(V.details("checkpoints", V.table(["step", "kind", "path"],
-                                                      [[c.get("step") or c.get("name"), c.get("kind"), c.get("path")]
-                                                       for c in d["checkpoints"]])))  # fmt: skip
+        parts.append(
+            V.details(
+                "checkpoints",
+                V.table(
+                    ["step", "kind", "path"],
+                    [[c.get("step") or c.get("name"), c.get("kind"), c.get("path")] for c in d["checkpoints"]],
+                ),
+            )
+        )
     # samples
     if (d.get("privacy") or {}).get("data_collection") == "deny":
-        parts.append(V.details("samples", "<i>withheld: data_collection = \"deny\" (only hashes and "
-                                          "aggregate metrics are kept)</i>"))
+        parts.append(
+            V.details(
+                "samples", '<i>withheld: data_collection = "deny" (only hashes and aggregate metrics are kept)</i>'
+            )
+        )
     else:
         samples = t.sample_rows()[-SAMPLES_SHOWN:]
         if samples:
-            parts.append(V.details("sample completions (latest)", V.table(
-                ["step", "prompt", "completion", "reward"],
-                [[s.get("step"), s.get("prompt"), s.get("completion"), V.fmt(s.get("reward"))]
-                 for s in samples])))
+            parts.append(
+                V.details(
+                    "sample completions (latest)",
+                    V.table(
+                        ["step", "prompt", "completion", "reward"],
+                        [
+                            [s.get("step"), s.get("prompt"), s.get("completion"), V.fmt(s.get("reward"))]
+                            for s in samples
+                        ],
+                    ),
+                )
+            )
     parts.append("</div>")
     return "".join(parts)
 
@@ -311,7 +356,7 @@ def _chart_keys(rows: list[dict[str, Any]]) -> list[str]:
 def get(ref: Any, *, index: Index | None = None) -> Trace:
     """A trace from a `Trace`, a `Run`, a run directory, a trace id, a unique id prefix (4+
     characters) or a run name (the newest run of that name)."""
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
 
     if isinstance(ref, Trace):
         return ref
@@ -326,22 +371,29 @@ def get(ref: Any, *, index: Index | None = None) -> Trace:
     index = index or Index()
     rows = index.query("SELECT trace, run_dir FROM traces WHERE trace = ?", (text,))
     if not rows and len(text) >= 4:
-        rows = index.query("SELECT trace, run_dir FROM traces WHERE trace LIKE ? ORDER BY created DESC",
-                           (text.replace("%", "") + "%",))  # fmt: skip
+        rows = index.query(
+            "SELECT trace, run_dir FROM traces WHERE trace LIKE ? ORDER BY created DESC", (text.replace("%", "") + "%",)
+        )
         if len(rows) > 1:
-            raise TraceNotFound(f"{text!r} matches {len(rows)} traces ({', '.join(r[0] for r in rows[:5])}); "
-                                "give more characters of the trace id")  # fmt: skip
+            raise TraceNotFound(
+                f"{text!r} matches {len(rows)} traces ({', '.join(r[0] for r in rows[:5])}); "
+                "give more characters of the trace id"
+            )
     if not rows:
         rows = index.query("SELECT trace, run_dir FROM traces WHERE name = ? ORDER BY created DESC LIMIT 1", (text,))
     if not rows:
-        raise TraceNotFound(f"no trace {text!r}: not a trace id, id prefix, run name or run directory in the "
-                            f"index ({index.path}). `%prime_harness show` lists traces; "
-                            "`%prime_harness reindex [FOLDER]` adds runs it does not know yet")  # fmt: skip
+        raise TraceNotFound(
+            f"no trace {text!r}: not a trace id, id prefix, run name or run directory in the "
+            f"index ({index.path}). `%prime_harness show` lists traces; "
+            "`%prime_harness reindex [FOLDER]` adds runs it does not know yet"
+        )
     trace_id, run_dir = rows[0]
     doc = read_trace(run_dir)
     if doc is None or doc.get("trace_id") != trace_id:
-        raise TraceNotFound(f"trace {trace_id}: its run directory {run_dir} no longer holds it "
-                            "(moved or deleted); `%prime_harness reindex` updates the index")  # fmt: skip
+        raise TraceNotFound(
+            f"trace {trace_id}: its run directory {run_dir} no longer holds it "
+            "(moved or deleted); `%prime_harness reindex` updates the index"
+        )
     reconcile(doc, Path(run_dir))
     return Trace(doc, run_dir)
 

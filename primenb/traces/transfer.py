@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from primenb.engine.rundir import FINAL_STATES, atomic_write_json
 from primenb.errors import PrimenbError
-from primenb.harness.record import TRACE_FILE, now_iso, read_trace, write_trace
-from primenb.harness.trace import Trace, get
+from primenb.protocol.record import TRACE_FILE, now_iso, read_trace, write_trace
+from primenb.protocol.rundir import FINAL_STATES, atomic_write_json
+from primenb.traces.trace import Trace, get
 
 MANIFEST = "primenb_export.json"
 _COPY = ("trace.json", "status.json", "metrics.jsonl", "samples.jsonl", "configs")
@@ -40,8 +40,14 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in _COPY:
         _copy(trace.run_dir / name, dest / name)
-    manifest: dict[str, Any] = {"trace_id": trace.id, "name": trace.name, "exported_at": now_iso(),
-                                "from_run_dir": str(trace.run_dir), "final": None, "base": None}  # fmt: skip
+    manifest: dict[str, Any] = {
+        "trace_id": trace.id,
+        "name": trace.name,
+        "exported_at": now_iso(),
+        "from_run_dir": str(trace.run_dir),
+        "final": None,
+        "base": None,
+    }
     ckpt = trace.final_checkpoint
     if ckpt is not None and ckpt.is_dir():
         _copy(ckpt, dest / "final")
@@ -67,14 +73,16 @@ def _read(path: Path) -> dict[str, Any]:
 def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = None) -> Trace:
     """Bring an exported trace back as a run directory (default ``outputs/<name>``) with the same
     trace id, its checkpoint paths pointing at the new place, and index it."""
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
 
     src = Path(path).expanduser().resolve()
     manifest = _read(src / MANIFEST)
     doc = read_trace(src)
     if not manifest or doc is None:
-        raise PrimenbError(f"{src} is not an exported trace (no {MANIFEST} / {TRACE_FILE}); "
-                           "make one with %prime_harness export TRACE PATH")  # fmt: skip
+        raise PrimenbError(
+            f"{src} is not an exported trace (no {MANIFEST} / {TRACE_FILE}); "
+            "make one with %prime_harness export TRACE PATH"
+        )
     index = Index()
     known = index.query("SELECT run_dir FROM traces WHERE trace = ?", (doc["trace_id"],))
     if known and (Path(known[0][0]) / TRACE_FILE).exists():
@@ -105,11 +113,14 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
     doc["run_dir"] = str(target)
     doc["final"] = new_final
     doc["checkpoints"] = (
-        [{"step": new_final.get("step"), "path": new_final["path"], "kind": new_final.get("kind")}]
-        if new_final else []
+        [{"step": new_final.get("step"), "path": new_final["path"], "kind": new_final.get("kind")}] if new_final else []
     )
-    doc["imported"] = {"from": manifest.get("from_run_dir"), "exported_at": manifest.get("exported_at"),
-                       "imported_at": now_iso(), "host": socket.gethostname()}  # fmt: skip
+    doc["imported"] = {
+        "from": manifest.get("from_run_dir"),
+        "exported_at": manifest.get("exported_at"),
+        "imported_at": now_iso(),
+        "host": socket.gethostname(),
+    }
     write_trace(target, doc)
     index.add_root(target.parent)
     index.upsert(doc, target)
@@ -119,12 +130,13 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
 def rm(ref: Any, *, files: bool = False) -> str:
     """Remove a trace from the harness: its trace.json (the run directory stays, so a reindex
     does not bring it back), or with ``files=True`` the whole run directory."""
-    from primenb.harness.store import Index
+    from primenb.protocol.index import Index
 
     trace = get(ref)
     if trace.status in ("queued", "running"):
-        raise PrimenbError(f"trace {trace.id} ({trace.name}) is still {trace.status}; stop it first "
-                           f"(%prime_train --stop {trace.name})")  # fmt: skip
+        raise PrimenbError(
+            f"trace {trace.id} ({trace.name}) is still {trace.status}; stop it first (%prime_train --stop {trace.name})"
+        )
     if files:
         shutil.rmtree(trace.run_dir)
         what = f"removed trace {trace.id} and its run directory {trace.run_dir}"

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.engine.rundir import FINAL_STATES
+from primenb.backends.base import Lineage
 from primenb.errors import PrimenbError
-from primenb.harness.trace import Trace, get
+from primenb.protocol.rundir import FINAL_STATES
+from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -114,37 +115,39 @@ def _config_text(trace: Trace) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except OSError:
-        raise PrimenbError(f"trace {trace.id} has no config text ({path} is missing); it was not "
-                           "launched through primenb's launcher, so it cannot be re-launched") from None  # fmt: skip
+        raise PrimenbError(
+            f"trace {trace.id} has no config text ({path} is missing); it was not "
+            "launched through primenb's launcher, so it cannot be re-launched"
+        ) from None
 
 
-def _launch(config: Config, *, name: str, backend: str | None, lineage: dict[str, Any]) -> Run:
-    backend = backend or config.settings.backend
-    if backend == "local":
-        from primenb.backends.local import submit
+def _launch(config: Config, *, name: str, backend: str | None, lineage: Lineage) -> Run:
+    from primenb.backends import submit
 
-        return submit(config, name=name, trace=lineage)
-    from primenb.backends import submit as any_submit
-
-    return any_submit(config, name=name, backend=backend)
+    return submit(config, name=name, backend=backend, lineage=lineage)
 
 
 def _require_final(trace: Trace, verb: str) -> None:
     if trace.status not in FINAL_STATES:
-        raise ApplyRefused(f"cannot {verb} trace {trace.id} ({trace.name}): it is still {trace.status}; "
-                           f"wait for it or stop it first (%prime_train --stop {trace.name})")  # fmt: skip
+        raise ApplyRefused(
+            f"cannot {verb} trace {trace.id} ({trace.name}): it is still {trace.status}; "
+            f"wait for it or stop it first (%prime_train --stop {trace.name})"
+        )
 
 
 def _require_checkpoint(trace: Trace) -> Path:
     ckpt = trace.final_checkpoint
     if ckpt is None:
         error = f": {trace.get('error')}" if trace.get("error") else ""
-        raise ApplyRefused(f"trace {trace.id} ({trace.name}) has no final checkpoint to continue from "
-                           f"(status {trace.status}{error})")
+        raise ApplyRefused(
+            f"trace {trace.id} ({trace.name}) has no final checkpoint to continue from (status {trace.status}{error})"
+        )
     if not ((ckpt / "config.json").exists() or (ckpt / "adapter_config.json").exists()):
-        raise ApplyRefused(f"trace {trace.id} ({trace.name}): its final checkpoint {ckpt} is missing or "
-                           "incomplete (deleted, moved, or pruned by ckpt.keep_last); "
-                           "nothing to continue from")
+        raise ApplyRefused(
+            f"trace {trace.id} ({trace.name}): its final checkpoint {ckpt} is missing or "
+            "incomplete (deleted, moved, or pruned by ckpt.keep_last); "
+            "nothing to continue from"
+        )
     return ckpt
 
 
@@ -154,18 +157,23 @@ def _require_checkpoint(trace: Trace) -> Path:
 
 def check_architecture(parent: Trace, config: Config, ckpt: Path) -> None:
     """Refuse when the model the new run would build is not the parent's architecture."""
-    from primenb.harness.fingerprint import fingerprint_for_checkpoint, fingerprint_for_name
+    from primenb.engine.fingerprint import fingerprint_for_checkpoint, fingerprint_for_name
 
     expected = parent.fingerprint
     if not expected:
-        warnings.warn(f"trace {parent.id} has no architecture fingerprint (its engine ended before "
-                      "building the model); the architecture is not checked", HarnessWarning, stacklevel=3)  # fmt: skip
+        warnings.warn(
+            f"trace {parent.id} has no architecture fingerprint (its engine ended before "
+            "building the model); the architecture is not checked",
+            HarnessWarning,
+            stacklevel=3,
+        )
         return
     try:
         got = fingerprint_for_checkpoint(ckpt)
     except Exception as exc:
-        raise ApplyRefused(f"the checkpoint {ckpt} of trace {parent.id} cannot be read ({type(exc).__name__}: "
-                           f"{exc})") from None  # fmt: skip
+        raise ApplyRefused(
+            f"the checkpoint {ckpt} of trace {parent.id} cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
     if got["fingerprint"] != expected:
         raise ApplyRefused(
             f"architecture fingerprint mismatch: checkpoint {ckpt} holds a {got['class']} with fingerprint "
@@ -176,9 +184,12 @@ def check_architecture(parent: Trace, config: Config, ckpt: Path) -> None:
     try:
         declared = fingerprint_for_name(name)
     except Exception as exc:
-        warnings.warn(f"could not determine the architecture of model.name = {name!r} on this machine "
-                      f"({type(exc).__name__}); only the checkpoint was checked",
-                      HarnessWarning, stacklevel=3)
+        warnings.warn(
+            f"could not determine the architecture of model.name = {name!r} on this machine "
+            f"({type(exc).__name__}); only the checkpoint was checked",
+            HarnessWarning,
+            stacklevel=3,
+        )
         return
     if declared["fingerprint"] != expected:
         raise ApplyRefused(
@@ -195,7 +206,7 @@ def data_differences(parent: Trace, config: Config) -> list[str]:
     from primenb.engine.data import is_env_name, sft_env_args
     from primenb.engine.plan import build_plan
     from primenb.envs import get_environment
-    from primenb.harness.hashing import rows_hash
+    from primenb.protocol.hashing import rows_hash
 
     plan = build_plan(config.resolved(primenb=True))
     if plan.mode == "rl":
@@ -213,11 +224,16 @@ def data_differences(parent: Trace, config: Config) -> list[str]:
         if old is None:
             notes.append(f"source {name!r} ({env_id}) is new: the parent did not train on it")
         elif old.get("hash") != digest:
-            changed = {k: (old.get("args", {}).get(k), v) for k, v in (getattr(env, "args", None) or args).items()
-                       if old.get("args", {}).get(k) != v}  # fmt: skip
+            changed = {
+                k: (old.get("args", {}).get(k), v)
+                for k, v in (getattr(env, "args", None) or args).items()
+                if old.get("args", {}).get(k) != v
+            }
             what = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in ((k, *ab) for k, ab in changed.items()))
-            notes.append(f"source {name!r} ({env_id}): data hash {old.get('hash', '')[:12]} -> {digest[:12]}"
-                         f" ({n} examples){'; ' + what if what else ''}")  # fmt: skip
+            notes.append(
+                f"source {name!r} ({env_id}): data hash {old.get('hash', '')[:12]} -> {digest[:12]}"
+                f" ({n} examples){'; ' + what if what else ''}"
+            )
     for name in before:
         notes.append(f"source {name!r} of the parent is not in the new run")
     return notes
@@ -227,8 +243,14 @@ def data_differences(parent: Trace, config: Config) -> list[str]:
 # apply / rerun
 
 
-def apply(ref: Any, *, steps: int | None = None, overrides: Sequence[str] = (), backend: str | None = None,
-          name: str | None = None) -> Run:  # fmt: skip
+def apply(
+    ref: Any,
+    *,
+    steps: int | None = None,
+    overrides: Sequence[str] = (),
+    backend: str | None = None,
+    name: str | None = None,
+) -> Run:
     """A new run continuing ``ref`` from its final checkpoint (model or adapter): its config plus
     ``overrides`` (``key=value``), ``steps`` more steps (default: as many as the parent trained),
     step numbers counting on from the parent's last. Refuses when the checkpoint is missing or
@@ -256,9 +278,8 @@ def apply(ref: Any, *, steps: int | None = None, overrides: Sequence[str] = (), 
     check_architecture(parent, config, ckpt)
     for note in data_differences(parent, config):
         warnings.warn(f"the training data differs from trace {parent.id}'s: {note}", HarnessWarning, stacklevel=2)
-    lineage = {"parent": parent.id}
-    return _launch(config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", backend=backend,
-                   lineage=lineage)  # fmt: skip
+    lineage = Lineage(parent=parent.id)
+    return _launch(config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", backend=backend, lineage=lineage)
 
 
 def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:
@@ -270,24 +291,36 @@ def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> R
     init_from = config.settings.init_from
     if init_from and not Path(init_from).exists():
         raise ApplyRefused(f"trace {original.id} started from {init_from}, which no longer exists")
-    from primenb.harness.hashing import redact
+    from primenb.protocol.hashing import redact
 
     recorded = dict(original.config)
     now = redact(config.resolved(primenb=True))
     for d in (recorded, now):
         d.pop("run", None)
     if recorded and recorded != now:
-        from primenb.harness.views import flatten
+        from primenb.traces.views import flatten
 
         a, b = flatten(recorded), flatten(now)
         keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-        warnings.warn(f"the config resolves differently now than when {original.id} ran (e.g. new defaults): "
-                      f"{', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}",
-                      HarnessWarning, stacklevel=2)
-    lineage = {"parent": original.parent, "reproduces": original.id, "reproduces_run_dir": str(original.run_dir)}
-    return _launch(config, name=name or f"{original.name}-rerun-{secrets.token_hex(2)}", backend=backend,
-                   lineage=lineage)  # fmt: skip
+        warnings.warn(
+            f"the config resolves differently now than when {original.id} ran (e.g. new defaults): "
+            f"{', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}",
+            HarnessWarning,
+            stacklevel=2,
+        )
+    lineage = Lineage(parent=original.parent, reproduces=original.id, reproduces_run_dir=str(original.run_dir))
+    return _launch(
+        config, name=name or f"{original.name}-rerun-{secrets.token_hex(2)}", backend=backend, lineage=lineage
+    )
 
 
-__all__ = ["ApplyRefused", "HarnessWarning", "apply", "check_architecture", "data_differences",
-           "edited_config", "parse_overrides", "rerun"]  # fmt: skip
+__all__ = [
+    "ApplyRefused",
+    "HarnessWarning",
+    "apply",
+    "check_architecture",
+    "data_differences",
+    "edited_config",
+    "parse_overrides",
+    "rerun",
+]

@@ -9,21 +9,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.harness.hashing import redact
-from primenb.harness.record import TRACE_VERSION, new_trace_id, now_iso, write_trace
+from primenb.backends.base import Lineage
+from primenb.protocol.hashing import redact
+from primenb.protocol.record import TRACE_VERSION, new_trace_id, now_iso, write_trace
 
 if TYPE_CHECKING:
     from primenb.config import Config
 
-LINEAGE_KEYS = ("parent", "reproduces", "reproduces_run_dir")
 
-
-def queued_trace(run_dir: Path, config: Config, *, name: str, backend: str,
-                 lineage: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def queued_trace(
+    run_dir: Path, config: Config, *, name: str, backend: str, lineage: Lineage | None = None
+) -> dict[str, Any]:
     """Write and index the first version of ``run_dir/trace.json`` (state ``queued``)."""
-    from primenb.harness.store import index_trace
+    from primenb.protocol.index import index_trace
 
-    lineage = {k: v for k, v in (lineage or {}).items() if k in LINEAGE_KEYS}
+    lineage = lineage or Lineage()
     settings = config.settings
     try:
         resolved = json.loads((run_dir / "configs" / "resolved.json").read_text())
@@ -32,9 +32,9 @@ def queued_trace(run_dir: Path, config: Config, *, name: str, backend: str,
     doc: dict[str, Any] = {
         "trace_id": new_trace_id(),
         "trace_version": TRACE_VERSION,
-        "parent": lineage.get("parent"),
-        "reproduces": lineage.get("reproduces"),
-        "reproduces_run_dir": lineage.get("reproduces_run_dir"),
+        "parent": lineage.parent,
+        "reproduces": lineage.reproduces,
+        "reproduces_run_dir": lineage.reproduces_run_dir,
         "name": name,
         "run_dir": str(run_dir.resolve()),
         "backend": backend,
@@ -52,4 +52,4 @@ def queued_trace(run_dir: Path, config: Config, *, name: str, backend: str,
     return doc
 
 
-__all__ = ["LINEAGE_KEYS", "queued_trace"]
+__all__ = ["queued_trace"]

@@ -14,16 +14,36 @@ import json
 from pathlib import Path
 from typing import Any
 
-from primenb.harness.hashing import canonical_json, sha256_text
+from primenb.protocol.hashing import canonical_json, sha256_text
 
 # config keys that name, date or tune a model without changing its architecture
-IGNORED_CONFIG_KEYS = frozenset({
-    "_name_or_path", "name_or_path", "architectures", "transformers_version", "dtype", "torch_dtype",
-    "use_cache", "output_attentions", "output_hidden_states", "return_dict", "_commit_hash",
-    "_attn_implementation", "_attn_implementation_autoset", "attn_implementation",
-    "_experts_implementation", "initializer_range", "id2label", "label2id", "problem_type",
-    "chunk_size_feed_forward", "tokenizer_class", "prefix", "task_specific_params",
-})  # fmt: skip
+IGNORED_CONFIG_KEYS = frozenset(
+    {
+        "_name_or_path",
+        "name_or_path",
+        "architectures",
+        "transformers_version",
+        "dtype",
+        "torch_dtype",
+        "use_cache",
+        "output_attentions",
+        "output_hidden_states",
+        "return_dict",
+        "_commit_hash",
+        "_attn_implementation",
+        "_attn_implementation_autoset",
+        "attn_implementation",
+        "_experts_implementation",
+        "initializer_range",
+        "id2label",
+        "label2id",
+        "problem_type",
+        "chunk_size_feed_forward",
+        "tokenizer_class",
+        "prefix",
+        "task_specific_params",
+    }
+)
 _PEFT_PREFIX = "base_model.model."
 
 
@@ -100,9 +120,7 @@ def fingerprint_for_checkpoint(ckpt: str | Path) -> dict[str, Any]:
         base = meta.get("base") or {}
         if base.get("path"):
             return fingerprint_for_checkpoint(base["path"])
-        name = base.get("name") or _read_json(folder / "adapter_config.json").get(
-            "base_model_name_or_path"
-        )
+        name = base.get("name") or _read_json(folder / "adapter_config.json").get("base_model_name_or_path")
         if not name:
             raise ValueError(f"{folder}: adapter without a recorded base model")
         return fingerprint_for_name(str(name))

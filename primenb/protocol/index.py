@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from primenb.harness.record import TRACE_FILE, read_trace
+from primenb.protocol.record import TRACE_FILE, read_trace
 
 log = logging.getLogger("primenb.harness")
 
@@ -33,15 +33,36 @@ ROOTS_FILE = "roots.txt"
 
 # (column, SQL type): the DataFrame shows them in this order
 COLUMNS: tuple[tuple[str, str], ...] = (
-    ("trace", "TEXT PRIMARY KEY"), ("parent", "TEXT"), ("name", "TEXT"), ("created", "REAL"),
-    ("status", "TEXT"), ("mode", "TEXT"), ("model", "TEXT"), ("env", "TEXT"),
-    ("steps", "INTEGER"), ("max_steps", "INTEGER"), ("lr", "REAL"), ("batch", "INTEGER"),
-    ("group_size", "INTEGER"), ("lora_rank", "INTEGER"), ("final_reward", "REAL"),
-    ("best_eval", "REAL"), ("best_eval_step", "INTEGER"), ("final_eval", "REAL"),
-    ("final_loss", "REAL"), ("duration", "REAL"), ("backend", "TEXT"), ("host", "TEXT"),
-    ("reproduces", "TEXT"), ("metrics_match", "INTEGER"), ("fingerprint", "TEXT"),
-    ("data_hash", "TEXT"), ("seed", "INTEGER"), ("run_dir", "TEXT"), ("revision", "INTEGER"),
-)  # fmt: skip
+    ("trace", "TEXT PRIMARY KEY"),
+    ("parent", "TEXT"),
+    ("name", "TEXT"),
+    ("created", "REAL"),
+    ("status", "TEXT"),
+    ("mode", "TEXT"),
+    ("model", "TEXT"),
+    ("env", "TEXT"),
+    ("steps", "INTEGER"),
+    ("max_steps", "INTEGER"),
+    ("lr", "REAL"),
+    ("batch", "INTEGER"),
+    ("group_size", "INTEGER"),
+    ("lora_rank", "INTEGER"),
+    ("final_reward", "REAL"),
+    ("best_eval", "REAL"),
+    ("best_eval_step", "INTEGER"),
+    ("final_eval", "REAL"),
+    ("final_loss", "REAL"),
+    ("duration", "REAL"),
+    ("backend", "TEXT"),
+    ("host", "TEXT"),
+    ("reproduces", "TEXT"),
+    ("metrics_match", "INTEGER"),
+    ("fingerprint", "TEXT"),
+    ("data_hash", "TEXT"),
+    ("seed", "INTEGER"),
+    ("run_dir", "TEXT"),
+    ("revision", "INTEGER"),
+)
 NAMES = tuple(c for c, _ in COLUMNS)
 
 
@@ -91,15 +112,18 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
         envs = [_get(config, "data.name")]
         model = _get(config, "model.name")
     return {
-        "lr": _num(lr), "batch": _int(batch), "group_size": _int(group),
+        "lr": _num(lr),
+        "batch": _int(batch),
+        "group_size": _int(group),
         "env": ",".join(dict.fromkeys(str(e) for e in envs if e)) or None,
-        "model": model, "seed": _int(_get(config, "primenb.seed")),
-    }  # fmt: skip
+        "model": model,
+        "seed": _int(_get(config, "primenb.seed")),
+    }
 
 
 def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved: bool = False) -> dict[str, Any]:
     """The index row of a trace; ``resolved``: ``run_dir`` is already absolute and real."""
-    from primenb.harness.record import iso_to_epoch
+    from primenb.protocol.record import iso_to_epoch
 
     raw = doc.get("config")
     config: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -261,8 +285,9 @@ class Index:
                 src = Path(str(self.path) + suffix)
                 if src.exists():
                     os.replace(src, src.with_name(f"{src.name}.corrupt-{stamp}"))
-            log.warning("harness index %s was unreadable (%s): rebuilding it from the run directories",
-                        self.path, reason)  # fmt: skip
+            log.warning(
+                "harness index %s was unreadable (%s): rebuilding it from the run directories", self.path, reason
+            )
             self.rebuilt = f"the index was corrupt ({reason})"
 
     def _fill(self, con: sqlite3.Connection) -> None:
@@ -282,12 +307,17 @@ class Index:
                     con.executemany(_UPSERT, values)
                     if prune:
                         keep = {r["trace"] for r in rows}
-                        gone = [(tid,) for tid, run_dir in con.execute("SELECT trace, run_dir FROM traces")
-                                if tid not in keep and _stale(tid, run_dir)]  # fmt: skip
+                        gone = [
+                            (tid,)
+                            for tid, run_dir in con.execute("SELECT trace, run_dir FROM traces")
+                            if tid not in keep and _stale(tid, run_dir)
+                        ]
                         con.executemany("DELETE FROM traces WHERE trace = ?", gone)
                     elif len(rows) < 50:
-                        con.executemany("DELETE FROM traces WHERE run_dir = ? AND trace != ?",
-                                        [(r["run_dir"], r["trace"]) for r in rows])  # fmt: skip
+                        con.executemany(
+                            "DELETE FROM traces WHERE run_dir = ? AND trace != ?",
+                            [(r["run_dir"], r["trace"]) for r in rows],
+                        )
                     con.execute("COMMIT")
                     return
                 except BaseException:
@@ -376,7 +406,7 @@ class Index:
 
     def candidate_dirs(self, extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
         """Run directories and folders of run directories to scan."""
-        from primenb.run import RUN_INDEX
+        from primenb.protocol.rundir import RUN_INDEX
 
         out: list[Path] = [Path(p) for p in extra]
         out += self.roots()
@@ -398,7 +428,7 @@ class Index:
     def _scan(candidates: Iterable[Path]) -> Iterator[dict[str, Any]]:
         """Index rows of every trace under ``candidates`` (a run directory, or a folder whose
         children are run directories); a trace left unfinished by a dead engine is completed."""
-        from primenb.harness.record import reconcile
+        from primenb.protocol.record import reconcile
 
         seen: set[str] = set()
         for cand in candidates:
@@ -438,8 +468,12 @@ class Index:
             total = con.execute("SELECT count(*) FROM traces").fetchone()[0]
         finally:
             con.close()
-        return {"traces": len(rows), "indexed": int(total), "seconds": time.perf_counter() - t0,
-                "index": str(self.path)}  # fmt: skip
+        return {
+            "traces": len(rows),
+            "indexed": int(total),
+            "seconds": time.perf_counter() - t0,
+            "index": str(self.path),
+        }
 
 
 def _stale(trace_id: str, run_dir: str) -> bool:
@@ -456,8 +490,12 @@ def index_trace(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> bool:
         index.upsert(doc, run_dir)
         return True
     except Exception as exc:  # an index problem must never fail a run
-        log.warning("could not update the harness index (%s: %s); `primenb harness reindex` "
-                    "rebuilds it from the run directories", type(exc).__name__, exc)  # fmt: skip
+        log.warning(
+            "could not update the harness index (%s: %s); `primenb harness reindex` "
+            "rebuilds it from the run directories",
+            type(exc).__name__,
+            exc,
+        )
         return False
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from primenb.engine.rundir import FINAL_STATES, RunDir, read_jsonl
+from primenb.protocol.rundir import FINAL_STATES, RunDir, read_jsonl
 
 TRACE_FILE = "trace.json"
 TRACE_VERSION = 1
@@ -44,9 +44,7 @@ def iso_to_epoch(text: str | None) -> float | None:
 
 def is_timing_key(key: str) -> bool:
     bare = key.removeprefix("warmup/")
-    return (
-        bare in _TIMING_KEYS or bare.endswith(("time_s", "/s", "_per_second", "runtime"))
-    )
+    return bare in _TIMING_KEYS or bare.endswith(("time_s", "/s", "_per_second", "runtime"))
 
 
 def read_trace(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -60,7 +58,7 @@ def read_trace(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def write_trace(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     """Atomically replace trace.json; every write bumps ``revision`` (newest wins in the index)."""
-    from primenb.engine.rundir import atomic_write_json
+    from primenb.protocol.rundir import atomic_write_json
 
     doc["revision"] = int(doc.get("revision") or 0) + 1
     doc["updated_at"] = now_iso()
@@ -75,9 +73,7 @@ def _curve(points: list[tuple[int, float]], *, higher_is_better: bool) -> dict[s
     values = [v for _, v in points]
     n = len(values)
     k = max(1, n // 5)
-    best_i = max(range(n), key=lambda i: values[i]) if higher_is_better else min(
-        range(n), key=lambda i: values[i]
-    )
+    best_i = max(range(n), key=lambda i: values[i]) if higher_is_better else min(range(n), key=lambda i: values[i])
     return {
         "points": n,
         "first_step": points[0][0],
@@ -116,8 +112,14 @@ def metrics_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for key, pts in series.items():
         if key.startswith("eval/") and key.endswith(("/reward", "/exact_match")):
             c = _curve(pts, higher_is_better=True)
-            evals[key] = {"final": c["last"], "final_step": c["last_step"], "best": c["best"],
-                          "best_step": c["best_step"], "first": c["first"], "points": c["points"]}  # fmt: skip
+            evals[key] = {
+                "final": c["last"],
+                "final_step": c["last_step"],
+                "best": c["best"],
+                "best_step": c["best_step"],
+                "first": c["first"],
+                "points": c["points"],
+            }
     curves = {}
     for key in (*CURVE_KEYS, "warmup/loss"):
         if series.get(key):
@@ -134,9 +136,7 @@ def metrics_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "final_eval": (
             {"key": main, "value": evals[main]["final"], "step": evals[main]["final_step"]} if main else None
         ),
-        "best_eval": (
-            {"key": main, "value": evals[main]["best"], "step": evals[main]["best_step"]} if main else None
-        ),
+        "best_eval": ({"key": main, "value": evals[main]["best"], "step": evals[main]["best_step"]} if main else None),
     }
 
 
@@ -161,8 +161,7 @@ def compare_metrics(original: list[dict[str, Any]], again: list[dict[str, Any]])
                 if isinstance(va, (int, float)) and isinstance(vb, (int, float)):
                     max_abs = max(max_abs, abs(va - vb))
                 if len(mismatches) < 10:
-                    mismatches.append({"row": i, "step": ra.get("step"), "key": key,
-                                       "original": va, "rerun": vb})  # fmt: skip
+                    mismatches.append({"row": i, "step": ra.get("step"), "key": key, "original": va, "rerun": vb})
     match = not mismatches and len(a) == len(b) and n > 0
     return {
         "metrics_match": match,
@@ -186,8 +185,7 @@ def checkpoint_kind(folder: Path) -> str:
 
 def checkpoints(run_dir: Path) -> list[dict[str, Any]]:
     files = RunDir(run_dir)
-    out = [{"step": step, "path": str(path), "kind": checkpoint_kind(path)}
-           for step, path in files.list_checkpoints()]  # fmt: skip
+    out = [{"step": step, "path": str(path), "kind": checkpoint_kind(path)} for step, path in files.list_checkpoints()]
     warm = files.checkpoints / "sft_warmup"
     if warm.is_dir():
         out.insert(0, {"step": None, "name": "sft_warmup", "path": str(warm), "kind": "model"})
@@ -213,7 +211,7 @@ def final_checkpoint(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | 
 def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, Any]) -> dict[str, Any]:
     """Fill the parts of a trace that the run directory holds: state, times, steps, metrics,
     checkpoints, the final model/adapter, and the error of a failed run."""
-    from primenb.harness.hashing import redact_text
+    from primenb.protocol.hashing import redact_text
 
     files = RunDir(run_dir)
     summary = metrics_summary(read_jsonl(files.metrics_path))
@@ -225,9 +223,12 @@ def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, 
         end = iso_to_epoch(doc["finished_at"])
         wall = status.get("wall_s")
         doc["duration_s"] = (
-            float(wall) if isinstance(wall, (int, float))
-            else round(end - start, 2) if start is not None and end is not None else None
-        )  # fmt: skip
+            float(wall)
+            if isinstance(wall, (int, float))
+            else round(end - start, 2)
+            if start is not None and end is not None
+            else None
+        )
     steps = dict(doc.get("steps") or {})
     steps["last"] = status.get("step") if isinstance(status.get("step"), int) else summary["last_step"]
     steps["max"] = status.get("max_steps", steps.get("max"))

@@ -10,8 +10,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-STATE_COLORS = {"queued": "#888", "running": "#1f77b4", "completed": "#2e7d32", "failed": "#c62828",
-                "stopped": "#b26a00"}  # fmt: skip
+STATE_COLORS = {
+    "queued": "#888",
+    "running": "#1f77b4",
+    "completed": "#2e7d32",
+    "failed": "#c62828",
+    "stopped": "#b26a00",
+}
 TABLE_STYLE = "border-collapse:collapse;font-size:12px"
 CELL = "padding:1px 6px;text-align:left;vertical-align:top"
 HEAD = "padding:1px 6px;text-align:left;color:#555"
@@ -69,24 +74,26 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = F
     """An HTML table; cells are escaped unless ``raw`` (then they are HTML already)."""
     head = "".join(f'<th style="{HEAD}">{esc(h)}</th>' for h in header)
     body = "".join(
-        f"<tr{ROW}>" + "".join(f'<td style="{CELL}">{c if raw else esc(c)}</td>' for c in row) + "</tr>"
-        for row in rows
+        f"<tr{ROW}>" + "".join(f'<td style="{CELL}">{c if raw else esc(c)}</td>' for c in row) + "</tr>" for row in rows
     )
-    return (f'<table style="{TABLE_STYLE}"><thead><tr style="border-bottom:1px solid #ccc">{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+    return (
+        f'<table style="{TABLE_STYLE}"><thead><tr style="border-bottom:1px solid #ccc">{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def kv_table(data: Mapping[str, Any]) -> str:
     rows = "".join(
-        f'<tr{ROW}><th style="{HEAD}">{esc(k)}</th><td style="{CELL}">{esc(fmt(v))}</td></tr>'
-        for k, v in data.items()
+        f'<tr{ROW}><th style="{HEAD}">{esc(k)}</th><td style="{CELL}">{esc(fmt(v))}</td></tr>' for k, v in data.items()
     )
     return f'<table style="{TABLE_STYLE}">{rows}</table>'
 
 
 def details(summary: str, body: str, *, open_: bool = False) -> str:
-    return (f'<details{" open" if open_ else ""} style="margin:4px 0"><summary style="cursor:pointer;'
-            f'font-weight:600">{esc(summary)}</summary><div style="margin:4px 0 4px 16px">{body}</div></details>')
+    return (
+        f'<details{" open" if open_ else ""} style="margin:4px 0"><summary style="cursor:pointer;'
+        f'font-weight:600">{esc(summary)}</summary><div style="margin:4px 0 4px 16px">{body}</div></details>'
+    )
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 40) -> str:
@@ -126,8 +133,9 @@ def _downsample(points: list[tuple[float, float]], n: int) -> list[tuple[float, 
     return out
 
 
-def svg_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, title: str = "",
-              width: int = 360, height: int = 180) -> str:  # fmt: skip
+def svg_chart(
+    series: Mapping[str, Sequence[tuple[float, float]]], *, title: str = "", width: int = 360, height: int = 180
+) -> str:
     """Several series overlaid on one shared scale (a static fallback for plotly charts)."""
     pl, pr, pt, pb = 44, 8, 20, 18
     w, h = width - pl - pr, height - pt - pb
@@ -145,14 +153,15 @@ def svg_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, title: str
     def sy(y: float) -> float:
         return pt + h - (y - y0) / (y1 - y0) * h
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'style="background:#fff;border:1px solid #eee">',
-             f'<text x="{pl}" y="13" font-size="11" fill="#333">{esc(title)}</text>',
-             f'<text x="{pl - 4}" y="{pt + 8}" font-size="9" fill="#888" text-anchor="end">{y1:.3g}</text>',
-             f'<text x="{pl - 4}" y="{pt + h}" font-size="9" fill="#888" text-anchor="end">{y0:.3g}</text>',
-             f'<text x="{pl}" y="{height - 4}" font-size="9" fill="#888">step {x0:g}</text>',
-             f'<text x="{width - pr}" y="{height - 4}" font-size="9" fill="#888" '
-             f'text-anchor="end">step {x1:g}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'style="background:#fff;border:1px solid #eee">',
+        f'<text x="{pl}" y="13" font-size="11" fill="#333">{esc(title)}</text>',
+        f'<text x="{pl - 4}" y="{pt + 8}" font-size="9" fill="#888" text-anchor="end">{y1:.3g}</text>',
+        f'<text x="{pl - 4}" y="{pt + h}" font-size="9" fill="#888" text-anchor="end">{y0:.3g}</text>',
+        f'<text x="{pl}" y="{height - 4}" font-size="9" fill="#888">step {x0:g}</text>',
+        f'<text x="{width - pr}" y="{height - 4}" font-size="9" fill="#888" text-anchor="end">step {x1:g}</text>',
+    ]
     legend_y = 13
     for i, (name, s) in enumerate(series.items()):
         if not s:
@@ -165,14 +174,25 @@ def svg_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, title: str
         else:
             line = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in data)
             parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{line}"/>')
-        parts.append(f'<text x="{width - pr}" y="{legend_y}" font-size="9" fill="{color}" '
-                     f'text-anchor="end">{esc(name)}</text>')  # fmt: skip
+        parts.append(
+            f'<text x="{width - pr}" y="{legend_y}" font-size="9" fill="{color}" text-anchor="end">{esc(name)}</text>'
+        )
         legend_y += 10
     parts.append("</svg>")
     return "".join(parts)
 
 
 __all__ = [
-    "details", "esc", "flatten", "fmt", "fmt_duration", "fmt_time", "kv_table", "short",
-    "status_badge", "svg_chart", "table", "text_table",
-]  # fmt: skip
+    "details",
+    "esc",
+    "flatten",
+    "fmt",
+    "fmt_duration",
+    "fmt_time",
+    "kv_table",
+    "short",
+    "status_badge",
+    "svg_chart",
+    "table",
+    "text_table",
+]
