@@ -28,3 +28,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A JSON file holding an object; ``{}`` when it is missing, unreadable or not an object."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

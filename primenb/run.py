@@ -7,7 +7,6 @@ launched from a terminal: everything is read from the files the engine writes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from primenb.errors import PrimenbError
+from primenb.fsutil import read_json_object
 from primenb.home import prime_home
 from primenb.protocol.rundir import (
     FAILED,
@@ -144,7 +144,7 @@ class Run:
     @property
     def launcher(self) -> dict[str, Any]:
         """launcher.json: the process group the launcher started (local backend)."""
-        return read_json(self.dir / "launcher.json")
+        return read_json_object(self.dir / "launcher.json")
 
     # -- data ----------------------------------------------------------------------------
     @property
@@ -251,10 +251,3 @@ def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -
         f"no run named {str(name_or_dir)!r} (looked in {Path(output_dir) / direct} and the run "
         f"index {index}); pass the run directory itself"
     )
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from primenb.commands import CLI, FAMILY_HELP, add_arguments, family, help_text
 from primenb.errors import PrimenbError
 from primenb.render.progress import follow
 
@@ -47,8 +49,10 @@ def _train(args: argparse.Namespace) -> int:
     from primenb.backends import submit
     from primenb.config import ConfigError, load_config
 
+    if not args.config:
+        raise PrimenbError("primenb train needs a config file: primenb train rl.toml")
     try:
-        config = load_config(Path(args.file), mode="sft" if args.sft else "rl" if args.rl else None)
+        config = load_config(Path(args.config), mode="sft" if args.sft else "rl" if args.rl else None)
     except ConfigError as exc:
         print(exc.report.to_text())
         return 1
@@ -76,49 +80,29 @@ def _attach(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primenb", description="prime-rl configs and fine-tuning runs")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    v = sub.add_parser("validate", help="validate rl.toml / sft.toml files")
-    v.add_argument("files", nargs="+")
-    mode = v.add_mutually_exclusive_group()
-    mode.add_argument("--sft", action="store_true", help="validate as SFT configs")
-    mode.add_argument("--rl", action="store_true", help="validate as RL configs")
-    v.add_argument("--json", action="store_true", help="machine-readable diagnostics")
-    v.set_defaults(func=_validate)
-
-    i = sub.add_parser("init", help="write a starter config that validates")
-    i.add_argument("--model", default=None, help="model id (default: the embedded primenb/tiny-byte)")
-    i.add_argument("--env", default=None, help="environment id (default: reverse-text)")
-    i.add_argument("--sft", action="store_true", help="an SFT config instead of RL")
-    i.add_argument("--lora", action="store_true", help="train LoRA adapters")
-    i.add_argument("--out", default=None, help="output file (default rl.toml / sft.toml)")
-    i.add_argument("--force", action="store_true", help="overwrite an existing file")
-    i.set_defaults(func=_init)
-
-    t = sub.add_parser("train", help="validate a config and train it, printing progress")
-    t.add_argument("file")
-    t.add_argument("--name", default=None, help="run name (default: <env>--<model>--<id>)")
-    t.add_argument("--backend", default=None, help="where to train (default: [primenb] backend, local)")
-    t.add_argument("--detach", action="store_true", help="start the run and return at once")
-    tm = t.add_mutually_exclusive_group()
-    tm.add_argument("--sft", action="store_true")
-    tm.add_argument("--rl", action="store_true")
-    t.set_defaults(func=_train)
-
-    s = sub.add_parser("stop", help="ask a run to save a final checkpoint and stop")
-    s.add_argument("run", help="run name or directory")
-    s.add_argument("--timeout", type=float, default=120.0)
-    s.set_defaults(func=_stop)
-
-    a = sub.add_parser("attach", help="follow a run's progress")
-    a.add_argument("run", help="run name or directory")
-    a.set_defaults(func=_attach)
+    handlers = {"validate": _validate, "init": _init, "train": _train, "stop": _stop, "attach": _attach}
+    for cmd in family("train", CLI):
+        add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(func=handlers[cmd.name])
 
     from primenb.cli import env as cli_env
     from primenb.cli import harness as cli_harness
 
-    cli_env.add_commands(sub)
-    cli_harness.add_commands(sub)
+    add_family(sub, "env", {c.name: getattr(cli_env, f"_{c.name}") for c in family("env", CLI)})
+    add_family(sub, "harness", {c.name: getattr(cli_harness, f"_{c.name}") for c in family("harness", CLI)})
     return parser
+
+
+def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
+    """`primenb NAME SUBCOMMAND ...`, declared in `primenb.commands`."""
+    group = sub.add_parser(
+        name,
+        help=FAMILY_HELP[name],
+        description=help_text(name, CLI),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gsub = group.add_subparsers(dest=f"{name}_command", required=True)
+    for cmd in family(name, CLI):
+        add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(func=handlers[cmd.name])
 
 
 def main(argv: list[str] | None = None) -> int:

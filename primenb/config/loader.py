@@ -18,6 +18,7 @@ from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
 from primenb.config.rules import rl_rules, secrets, sft_rules
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema_walk import key_index, keys_at
+from primenb.protocol.fields import detect_mode
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TYPE_WORDS = {
@@ -40,11 +41,6 @@ class Outcome:
     model: BaseModel | None
     raw: dict[str, Any] | None
     migration: Migration | None
-
-
-def detect_mode(data: dict[str, Any]) -> str:
-    """As the prime CLI: [data] and no [trainer]/[orchestrator] means SFT."""
-    return "sft" if "data" in data and "trainer" not in data and "orchestrator" not in data else "rl"
 
 
 def read_source(source: str | FsPath) -> tuple[str, str]:
@@ -306,7 +302,7 @@ def _value_end(line: str, value_col: int) -> int:
 
 def _redacted(lines: list[str], diagnostics: list[Diagnostic]) -> list[str]:
     """Source lines for display, with the values on secret-looking lines masked."""
-    from primenb.config.rules import SECRET_NAME
+    from primenb.protocol.hashing import is_secret_name
 
     out = list(lines)
     for d in diagnostics:
@@ -315,7 +311,7 @@ def _redacted(lines: list[str], diagnostics: list[Diagnostic]) -> list[str]:
         text = out[d.line - 1]
         eq = text.find("=")
         keys = re.findall(r"([A-Za-z0-9_-]+)[\"']?\s*=", text)
-        if eq >= 0 and any(SECRET_NAME.search(k) for k in keys):
+        if eq >= 0 and any(is_secret_name(k) for k in keys):
             out[d.line - 1] = text[: eq + 1] + ' "****"'
             if d.col and d.col > eq:
                 d.col, d.end_col = eq + 3, eq + 9

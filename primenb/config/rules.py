@@ -9,11 +9,8 @@ from typing import Any
 
 from primenb.config.positions import Path
 from primenb.config.schema import RLConfig, SFTConfig
+from primenb.protocol.hashing import is_secret_name
 
-# Key names that hold secrets: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD...
-SECRET_NAME = re.compile(
-    r"(^|_)(API_?KEY|TOKEN|ACCESS_?KEY|SECRET(_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
-)
 
 
 @dataclass
@@ -370,7 +367,7 @@ def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
     """Secret-looking keys with a value, anywhere in the raw config (checked before the schema)."""
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
     for key, value in items:
-        if isinstance(key, str) and SECRET_NAME.search(key) and isinstance(value, str) and value:
+        if isinstance(key, str) and is_secret_name(key) and isinstance(value, str) and value:
             yield Problem(
                 at + (key,),
                 f"`{key}` looks like a secret; secrets never go in a config file",

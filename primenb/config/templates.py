@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from primenb.errors import PrimenbError
+from primenb.protocol.fields import DEFAULT_MODEL as TINY_MODEL
 
-TINY_MODEL = "primenb/tiny-byte"
 DEFAULT_ENV = "reverse-text"
 
 

@@ -10,10 +10,10 @@ need it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from primenb.fsutil import read_json_object
 from primenb.protocol.hashing import canonical_json, sha256_text
 
 # config keys that name, date or tune a model without changing its architecture
@@ -116,11 +116,11 @@ def fingerprint_for_checkpoint(ckpt: str | Path) -> dict[str, Any]:
     model, its recorded base for a LoRA adapter."""
     folder = Path(ckpt)
     if (folder / "adapter_config.json").exists():
-        meta = _read_json(folder / "primenb_checkpoint.json")
+        meta = read_json_object(folder / "primenb_checkpoint.json")
         base = meta.get("base") or {}
         if base.get("path"):
             return fingerprint_for_checkpoint(base["path"])
-        name = base.get("name") or _read_json(folder / "adapter_config.json").get("base_model_name_or_path")
+        name = base.get("name") or read_json_object(folder / "adapter_config.json").get("base_model_name_or_path")
         if not name:
             raise ValueError(f"{folder}: adapter without a recorded base model")
         return fingerprint_for_name(str(name))
@@ -129,14 +129,6 @@ def fingerprint_for_checkpoint(ckpt: str | Path) -> dict[str, Any]:
     from transformers import AutoConfig
 
     return fingerprint_from_config(AutoConfig.from_pretrained(str(folder), local_files_only=True))
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 __all__ = [

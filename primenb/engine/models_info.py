@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from primenb.envs.errors import _Base
+from primenb.protocol.fields import DEFAULT_MODEL
 
 TINY_SIZES: dict[str, dict[str, int]] = {
     # measured on 2 CPU cores, see docs/engine.md; params include the tied embedding
@@ -19,7 +20,6 @@ TINY_MODELS: dict[str, str] = {
     "primenb/tiny-byte-m": "m",
     "primenb/byte-0.5b": "0.5b",
 }
-DEFAULT_MODEL = "primenb/tiny-byte"
 
 
 class ModelLoadError(_Base, RuntimeError):

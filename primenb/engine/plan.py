@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from primenb.engine.models_info import DEFAULT_MODEL
 from primenb.envs.errors import _Base
+from primenb.protocol.fields import detect_mode
 
-DEFAULT_MODEL = "primenb/tiny-byte"
 OPTIM_TYPES = ("adamw", "sgd", "muon", "sign_sgd")
 SCHEDULER_TYPES = ("constant", "linear", "cosine")
 
@@ -113,12 +114,11 @@ class Plan:
 # reading the resolved dict
 
 
-def detect_mode(cfg: dict[str, Any]) -> str:
-    if "trainer" in cfg or "orchestrator" in cfg:
-        return "rl"
-    if "data" in cfg:
-        return "sft"
-    raise PlanError("resolved config is neither RL (needs [trainer]/[orchestrator]) nor SFT (needs [data])")
+def plan_mode(cfg: dict[str, Any]) -> str:
+    """The config's mode (`primenb.protocol.fields.detect_mode`), refusing a dict that is neither."""
+    if not any(key in cfg for key in ("trainer", "orchestrator", "data")):
+        raise PlanError("resolved config is neither RL (needs [trainer]/[orchestrator]) nor SFT (needs [data])")
+    return detect_mode(cfg)
 
 
 def _sources(raw: Any, where: str) -> list[SourceSpec]:
@@ -223,7 +223,7 @@ def _eval(raw: Any, where: str, default_tokens: int | None) -> EvalSpec | None:
 
 def build_plan(cfg: dict[str, Any]) -> Plan:
     """Read the resolved config dict into a `Plan`; raises `PlanError` for what cannot run."""
-    mode = detect_mode(cfg)
+    mode = plan_mode(cfg)
     extra = _primenb(cfg)
     max_steps = cfg.get("max_steps")
     if mode == "rl":
@@ -566,10 +566,10 @@ __all__ = [
     "SourceSpec",
     "build_plan",
     "common_args",
-    "detect_mode",
     "grpo_args",
     "grpo_batch",
     "optim_args",
+    "plan_mode",
     "scheduler_args",
     "sft_args",
     "sft_batch",

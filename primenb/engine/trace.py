@@ -137,7 +137,7 @@ class TraceRecorder:
     @_guarded
     def begin(self, cfg: dict[str, Any] | None, status: dict[str, Any]) -> None:
         """Identity, lineage, config, deps, hardware, git: written before any heavy import."""
-        from primenb.engine.plan import detect_mode
+        from primenb.protocol.fields import detect_mode
         from primenb.protocol.sysinfo import deps, env_vars, git_info, hardware
 
         doc = self.doc

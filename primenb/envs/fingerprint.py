@@ -1,27 +1,24 @@
 """Data hashes of an environment: what a trace records so two runs can be told to use the same data.
 
 `data_fingerprint(env)` gives the environment's id, version and arguments, and a SHA-256 over
-the canonical JSON serialization of its train rows and, separately, of its eval rows (keys
+the canonical JSON serialization (UTF-8, as `primenb.protocol.hashing` defines it and traces
+record it) of its train rows and, separately, of its eval rows (keys
 sorted, no whitespace, non-JSON values by ``str``). Same id + arguments (+ seed) -> same hashes;
 changing any argument that changes the rows changes them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from primenb.envs.base import Environment, Row
+from primenb.protocol import hashing
 
 
 def rows_hash(rows: list[Row]) -> str:
-    """SHA-256 (hex) over the rows' canonical JSON, one row per line."""
-    digest = hashlib.sha256()
-    for row in rows:
-        digest.update(json.dumps(row, sort_keys=True, separators=(",", ":"), default=str).encode())
-        digest.update(b"\n")
-    return digest.hexdigest()
+    """The data hash traces record (`primenb.protocol.hashing.rows_hash`), without the count."""
+    return hashing.rows_hash(rows)[0]
 
 
 def data_fingerprint(env: Environment, env_id: str | None = None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def trained(ref: Any, checkpoint: str | None = None) -> Trained:
     base_seed = (trace.model.get("base") or {}).get("seed") or (trace.config.get("primenb") or {}).get("seed") or 0
     return Trained(
         key=trace.id,
-        model_id=str(trace.model.get("id") or "primenb/tiny-byte"),
+        model_id=str(trace.model.get("id") or DEFAULT_MODEL),
         checkpoint=ckpt,
         base_seed=int(base_seed),
         env_sources=list((trace.data.get("train") or {}).get("sources") or []),

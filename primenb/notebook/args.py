@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from primenb.commands import MAGIC, add_arguments, command, help_text, invocation
 from primenb.errors import PrimenbError
 
 
@@ -25,3 +26,16 @@ class MagicParser(argparse.ArgumentParser):
         except argparse.ArgumentError as exc:
             self.error(str(exc))
             raise  # unreachable: error() raises
+
+
+def magic_parser(family_name: str, name: str) -> MagicParser:
+    """The parser of one magic (sub)command, built from its declaration in `primenb.commands`."""
+    cmd = command(family_name, name)
+    parser = MagicParser(invocation(cmd, MAGIC))
+    add_arguments(parser, cmd, MAGIC)
+    return parser
+
+
+def magic_help(family_name: str, skip: tuple[str, ...] = ()) -> str:
+    """The usage of a magic's subcommands (shown by `%magic?` and on a usage error)."""
+    return help_text(family_name, MAGIC, skip)

@@ -7,38 +7,20 @@ from typing import Any
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from primenb.errors import PrimenbError
-from primenb.notebook.args import MagicParser
+from primenb.notebook.args import MagicParser, magic_help, magic_parser
 
-USAGE = "%prime_env list | add PATH_OR_MODULE [--id ID] [--force] | show ID [KEY=VALUE ...] | remove ID"
+USAGE = magic_help("env")
 
 
 def _parser(sub: str) -> MagicParser:
-    p = MagicParser(f"%prime_env {sub}")
-    if sub == "list":
-        p.add_argument("--no-verifiers", action="store_true", help="leave out installed verifiers tasksets")
-    elif sub == "add":
-        p.add_argument("target", help="a folder or .py file with load_environment(), or a module name")
-        p.add_argument("--id", default=None, help="id to register it under (default: the folder/module name)")
-        p.add_argument("--force", action="store_true", help="replace an environment registered under the same id")
-    elif sub == "show":
-        p.add_argument("id")
-        p.add_argument("args", nargs="*", metavar="KEY=VALUE", help="arguments to build it with")
-    elif sub == "remove":
-        p.add_argument("id")
-    return p
+    return magic_parser("env", sub)
 
 
 @magics_class
 class EnvMagics(Magics):
     @line_magic
     def prime_env(self, line: str) -> Any:
-        """List, register, inspect and remove training environments.
-
-        %prime_env list                                   a DataFrame of every known environment
-        %prime_env add PATH_OR_MODULE [--id ID] [--force]  register a local environment
-        %prime_env show ID [KEY=VALUE ...]                 description, arguments, rewards, samples
-        %prime_env remove ID                               unregister (the folder is left alone)
-        """
+        """List, register, inspect and remove training environments."""
         from primenb.notebook.magics import MagicFailed
 
         sub, _, rest = line.strip().partition(" ")
@@ -78,3 +60,6 @@ class EnvMagics(Magics):
         entry = remove(args.id)
         kept = f" ({entry.target} is left as it was)" if entry.kind == "path" else ""
         print(f"removed {entry.id!r} from the registry{kept}")
+
+
+EnvMagics.prime_env.__doc__ = f"{EnvMagics.prime_env.__doc__}\n\n{USAGE}"

@@ -9,63 +9,15 @@ from typing import Any
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
+from primenb.commands import MAGIC, family
 from primenb.errors import PrimenbError
-from primenb.notebook.args import MagicParser
+from primenb.notebook.args import MagicParser, magic_help, magic_parser
 
-USAGE = """%prime_harness show [TRACE] [--last N] [--status S] [--env E] [--model M] [--where EXPR]
-%prime_harness apply TRACE [--steps N] [--set key=value ...] [--backend B] [--name RUN] [--wait]
-%prime_harness diff A B [C ...]
-%prime_harness compare A B [...] [--metric M ...]
-%prime_harness rerun TRACE [--backend B] [--name RUN] [--wait]
-%prime_harness reindex [FOLDER ...]
-%prime_harness export TRACE PATH
-%prime_harness import PATH [--dest DIR]
-%prime_harness rm TRACE [--files]
-TRACE: a trace id, a unique id prefix, a run name, a run directory, or a variable holding a Run/Trace."""
+USAGE = magic_help("harness")
 
 
 def _parsers() -> dict[str, MagicParser]:
-    p: dict[str, MagicParser] = {}
-    s = p["show"] = MagicParser("%prime_harness show")
-    s.add_argument("trace", nargs="?")
-    s.add_argument("--last", type=int, default=None, metavar="N", help="the newest N traces")
-    s.add_argument(
-        "--status", default=None, metavar="S", help="completed, failed, stopped, running, queued (comma-separated)"
-    )
-    s.add_argument("--env", default=None, metavar="E", help="environment id (substring)")
-    s.add_argument("--model", default=None, metavar="M", help="model id (substring)")
-    s.add_argument("--where", default=None, metavar="EXPR", help="SQL expression over the columns")
-    a = p["apply"] = MagicParser("%prime_harness apply")
-    a.add_argument("trace")
-    a.add_argument(
-        "--steps", type=int, default=None, metavar="N", help="steps to add (default: as many as the parent trained)"
-    )
-    a.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="key=value")
-    a.add_argument("--backend", default=None)
-    a.add_argument("--name", default=None)
-    a.add_argument("--wait", action="store_true")
-    d = p["diff"] = MagicParser("%prime_harness diff")
-    d.add_argument("traces", nargs="+")
-    c = p["compare"] = MagicParser("%prime_harness compare")
-    c.add_argument("traces", nargs="+")
-    c.add_argument("--metric", dest="metrics", action="append", default=None, metavar="M")
-    r = p["rerun"] = MagicParser("%prime_harness rerun")
-    r.add_argument("trace")
-    r.add_argument("--backend", default=None)
-    r.add_argument("--name", default=None)
-    r.add_argument("--wait", action="store_true")
-    x = p["reindex"] = MagicParser("%prime_harness reindex")
-    x.add_argument("paths", nargs="*")
-    e = p["export"] = MagicParser("%prime_harness export")
-    e.add_argument("trace")
-    e.add_argument("path")
-    i = p["import"] = MagicParser("%prime_harness import")
-    i.add_argument("path")
-    i.add_argument("--dest", default=None)
-    m = p["rm"] = MagicParser("%prime_harness rm")
-    m.add_argument("trace")
-    m.add_argument("--files", action="store_true", help="also delete the run directory")
-    return p
+    return {cmd.name: magic_parser("harness", cmd.name) for cmd in family("harness", MAGIC)}
 
 
 @magics_class

@@ -12,7 +12,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from primenb.errors import PrimenbError
-from primenb.notebook.args import MagicParser
+from primenb.notebook.args import magic_help, magic_parser
 
 
 class MagicFailed(PrimenbError):
@@ -22,57 +22,16 @@ class MagicFailed(PrimenbError):
         return [f"\x1b[31m{self}\x1b[0m"]
 
 
-def _rltoml_parser() -> MagicParser:
-    p = MagicParser("%%rltoml")
-    p.add_argument("name", help="variable that receives the Config")
-    p.add_argument("--save", metavar="PATH", help="write the TOML to PATH (atomically) when it is valid")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--sft", action="store_true", help="validate as an SFT config")
-    mode.add_argument("--rl", action="store_true", help="validate as an RL config")
-    p.add_argument("--fix", action="store_true", help="rewrite legacy keys and offer the migrated cell")
-    return p
-
-
-def _init_parser() -> MagicParser:
-    p = MagicParser("%prime_train init")
-    p.add_argument("--model", default=None)
-    p.add_argument("--env", default=None)
-    p.add_argument("--sft", action="store_true")
-    p.add_argument("--lora", action="store_true")
-    p.add_argument("--out", default=None, help="file to write (default rl.toml, or sft.toml with --sft)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing file")
-    return p
-
-
-def _train_parser() -> MagicParser:
-    p = MagicParser("%prime_train")
-    p.add_argument("config", nargs="?", help="a %%rltoml variable or a .toml path")
-    p.add_argument("--name", default=None, help="run name (default: <env>--<model>--<id>)")
-    p.add_argument("--wait", action="store_true", help="block until the run ends")
-    p.add_argument("--backend", default=None, help="where to train (default: [primenb] backend, local)")
-    p.add_argument("--stop", metavar="RUN", help="ask a run to save a final checkpoint and stop")
-    p.add_argument("--attach", metavar="RUN", help="show a run (e.g. after a kernel restart) and follow it")
-    return p
-
-
 @magics_class
 class PrimeMagics(Magics):
     @cell_magic
     def rltoml(self, line: str, cell: str) -> None:
-        """Validate a prime-rl rl.toml / sft.toml cell; bind it as NAME when valid.
-
-        %%rltoml NAME [--save PATH] [--sft|--rl] [--fix]
-        """
+        """Validate a prime-rl rl.toml / sft.toml cell; bind it as NAME when valid."""
         self._guard(self._rltoml, line, cell)
 
     @line_magic
     def prime_train(self, line: str) -> Any:
-        """Launch and control fine-tuning runs.
-
-        %prime_train CONFIG [--name RUN] [--wait] [--backend local]   (CONFIG: a %%rltoml variable or a .toml path)
-        %prime_train --stop RUN | --attach RUN
-        %prime_train init [--model M] [--env E] [--sft] [--lora] [--out FILE] [--force]
-        """
+        """Launch and control fine-tuning runs."""
         words = line.split()
         if words and words[0] == "init":
             return self._guard(self._init, line.split(None, 1)[1] if len(words) > 1 else "")
@@ -92,7 +51,7 @@ class PrimeMagics(Magics):
         from primenb.config import Config, check
         from primenb.config.fix import fix_text
 
-        args = _rltoml_parser().parse_line(line)
+        args = magic_parser("train", "rltoml").parse_line(line)
         if not args.name.isidentifier():
             raise MagicFailed(f"`{args.name}` is not a valid Python variable name")
         mode = "sft" if args.sft else "rl" if args.rl else None
@@ -121,7 +80,7 @@ class PrimeMagics(Magics):
         from primenb.backends import attach, submit
         from primenb.notebook.monitor import follow_in_cell, show_monitor
 
-        args = _train_parser().parse_line(line)
+        args = magic_parser("train", "train").parse_line(line)
         if args.stop:
             run = attach(args.stop)
             state = run.stop(wait=True)
@@ -162,7 +121,7 @@ class PrimeMagics(Magics):
     def _init(self, line: str) -> None:
         from primenb.config.templates import starter
 
-        args = _init_parser().parse_line(line)
+        args = magic_parser("train", "init").parse_line(line)
         out = Path(args.out or ("sft.toml" if args.sft else "rl.toml"))
         if out.exists() and not args.force:
             raise MagicFailed(f"{out} already exists; pass --out OTHER.toml, or --force to overwrite it")
@@ -200,3 +159,8 @@ def unregister(ipython: Any) -> None:
         for kind, names in cls.magics.items():
             for name in names:
                 magics[kind].pop(name, None)
+
+
+# One copy of the usage, generated from `primenb.commands` (also what `%prime_train?` shows).
+PrimeMagics.rltoml.__doc__ = f"{PrimeMagics.rltoml.__doc__}\n\n{magic_parser('train', 'rltoml').format_help()}"
+PrimeMagics.prime_train.__doc__ = f"{PrimeMagics.prime_train.__doc__}\n\n{magic_help('train', skip=('rltoml',))}"

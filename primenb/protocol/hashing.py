@@ -13,7 +13,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+# The one secret rule (config errors, trace/env-var redaction): a name whose last part says it
+# holds a credential: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, SSH_PRIVATE_KEY.
+# `max_tokens` or `api_key_var` (which names a variable) are not secrets.
+SECRET_NAME = re.compile(
+    r"(^|_)(API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|SECRET(_?KEY)?|TOKEN|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
+)
 REDACTED = "***redacted***"
 # values that are secrets whatever their key is called (hub tokens, API keys, cloud keys)
 _SECRET_VALUE = re.compile(
@@ -88,9 +93,8 @@ def private_digest(text: str) -> str:
 
 
 def is_secret_name(name: str) -> bool:
-    """Names containing KEY, TOKEN, SECRET or PASSWORD (any case): their values are never stored."""
-    upper = str(name).upper()
-    return any(word in upper for word in SECRET_WORDS)
+    """Names that hold a credential (`SECRET_NAME`): their values are never stored."""
+    return SECRET_NAME.search(str(name)) is not None
 
 
 def redact_text(text: str) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.fields import Mode, detect_mode, get_field
 from primenb.protocol.record import TRACE_FILE, read_trace
 
 log = logging.getLogger("primenb.harness")
@@ -97,27 +98,19 @@ def _int(value: Any) -> int | None:
 
 def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
     """lr, batch, group size, env ids, model id and seed from a resolved config."""
-    rl = mode == "rl" or "orchestrator" in config or "trainer" in config
-    if rl:
-        lr = _get(config, "trainer.optim.lr")
-        batch = _get(config, "orchestrator.batch_size")
-        group = _get(config, "orchestrator.group_size")
+    m: Mode = "rl" if mode == "rl" else "sft" if mode == "sft" else detect_mode(config)
+    if m == "rl":
         sources = _get(config, "orchestrator.train.source") or []
         envs = [_get(s, "env.taskset.id") for s in sources if isinstance(s, dict)]
-        model = _get(config, "model.name") or _get(config, "trainer.model.name")
     else:
-        lr = _get(config, "optim.lr")
-        batch = _get(config, "data.batch_size")
-        group = None
         envs = [_get(config, "data.name")]
-        model = _get(config, "model.name")
     return {
-        "lr": _num(lr),
-        "batch": _int(batch),
-        "group_size": _int(group),
+        "lr": _num(get_field(config, "lr", m)),
+        "batch": _int(get_field(config, "batch_size", m)),
+        "group_size": _int(get_field(config, "group_size", m)),
         "env": ",".join(dict.fromkeys(str(e) for e in envs if e)) or None,
-        "model": model,
-        "seed": _int(_get(config, "primenb.seed")),
+        "model": get_field(config, "model", m),
+        "seed": _int(get_field(config, "seed", m)),
     }
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from primenb.protocol.rundir import FINAL_STATES, RunDir, read_jsonl
+from primenb.protocol.rundir import FINAL_STATES, RunDir, now_iso, read_jsonl
 
 TRACE_FILE = "trace.json"
 TRACE_VERSION = 1
@@ -27,10 +27,6 @@ CURVE_KEYS = ("reward", "loss")
 def new_trace_id() -> str:
     """Short (10 hex characters, 40 random bits), unique, and fixed once written."""
     return secrets.token_hex(5)
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime())
 
 
 def iso_to_epoch(text: str | None) -> float | None:

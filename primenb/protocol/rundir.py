@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from primenb.fsutil import atomic_write_json
+from primenb.fsutil import atomic_write_json, read_json_object
 
 RUN_INDEX = "runs.txt"  # in the primenb home: one run directory per line, appended at launch
 QUEUED, RUNNING, COMPLETED, FAILED, STOPPED = "queued", "running", "completed", "failed", "stopped"
@@ -158,12 +158,7 @@ class RunDir:
         return data
 
     def read_status(self) -> dict[str, Any]:
-        try:
-            with open(self.status_path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            return data if isinstance(data, dict) else {}
-        except (OSError, json.JSONDecodeError):
-            return {}
+        return read_json_object(self.status_path)
 
     def stop_requested(self) -> bool:
         return self.stop_path.exists()

@@ -96,3 +96,13 @@ def test_data_hash_follows_the_arguments():
     assert wider["train_hash"] != base["train_hash"]
     rt = data_fingerprint(get_environment("reverse-text", num_train=100, num_eval=10))
     assert rt["train_hash"] != base["train_hash"]
+
+
+def test_env_data_hash_is_the_trace_data_hash_for_non_ascii_rows():
+    """One data hash: what `%prime_env` shows is what a trace records, accents and all."""
+    from primenb.envs.fingerprint import rows_hash as env_hash
+    from primenb.protocol.hashing import rows_hash as trace_hash
+
+    rows = [{"prompt": "renverse: été", "answer": "été"}, {"prompt": "日本", "answer": "本日"}]
+    assert env_hash(rows) == trace_hash(rows)[0]
+    assert env_hash(rows) != env_hash(rows[::-1])

@@ -1,0 +1,349 @@
+"""Every terminal command and magic, declared once: arguments, help and defaults.
+
+The `primenb` CLI (`primenb.cli`) and the magics (`primenb.notebook`) build their argparse parsers
+from these declarations, so `primenb harness diff` and `%prime_harness diff` cannot drift, and
+`%prime_harness?` shows the same text as `primenb harness --help`. An argument that only makes
+sense in one face (`--wait` in a cell, `--detach` or `--json` in a terminal) says so in `faces`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+CLI, MAGIC = "cli", "magic"
+BOTH = (CLI, MAGIC)
+
+
+@dataclass(frozen=True)
+class Arg:
+    names: tuple[str, ...]
+    help: str = ""
+    faces: tuple[str, ...] = BOTH
+    exclusive: str | None = None  # arguments sharing this name are mutually exclusive
+    kw: Mapping[str, Any] = field(default_factory=dict)
+
+
+def arg(*names: str, help: str = "", faces: tuple[str, ...] = BOTH, exclusive: str | None = None, **kw: Any) -> Arg:
+    return Arg(names, help, faces, exclusive, kw)
+
+
+@dataclass(frozen=True)
+class Command:
+    family: str  # "harness", "env", or "train" for the top-level commands
+    name: str
+    help: str
+    args: tuple[Arg, ...] = ()
+    faces: tuple[str, ...] = BOTH
+
+    def args_for(self, face: str) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if face in a.faces)
+
+
+_SFT = arg("--sft", action="store_true", help="an SFT config", exclusive="mode")
+_RL = arg("--rl", action="store_true", help="an RL config", exclusive="mode")
+_TRACE = "a trace id, a unique id prefix, a run name, a run directory (in a notebook also a variable holding a Run)"
+_BACKEND = arg("--backend", default=None, metavar="B", help="where to train (default: [primenb] backend, local)")
+_NAME = arg("--name", default=None, metavar="RUN", help="run name (default: <env>--<model>--<id>)")
+_WAIT = arg("--wait", action="store_true", faces=(MAGIC,), help="block the cell until the run ends")
+_DETACH = arg("--detach", action="store_true", faces=(CLI,), help="start the run and return at once")
+_JSON = arg("--json", action="store_true", faces=(CLI,), help="machine-readable output")
+
+COMMANDS: tuple[Command, ...] = (
+    # -- configs and runs ----------------------------------------------------------------------
+    Command(
+        "train",
+        "validate",
+        "validate rl.toml / sft.toml files (in a notebook: %%rltoml)",
+        (
+            arg("files", nargs="+", help="TOML files"),
+            _SFT,
+            _RL,
+            _JSON,
+        ),
+        faces=(CLI,),
+    ),
+    Command(
+        "train",
+        "rltoml",
+        "validate the cell's rl.toml / sft.toml; bind it as NAME when valid",
+        (
+            arg("name", help="variable that receives the Config"),
+            arg("--save", metavar="PATH", help="write the TOML to PATH (atomically) when it is valid"),
+            _SFT,
+            _RL,
+            arg("--fix", action="store_true", help="rewrite legacy keys and offer the migrated cell"),
+        ),
+        faces=(MAGIC,),
+    ),
+    Command(
+        "train",
+        "init",
+        "write a starter config that validates",
+        (
+            arg("--model", default=None, metavar="M", help="model id (default: the embedded primenb/tiny-byte)"),
+            arg("--env", default=None, metavar="E", help="environment id (default: reverse-text)"),
+            arg("--sft", action="store_true", help="an SFT config instead of RL"),
+            arg("--lora", action="store_true", help="train LoRA adapters"),
+            arg("--out", default=None, metavar="FILE", help="file to write (default rl.toml, or sft.toml with --sft)"),
+            arg("--force", action="store_true", help="overwrite an existing file"),
+        ),
+    ),
+    Command(
+        "train",
+        "train",
+        "validate a config and train it",
+        (
+            arg("config", nargs="?", help="a .toml path (in a notebook also a %%rltoml variable)"),
+            _NAME,
+            _BACKEND,
+            _WAIT,
+            _DETACH,
+            arg("--sft", action="store_true", faces=(CLI,), help="validate as SFT", exclusive="mode"),
+            arg("--rl", action="store_true", faces=(CLI,), help="validate as RL", exclusive="mode"),
+            arg("--stop", metavar="RUN", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"),
+            arg(
+                "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"
+            ),
+        ),
+    ),
+    Command(
+        "train",
+        "stop",
+        "ask a run to save a final checkpoint and stop",
+        (
+            arg("run", help="run name or directory"),
+            arg("--timeout", type=float, default=120.0, metavar="S", help="seconds before the process group is killed"),
+        ),
+        faces=(CLI,),
+    ),
+    Command("train", "attach", "follow a run's progress", (arg("run", help="run name or directory"),), faces=(CLI,)),
+    # -- the harness ---------------------------------------------------------------------------
+    Command(
+        "harness",
+        "show",
+        "list traces (newest first), or show one",
+        (
+            arg("trace", nargs="?", help=_TRACE),
+            arg("--last", type=int, default=None, metavar="N", help="the newest N traces"),
+            arg(
+                "--status",
+                default=None,
+                metavar="S",
+                help="completed, failed, stopped, running or queued (a,b,...)",
+            ),
+            arg("--env", default=None, metavar="E", help="environment id (substring)"),
+            arg("--model", default=None, metavar="M", help="model id (substring)"),
+            arg("--where", default=None, metavar="EXPR", help="SQL expression over the columns"),
+            arg("--json", action="store_true", faces=(CLI,), help="the table as JSON records"),
+        ),
+    ),
+    Command(
+        "harness",
+        "apply",
+        "continue a trace from its final checkpoint (a new run, parent = TRACE)",
+        (
+            arg("trace", help=_TRACE),
+            arg(
+                "--steps",
+                type=int,
+                default=None,
+                metavar="N",
+                help="steps to add (default: as the parent)",
+            ),
+            arg(
+                "--set",
+                dest="overrides",
+                nargs="+",
+                action="extend",
+                default=[],
+                metavar="key=value",
+                help="config changes, e.g. trainer.optim.lr=1e-5",
+            ),
+            _BACKEND,
+            _NAME,
+            _WAIT,
+            _DETACH,
+        ),
+    ),
+    Command(
+        "harness",
+        "rerun",
+        "re-execute a trace from scratch and check the metrics match",
+        (
+            arg("trace", help=_TRACE),
+            _BACKEND,
+            _NAME,
+            _WAIT,
+            _DETACH,
+        ),
+    ),
+    Command(
+        "harness",
+        "diff",
+        "config/data/environment/deps/hardware differences",
+        (arg("traces", nargs="+", help="two or more traces"),),
+    ),
+    Command(
+        "harness",
+        "compare",
+        "summary table and overlaid curves of traces",
+        (
+            arg("traces", nargs="+", help="two or more traces"),
+            arg("--metric", dest="metrics", action="append", default=None, metavar="M", help="a metric to compare"),
+            arg("--html", default=None, metavar="FILE", faces=(CLI,), help="write the overlaid chart to FILE"),
+        ),
+    ),
+    Command(
+        "harness",
+        "reindex",
+        "rebuild the index from the run directories",
+        (arg("paths", nargs="*", help="more folders holding run directories"),),
+    ),
+    Command(
+        "harness",
+        "export",
+        "write a self-contained folder for another machine",
+        (
+            arg("trace", help=_TRACE),
+            arg("path", help="folder to write"),
+        ),
+    ),
+    Command(
+        "harness",
+        "import",
+        "bring an exported trace back",
+        (
+            arg("path", help="an exported folder"),
+            arg("--dest", default=None, metavar="DIR", help="where to put it"),
+        ),
+    ),
+    Command(
+        "harness",
+        "rm",
+        "remove a trace (--files: and its run directory)",
+        (
+            arg("trace", help=_TRACE),
+            arg("--files", action="store_true", help="also delete the run directory"),
+        ),
+    ),
+    # -- environments --------------------------------------------------------------------------
+    Command(
+        "env",
+        "list",
+        "every known environment (built-in, registered, verifiers)",
+        (
+            _JSON,
+            arg("--no-verifiers", action="store_true", help="leave out installed verifiers tasksets"),
+        ),
+    ),
+    Command(
+        "env",
+        "add",
+        "register a local folder / .py file or an importable module",
+        (
+            arg("target", help="a folder or .py file with load_environment(), or a module name"),
+            arg("--id", default=None, metavar="ID", help="id to register it under (default: the folder/module name)"),
+            arg("--force", action="store_true", help="replace an environment registered under the same id"),
+            _JSON,
+        ),
+    ),
+    Command(
+        "env",
+        "show",
+        "description, arguments, reward functions and sample prompts",
+        (
+            arg("id", help="environment id"),
+            arg("args", nargs="*", metavar="KEY=VALUE", help="arguments to build it with"),
+            _JSON,
+        ),
+    ),
+    Command(
+        "env", "remove", "unregister an environment (its folder is left alone)", (arg("id", help="environment id"),)
+    ),
+)
+
+FAMILY_HELP = {
+    "harness": "traces of every run: show, apply, rerun, diff, compare, reindex, export, import, rm",
+    "env": "list, register, inspect and remove training environments",
+}
+
+
+def family(name: str, face: str | None = None) -> tuple[Command, ...]:
+    return tuple(c for c in COMMANDS if c.family == name and (face is None or face in c.faces))
+
+
+def command(family_name: str, name: str) -> Command:
+    for c in COMMANDS:
+        if c.family == family_name and c.name == name:
+            return c
+    raise KeyError(f"{family_name} {name}")
+
+
+def add_arguments(parser: argparse.ArgumentParser, cmd: Command, face: str) -> argparse.ArgumentParser:
+    """Declare ``cmd``'s arguments for ``face`` on ``parser``."""
+    groups: dict[str, Any] = {}
+    for a in cmd.args_for(face):
+        target: Any = parser
+        if a.exclusive:
+            target = groups.get(a.exclusive) or groups.setdefault(a.exclusive, parser.add_mutually_exclusive_group())
+        target.add_argument(*a.names, help=a.help or None, **dict(a.kw))
+    return parser
+
+
+def _synopsis_arg(a: Arg) -> str:
+    if not a.names[0].startswith("-"):
+        name = str(a.kw.get("metavar") or a.names[0]).upper()
+        nargs = a.kw.get("nargs")
+        return {"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} [{name} ...]"}.get(str(nargs), name)
+    if a.kw.get("action") == "store_true":
+        return f"[{a.names[0]}]"
+    metavar = a.kw.get("metavar") or a.names[0].lstrip("-").upper()
+    many = " ..." if a.kw.get("nargs") == "+" or a.kw.get("action") == "append" else ""
+    return f"[{a.names[0]} {metavar}{many}]"
+
+
+def invocation(cmd: Command, face: str) -> str:
+    """How the command is typed: ``primenb harness show`` or ``%prime_harness show``."""
+    if cmd.family == "train":
+        if face == CLI:
+            return f"primenb {cmd.name}"
+        return {"rltoml": "%%rltoml", "train": "%prime_train"}.get(cmd.name, f"%prime_train {cmd.name}")
+    return f"primenb {cmd.family} {cmd.name}" if face == CLI else f"%prime_{cmd.family} {cmd.name}"
+
+
+def synopsis(cmd: Command, face: str) -> str:
+    return " ".join([invocation(cmd, face), *(_synopsis_arg(a) for a in cmd.args_for(face))])
+
+
+def help_text(family_name: str, face: str, skip: tuple[str, ...] = ()) -> str:
+    """Every command of a family: its synopsis, what it does, and each argument's help."""
+    out = []
+    for cmd in family(family_name, face):
+        if cmd.name in skip:
+            continue
+        out.append(synopsis(cmd, face))
+        out.append(f"    {cmd.help}")
+        for a in cmd.args_for(face):
+            if a.help:
+                out.append(f"    {', '.join(a.names):<18} {a.help}")
+    return "\n".join(out)
+
+
+__all__ = [
+    "BOTH",
+    "CLI",
+    "COMMANDS",
+    "FAMILY_HELP",
+    "MAGIC",
+    "Arg",
+    "Command",
+    "add_arguments",
+    "command",
+    "family",
+    "help_text",
+    "invocation",
+    "synopsis",
+]
