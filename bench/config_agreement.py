@@ -22,6 +22,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "upstream"
+# union member names upstream's flags carry (`--data.sft.name`, `--deployment.single-node`)
+_UNION_MEMBERS = """
+single_node multi_node sft fake adamw sgd muon sign_sgd filesystem nccl nixl zmq grpo echo max_rl rae hierarchical_grpo
+opd opsd prime subprocess docker podman apptainer modal e2b default ipo custom constant linear cosine
+"""
+_TAGS = set(_UNION_MEMBERS.split())
 _FLAG = re.compile(r"^--(\S+)$|^<root>$")
 
 
@@ -68,17 +74,22 @@ def upstream_paths(message: str, data: dict[str, Any]) -> list[tuple[str | int, 
     return out
 
 
+def _has(cur: Any, part: Any) -> bool:
+    if isinstance(cur, dict):
+        return isinstance(part, str) and part in cur
+    return isinstance(cur, list) and isinstance(part, int) and part < len(cur)
+
+
 def _strip_tags(loc: tuple[str | int, ...], data: Any) -> tuple[str | int, ...]:
     """Keep the segments that exist in the data (plus a final missing/extra key); drop tag names."""
     path: list[str | int] = []
     cur = data
     for i, part in enumerate(loc):
-        if isinstance(cur, dict) and isinstance(part, str) and part in cur:
+        if _has(cur, part):
             path.append(part)
             cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
-            path.append(part)
-            cur = cur[part]
+        elif i == len(loc) - 1 and isinstance(cur, dict) and part in _TAGS:
+            break  # a model validator of a union member: `--deployment.single-node`
         elif not isinstance(cur, (dict, list)):
             break  # past a leaf value: the rest names union members (`ep.int`)
         elif i == len(loc) - 1:
@@ -140,9 +151,7 @@ def summary(vs: list[Verdict]) -> dict[str, Any]:
         "mutation_path_mismatches": kinds.count("path-mismatch"),
         "mutation_verdict_agreement": sum((v.upstream_ok is not False) == v.primenb_ok for v in muts) / len(muts),
         "mutation_agreement_with_paths": kinds.count("agree") / len(muts),
-        "path_agreement_on_rejected": (
-            sum(v.kind == "agree" for v in rejected) / len(rejected) if rejected else 1.0
-        ),
+        "path_agreement_on_rejected": (sum(v.kind == "agree" for v in rejected) / len(rejected) if rejected else 1.0),
     }
 
 
