@@ -112,7 +112,7 @@ CASES = [
     (
         "string-for-int",
         'max_steps = "20" # <-\n' + VALID.split("\n", 1)[1],
-        "error",
+        "warning",  # prime-rl (pydantic lax mode) reads "20" as 20: a warning, not an error
         "max_steps",
         "expected an integer",
     ),
@@ -152,7 +152,8 @@ CASES = [
         "deployment.type",
         "did you mean `multi_node`?",
     ),
-    ("bool-as-string", 'clean = "yes" # <-\n' + VALID, "error", "clean", "expected true or false"),
+    # prime-rl reads "yes" as true (pydantic lax mode): primenb still says so, as a warning
+    ("bool-as-string", 'clean = "yes" # <-\n' + VALID, "warning", "clean", "expected true or false"),
     (
         "string-for-array",
         VALID + '\n[monitors.wandb]\ntags = "a" # <-\n',
@@ -300,7 +301,7 @@ CASES = [
     (
         "no-sources",
         HEAD + "\n[orchestrator] # <-\nbatch_size = 32\ngroup_size = 8\n" + OPTIM,
-        "error",
+        "warning",  # upstream runs eval-only configs (glm-5.2/swe.toml has no train source)
         "orchestrator.train.source",
         "no training environment",
     ),

@@ -22,7 +22,7 @@ def format_path(path: Path) -> str:
 
 @dataclass
 class Diagnostic:
-    severity: str  # "error" | "warning"
+    severity: str  # "error" | "warning" | "info"
     code: str  # syntax | unknown-key | missing | type | value | rule | conflict | legacy | secret
     path: str
     message: str

@@ -17,6 +17,7 @@ from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
 from primenb.config.rules import rl_rules, secrets, sft_rules
 from primenb.config.schema import RLConfig, SFTConfig
+from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import key_index, keys_at
 from primenb.protocol.fields import detect_mode
 
@@ -75,6 +76,8 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
     schema_errors = _schema(root, data, pos, migration.origins)
     diagnostics += schema_errors
+    if not schema_errors:
+        diagnostics += _sanity(root, data, pos, migration.origins)
     model = None
     if not schema_errors:
         prop = propagate_sft(data) if mode == "sft" else propagate_rl(data)
@@ -86,8 +89,16 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
             diagnostics += _schema_errors(exc, root, prop.data, pos, origins)
         if model is not None:
             rules = sft_rules(model) if mode == "sft" else rl_rules(model)  # type: ignore[arg-type]
+            from primenb.config.vfcheck import plugin_problems  # verifiers / renderers classes, lazily
+
+            plugged = list(plugin_problems(prop.data, mode))
+            broken = [q.path for q in plugged if q.severity == "error"]
             for p in rules:
-                diagnostics.append(_at(pos, origins, p.path, "error", p.code, p.message, p.hint))
+                if p.code == "no-env" and any(b[: len(p.path) - 2] == p.path[:-2] for b in broken):
+                    continue  # upstream stops at the env's own errors and never asks for an id
+                diagnostics.append(_at(pos, origins, p.path, p.severity, p.code, p.message, p.hint))
+            for q in plugged:
+                diagnostics.append(_at(pos, origins, q.path, q.severity, q.code, q.message, q.hint))
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
 
             for e in env_problems(model, mode):
@@ -121,6 +132,20 @@ def _schema(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins
         root.model_validate(data)
     except ValidationError as exc:
         return _schema_errors(exc, root, data, pos, origins)
+    return []
+
+
+def _sanity(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
+    """What upstream accepts but is almost surely a mistake: a value it coerces ("20", true for
+    a number) or a bound it does not check (max_steps = 0). Warnings, located like errors."""
+    try:
+        root.model_validate(data, strict=True, context=SANITY)
+    except ValidationError as exc:
+        out = _schema_errors(exc, root, data, pos, origins)
+        for d in out:
+            d.severity = "warning"
+            d.message += " (prime-rl accepts it)" if d.code == "type" else ""
+        return out
     return []
 
 
@@ -192,6 +217,12 @@ def _schema_errors(
                 path = path + ("type",)
             message = f"unknown type `{tag}` for [{format_path(path[:-1] if path[-1:] == ('type',) else path)}]"
             hint = _suggest(str(tag), tags) or "expected one of: " + ", ".join(tags)
+        elif kind in ("union_tag_not_found", "missing_discriminator"):
+            key = str(ctx.get("discriminator", "type")).strip("'")
+            message = f"[{format_path(path)}] needs `{key}` to say which kind it is"
+            hint = f"add `{key} = ...`"
+            path = path + (key,)
+            on_value = False
         elif kind == "literal_error":
             expected = str(ctx.get("expected", ""))
             message = f"{_describe(value)} is not allowed here; expected {expected}"

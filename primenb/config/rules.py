@@ -19,6 +19,7 @@ class Problem:
     message: str
     hint: str = ""
     code: str = "rule"
+    severity: str = "error"
 
 
 def rl_rules(c: RLConfig) -> Iterator[Problem]:
@@ -205,10 +206,11 @@ def _batch_rules(o: Any, at: Path) -> Iterator[Problem]:
 
 def _source_rules(sources: list[Any], at: Path, *, required: bool) -> Iterator[Problem]:
     if required and not sources:
-        yield Problem(
+        yield Problem(  # upstream takes it (an eval-only run); primenb's engine has nothing to train on
             at,
             "no training environment: [[orchestrator.train.source]] is empty",
             'add [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = "reverse-text"',
+            severity="warning",
         )
     seen: dict[str, int] = {}
     for i, src in enumerate(sources):
@@ -218,6 +220,7 @@ def _source_rules(sources: list[Any], at: Path, *, required: bool) -> Iterator[P
                 at + (i, "env", "taskset", "id"),
                 "no env configured for this source",
                 'set [<source>.env.taskset] id = "<taskset id>"',
+                code="no-env",
             )
         name = src.name or taskset_id
         if name == "agg":
@@ -249,7 +252,8 @@ def _single_node_rules(dep: Any, infer: int, inference: Any) -> Iterator[Problem
     if dep.num_train_gpus + infer > dep.gpus_per_node:
         yield Problem(
             ("deployment", "num_infer_gpus" if infer else "num_train_gpus"),
-            f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node ({dep.gpus_per_node})",
+            f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node "
+            f"({dep.gpus_per_node})",
             "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment",
         )
     tp = inference.vllm.tensor_parallel_size if inference is not None else 1

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
+from pydantic_core import PydanticCustomError
+
+# Validation runs twice. The lax pass decides errors exactly as upstream's loader (pydantic lax
+# mode: "20" and true are integers there). The sanity pass (strict, context SANITY) re-checks
+# the same data; what only it rejects becomes a warning: upstream runs it, but it is a mistake.
+SANITY = {"sanity": True}
 
 
 class Section(BaseModel):
     """A TOML table: unknown keys are errors, the string "None" means None (as upstream)."""
 
-    # strict: TOML values are typed, so "20" for an integer is a mistake worth reporting.
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False)
+    model_config = ConfigDict(extra="forbid", validate_default=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -24,23 +29,38 @@ class Section(BaseModel):
 class OpenSection(Section):
     """A table whose extra keys are passed through (vLLM options, taskset arguments)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, validate_default=False)
+    model_config = ConfigDict(extra="allow", validate_default=False)
 
 
-def typed_union(default: str, *classes: type[BaseModel]) -> Any:
-    """A union switched by its `type` key, which defaults to `default` when absent."""
+def _sane_min(bound: int) -> AfterValidator:
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if info.context and info.context.get("sanity") and value is not None and value < bound:
+            kind = "greater_than_equal"
+            raise PydanticCustomError(kind, "Input should be greater than or equal to {ge}", {"ge": bound})
+        return value
 
-    def pick(value: Any) -> str:
+    return AfterValidator(check)
+
+
+def typed_union(default: str | None, *classes: type[BaseModel], key: str = "type") -> Any:
+    """A union switched by its `key`; upstream fills an absent tag from the field's default
+    model, so `default=None` (an optional field) makes the tag required."""
+
+    def pick(value: Any) -> str | None:
         if isinstance(value, dict):
-            return value.get("type", default)
-        return getattr(value, "type", default)
+            tag = value.get(key, default)
+            return tag if isinstance(tag, str) else repr(tag)
+        return getattr(value, key, default)
 
-    tagged = tuple(Annotated[c, Tag(c.model_fields["type"].default)] for c in classes)
+    tagged = tuple(Annotated[c, Tag(c.model_fields[key].default)] for c in classes)
     return Annotated[Union[tagged], Discriminator(pick)]  # noqa: UP007
 
 
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
+# Bounds upstream does not check (it takes max_steps = 0 or seq_len = -1): warnings only.
+SanePosInt = Annotated[int, _sane_min(1)]
+SaneNonNegInt = Annotated[int, _sane_min(0)]
 
 
 class RunConfig(Section):
@@ -96,9 +116,15 @@ class MonitorsConfig(Section):
     prime: PrimeMonitorConfig | None = None
 
 
+class VLMConfig(Section):
+    vision_encoder_attr: str
+    language_model_attr: str
+    freeze_vision_encoder: bool = True
+
+
 class SharedModelConfig(Section):
     name: str = "Qwen/Qwen3-0.6B"
-    vlm: Any = None
+    vlm: VLMConfig | None = None
 
 
 class TokenizerConfig(Section):
@@ -126,6 +152,8 @@ class NixlBroadcast(Section):
 
 
 WeightBroadcast = typed_union("filesystem", FilesystemBroadcast, NcclBroadcast, NixlBroadcast)
+# The top-level (shared) table defaults to None upstream, so there `type` is required.
+SharedWeightBroadcast = typed_union(None, FilesystemBroadcast, NcclBroadcast, NixlBroadcast)
 
 
 class FilesystemTransport(Section):

@@ -10,6 +10,7 @@ from primenb.config.schema.common import (
     LogConfig,
     OpenSection,
     PosInt,
+    SanePosInt,
     Section,
     SlurmConfig,
     WeightBroadcast,
@@ -30,24 +31,24 @@ class RouterConfig(OpenSection):
 class VLLMConfig(OpenSection):
     model: str = "Qwen/Qwen3-0.6B"
     dtype: str = "auto"
-    max_model_len: PosInt | None = None
+    max_model_len: SanePosInt | None = None
     enforce_eager: bool = False
     trust_remote_code: bool = False
     chat_template: str | None = None
     tool_call_parser: str | None = "auto"
     reasoning_parser: str | None = "auto"
-    tensor_parallel_size: PosInt = 1
+    tensor_parallel_size: SanePosInt = 1
     data_parallel_size: PosInt = 1
     data_parallel_size_local: PosInt | None = None
-    api_server_count: PosInt = 1
+    api_server_count: Annotated[int, Field(ge=0)] = 1
     seed: int = 0
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
     enable_prefix_caching: bool | None = None
     quantization: str | None = None
     enable_lora: bool = False
-    max_loras: PosInt = 8
-    max_cpu_loras: PosInt = 100
-    max_lora_rank: PosInt | None = None
+    max_loras: SanePosInt = 8
+    max_cpu_loras: SanePosInt = 100
+    max_lora_rank: SanePosInt | None = None
     enable_expert_parallel: bool = False
     enable_eplb: bool = False
     enable_return_routed_experts: bool = False
@@ -87,3 +88,6 @@ class InferenceConfig(Section):
     slurm: SlurmConfig | None = None
     output_dir: str | None = None
     dry_run: bool = False
+    use_pd_kv_transfer: bool = False
+    enable_fp32_lm_head: bool = True
+    enable_fp32_router_logits: bool = True

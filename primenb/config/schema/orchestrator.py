@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from primenb.config.schema.algo import Algo, GRPOAlgo, SourceAlgo
 from primenb.config.schema.common import (
     CkptConfig,
     HeartbeatConfig,
@@ -15,8 +16,10 @@ from primenb.config.schema.common import (
     PosInt,
     ResumeConfig,
     RolloutTransport,
+    SanePosInt,
     Section,
     TokenizerConfig,
+    VLMConfig,
     WeightBroadcast,
 )
 
@@ -27,27 +30,16 @@ class TasksetConfig(OpenSection):
     id: str | None = None
 
 
-class HarnessConfig(OpenSection):
-    id: str = "null"
+class EnvConfig(OpenSection):
+    """`env`: verifiers' own config (checked by `primenb.config.vfcheck` where verifiers is
+    installed); here only the taskset id, which primenb's engine reads."""
 
-
-class RuntimeConfig(OpenSection):
-    type: str = "prime"
-
-
-class AgentConfig(Section):
-    harness: HarnessConfig = HarnessConfig()
-    runtime: RuntimeConfig = RuntimeConfig()
-
-
-class EnvConfig(Section):
     taskset: TasksetConfig | None = None
-    agent: AgentConfig = AgentConfig()
 
 
 class TrainSamplingConfig(Section):
     temperature: Annotated[float, Field(ge=0, le=2)] = 1.0
-    max_completion_tokens: PosInt | None = None
+    max_completion_tokens: SanePosInt | None = None
     extra_body: dict[str, Any] = {}
 
 
@@ -56,15 +48,9 @@ class EvalSamplingConfig(Section):
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     top_k: int | None = None
     min_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    max_completion_tokens: PosInt | None = None
+    max_completion_tokens: SanePosInt | None = None
     reasoning_effort: str | None = None
     extra_body: dict[str, Any] | None = None
-
-
-class AlgoConfig(OpenSection):
-    type: Literal[
-        "grpo", "max_rl", "rae", "hierarchical_grpo", "opd", "opsd", "sft", "echo"
-    ] = "grpo"  # fmt: skip
 
 
 class CurriculumConfig(OpenSection):
@@ -78,7 +64,7 @@ class TrainSourceConfig(Section):
     ratio: Annotated[float, Field(gt=0)] = 1.0
     sampling: TrainSamplingConfig | None = None
     group_size: PosInt | None = None
-    algo: AlgoConfig | None = None
+    algo: SourceAlgo | None = None
     curriculum: CurriculumConfig | None = None
 
 
@@ -127,13 +113,16 @@ class ClientConfig(Section):
 class OrchestratorModelConfig(Section):
     name: str = "Qwen/Qwen3-0.6B"
     trust_remote_code: bool = False
-    vlm: Any = None
+    vlm: VLMConfig | None = None
     lora: LoraRefConfig | None = None
     client: ClientConfig = ClientConfig()
 
 
 class RendererConfig(OpenSection):
-    name: str = "auto"
+    """Renderer options are checked by the `renderers` package where it is installed. Upstream
+    needs `name` in a written table (it is the union's tag)."""
+
+    name: str
 
 
 class OrchestratorLogConfig(Section):
@@ -156,12 +145,12 @@ class OrchestratorCkptConfig(CkptConfig):
 
 
 class OrchestratorConfig(Section):
-    algo: AlgoConfig = AlgoConfig()
+    algo: Algo = GRPOAlgo()
     model: OrchestratorModelConfig = OrchestratorModelConfig()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig | None = None
     tokenizer: TokenizerConfig | None = None
-    renderer: RendererConfig = RendererConfig()
+    renderer: RendererConfig = RendererConfig(name="auto")
     log: OrchestratorLogConfig = OrchestratorLogConfig()
     monitors: MonitorsConfig = MonitorsConfig()
     ckpt: OrchestratorCkptConfig | None = None
@@ -175,9 +164,12 @@ class OrchestratorConfig(Section):
     token_batch_size: PosInt | None = None
     concurrency: ConcurrencyConfig = ConcurrencyConfig()
     group_size: PosInt = 1
-    seq_len: PosInt = 2048
+    seq_len: SanePosInt = 2048
     num_train_workers: PosInt = 1
     pad_to_multiple_of: PosInt = 1
-    max_steps: PosInt | None = None
+    max_steps: SanePosInt | None = None
     max_off_policy_steps: NonNegInt = 8
     heartbeat: HeartbeatConfig | None = None
+    env_vars: dict[str, str] = {}
+    collect_inference_metrics: bool = True
+    inference_metrics_roles: list[Literal["prefill", "decode"]] | None = None

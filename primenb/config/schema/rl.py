@@ -13,12 +13,14 @@ from primenb.config.schema.common import (
     ResumeConfig,
     RolloutTransport,
     RunConfig,
+    SaneNonNegInt,
+    SanePosInt,
     Section,
     SharedModelConfig,
     SharedMonitorsConfig,
+    SharedWeightBroadcast,
     SlurmConfig,
     TokenizerConfig,
-    WeightBroadcast,
     typed_union,
 )
 from primenb.config.schema.inference import InferenceConfig
@@ -28,18 +30,18 @@ from primenb.config.schema.trainer import TrainerConfig
 
 class SingleNodeDeployment(Section):
     type: Literal["single_node"] = "single_node"
-    gpus_per_node: PosInt = 8
-    num_train_gpus: PosInt = 1
-    num_infer_gpus: NonNegInt = 1
+    gpus_per_node: SanePosInt = 8
+    num_train_gpus: SanePosInt = 1
+    num_infer_gpus: SaneNonNegInt = 1
 
 
 class MultiNodeDeployment(Section):
     type: Literal["multi_node"] = "multi_node"
-    gpus_per_node: PosInt = 8
-    num_train_nodes: PosInt
+    gpus_per_node: SanePosInt = 8
+    num_train_nodes: SanePosInt
     num_infer_nodes: NonNegInt = 1
     num_infer_replicas: PosInt = 1
-    nodes_per_fsdp_group: PosInt | None = None
+    nodes_per_fsdp_group: SanePosInt | None = None
     orchestrator_on_inference: bool = False
 
 
@@ -60,9 +62,9 @@ class RLConfig(Section):
     monitors: SharedMonitorsConfig = SharedMonitorsConfig()
     model: SharedModelConfig | None = None
     tokenizer: TokenizerConfig | None = None
-    max_steps: PosInt | None = None
-    seq_len: PosInt | None = None
-    weight_broadcast: WeightBroadcast | None = None
+    max_steps: SanePosInt | None = None
+    seq_len: SanePosInt | None = None
+    weight_broadcast: SharedWeightBroadcast | None = None
     rollout_transport: RolloutTransport | None = None
     deployment: Deployment = SingleNodeDeployment()
     slurm: SlurmConfig | None = None

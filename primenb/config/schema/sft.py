@@ -18,11 +18,13 @@ from primenb.config.schema.common import (
     PrimenbSettings,
     ResumeConfig,
     RunConfig,
+    SaneNonNegInt,
+    SanePosInt,
     Scheduler,
     Section,
+    SharedWeightBroadcast,
     SlurmConfig,
     TokenizerConfig,
-    WeightBroadcast,
     typed_union,
 )
 from primenb.config.schema.inference import InferenceConfig
@@ -60,7 +62,7 @@ class SFTDataConfig(Section):
     batch_size: PosInt = 128
     seq_len: PosInt = 128
     micro_batch_size: PosInt = 1
-    num_workers: NonNegInt = 1
+    num_workers: PosInt = 1
 
 
 class FakeSFTDataConfig(Section):
@@ -88,17 +90,17 @@ class SFTEvalConfig(EvalConfig):
 
 class SFTSingleNode(Section):
     type: Literal["single_node"] = "single_node"
-    gpus_per_node: PosInt = 8
-    num_train_gpus: PosInt = 1
-    num_infer_gpus: NonNegInt = Field(1, validation_alias=AliasChoices("num_infer_gpus", "num_eval_gpus"))
+    gpus_per_node: SanePosInt = 8
+    num_train_gpus: SanePosInt = 1
+    num_infer_gpus: SaneNonNegInt = Field(1, validation_alias=AliasChoices("num_infer_gpus", "num_eval_gpus"))
 
 
 class SFTMultiNode(Section):
     type: Literal["multi_node"] = "multi_node"
-    gpus_per_node: PosInt = 8
+    gpus_per_node: SanePosInt = 8
     num_train_nodes: PosInt = 2
     num_infer_nodes: NonNegInt = 0
-    nodes_per_fsdp_group: PosInt | None = None
+    nodes_per_fsdp_group: SanePosInt | None = None
 
 
 SFTDeployment = typed_union("single_node", SFTSingleNode, SFTMultiNode)
@@ -108,12 +110,12 @@ class SFTConfig(Section):
     model: ModelConfig = ModelConfig()
     env_vars: dict[str, str] = {}
     tokenizer: TokenizerConfig | None = None
-    renderer: RendererConfig = RendererConfig()
+    renderer: RendererConfig = RendererConfig(name="auto")
     data: SFTData = SFTDataConfig()
     val: ValConfig | None = None
     eval: SFTEvalConfig | None = None
     inference: InferenceConfig | None = None
-    weight_broadcast: WeightBroadcast | None = None
+    weight_broadcast: SharedWeightBroadcast | None = None
     optim: Optimizer = AdamWConfig()
     scheduler: Scheduler = ConstantScheduler()
     ckpt: TrainerCkptConfig | None = None
@@ -124,10 +126,10 @@ class SFTConfig(Section):
     output_dir: str = "outputs"
     clean: bool = False
     matmul_precision: MatmulPrecision = "high"
-    max_steps: PosInt | None = None
+    max_steps: SanePosInt | None = None
     gc: GCConfig | None = GCConfig()
     trace_path: str | None = None
-    dist_timeout_seconds: PosInt = 3600
+    dist_timeout_seconds: SanePosInt = 3600
     heartbeat: HeartbeatConfig | None = None
     deployment: SFTDeployment = SFTSingleNode()
     slurm: SlurmConfig | None = None

@@ -16,9 +16,11 @@ from primenb.config.schema.common import (
     PosInt,
     ResumeConfig,
     RolloutTransport,
+    SanePosInt,
     Scheduler,
     Section,
     TokenizerConfig,
+    VLMConfig,
     WeightBroadcast,
     typed_union,
 )
@@ -40,7 +42,7 @@ class ActivationOffloadConfig(Section):
 
 
 class DebugModelConfig(Section):
-    num_layers: PosInt | None = None
+    num_layers: SanePosInt | None = None
     random_init: bool = False
     force_balanced_routing: bool = False
 
@@ -48,12 +50,30 @@ class DebugModelConfig(Section):
 Dtype = Literal["float32", "bfloat16"]
 
 
+class FP8Config(Section):
+    type: Literal["fp8"] = "fp8"
+    enable_grouped_gemm: bool = True
+    ignore_patterns: list[str] | None = None
+
+
+class MXFP8Config(Section):
+    type: Literal["mxfp8"] = "mxfp8"
+    recipe: Literal["mxfp8_rceil", "mxfp8_rceil_wgrad_with_hp"] = "mxfp8_rceil"
+    enable_grouped_gemm: bool = True
+    enable_a2a: bool = True
+    ignore_patterns: list[str] | None = None
+
+
+# `[trainer.model.quantization] type = "fp8"`: optional, so upstream needs the tag.
+Quantization = typed_union(None, FP8Config, MXFP8Config)
+
+
 class ModelConfig(Section):
     name: str = "Qwen/Qwen3-0.6B"
     trust_remote_code: bool = False
-    vlm: Any = None
+    vlm: VLMConfig | None = None
     conversion_dir: str | None = None
-    seq_len: PosInt = 2048
+    seq_len: SanePosInt = 2048
     attn: str = "auto"
     compile: CompileConfig | None = CompileConfig()
     ac: ActivationCheckpointConfig | None = ActivationCheckpointConfig()
@@ -62,19 +82,19 @@ class ModelConfig(Section):
     optim_cpu_offload: bool = True
     full_offload: bool | None = None
     reshard_after_forward: bool = True
-    dp_replicate: PosInt = 1
-    ep: PosInt | Literal["auto"] = "auto"
+    dp_replicate: SanePosInt = 1
+    ep: SanePosInt | Literal["auto"] = "auto"
     ep_comm_backend: str = "torch"
-    cp: PosInt = 1
+    cp: SanePosInt = 1
     cp_style: str = "ring"
     impl: Literal["hf", "custom", "auto"] = "auto"
     optimization_dtype: Dtype = "float32"
     reduce_dtype: Dtype = "float32"
-    quantization: Literal["fp8", "mxfp8"] | None = None
+    quantization: Quantization | None = None
     freeze_moe_router: bool = False
     lora: LoraConfig | None = None
     debug: DebugModelConfig = DebugModelConfig()
-    fused_lm_head_token_chunk_size: PosInt | None = 8192
+    fused_lm_head_token_chunk_size: SanePosInt | Literal["disabled"] | None = 8192
 
 
 class FakeDataConfig(Section):
@@ -146,12 +166,12 @@ class TrainerConfig(Section):
     monitors: MonitorsConfig = MonitorsConfig()
     output_dir: str | None = None
     matmul_precision: MatmulPrecision = "high"
-    max_steps: PosInt | None = None
+    max_steps: SanePosInt | None = None
     enable_router_replay: bool = False
     memory_profiler_path: str | None = None
     gc: GCConfig | None = GCConfig()
     trace_path: str | None = None
-    dist_timeout_seconds: PosInt = 3600
+    dist_timeout_seconds: SanePosInt = 3600
     heartbeat: HeartbeatConfig | None = None
     metrics_server: MetricsServerConfig | None = None
     enable_token_export: bool = False

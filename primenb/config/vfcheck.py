@@ -1,0 +1,254 @@
+"""The tables upstream hands to other libraries, checked with those libraries' own classes.
+
+* `env` of every source: verifiers' `SingleAgentEnvConfig` (harness per id, runtime per type,
+  timeouts, retries...), as prime-rl's `EnvConfig` narrows it. The taskset stands in as open
+  when it names an id (its package defines its options; upstream's verdicts were made the same
+  way), and is checked as verifiers' plain `TasksetConfig` when it names none.
+* `renderer` (`orchestrator.renderer`, SFT `renderer`): the `renderers` package's union.
+
+Unknown multi-agent role tables (`env.player`) and harness options an environment's own package
+may define are warnings: without that package nobody here can tell. Where verifiers is not
+installed, one info line says the environment tables were checked only structurally.
+verifiers is imported once, lazily (it takes seconds); later checks reuse the classes.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from primenb.config.diagnostics import format_path
+from primenb.config.positions import Path
+
+
+@dataclass
+class PluginProblem:
+    path: Path
+    severity: str
+    message: str
+    hint: str = ""
+    code: str = "type"
+
+
+@cache
+def _verifiers() -> Any:
+    """(SingleAgentEnvConfig, loaders) or None when verifiers is not installed."""
+    try:
+        from verifiers.v1.envs.single_agent.env import SingleAgentEnvConfig
+        from verifiers.v1.utils import loaders
+    except Exception:  # an optional extra: any import failure means "not here"
+        return None
+    return SingleAgentEnvConfig, loaders
+
+
+@cache
+def _renderer_adapter() -> Any:
+    try:
+        from pydantic import TypeAdapter
+        from renderers.configs import RendererConfig
+    except Exception:
+        return None
+    return TypeAdapter(RendererConfig)
+
+
+def verifiers_available() -> bool:
+    return _verifiers() is not None
+
+
+def _get(data: Any, path: Path) -> Any:
+    cur = data
+    for p in path:
+        if isinstance(cur, dict) and isinstance(p, str):
+            cur = cur.get(p)
+        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
+            cur = cur[p]
+        else:
+            return None
+    return cur
+
+
+def _sources(data: dict[str, Any], mode: str) -> Iterator[Path]:
+    rl_roots: list[Path] = [("orchestrator", "train", "source"), ("orchestrator", "eval", "source")]
+    roots = rl_roots if mode == "rl" else [("eval", "source")]
+    for root in roots:
+        sources = _get(data, root)
+        if isinstance(sources, list):
+            for i, src in enumerate(sources):
+                if isinstance(src, dict) and isinstance(src.get("env"), dict):
+                    yield root + (i, "env")
+
+
+def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
+    """Problems in the env and renderer tables of schema-valid, propagated config data."""
+    vf = _verifiers()
+    envs = list(_sources(data, mode))
+    if vf is None and envs:
+        yield PluginProblem(
+            envs[0], "info", "environment tables were checked only structurally (verifiers is not installed)",
+            "pip install verifiers to check harness, runtime and agent options as prime-rl does", "env-structural",
+        )  # fmt: skip
+    elif vf is not None:
+        for at in envs:
+            yield from _env_problems(vf, _get(data, at), at)
+    renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
+    for at in renderers if mode == "rl" else [("renderer",)]:
+        table = _get(data, at)
+        if isinstance(table, dict):
+            yield from _renderer_problems(table, at)
+
+
+def _env_problems(vf: Any, env: dict[str, Any], at: Path) -> Iterator[PluginProblem]:
+    config_cls, loaders = vf
+    data = copy.deepcopy(env)
+    taskset = data.get("taskset")
+    if isinstance(taskset, dict) and taskset.get("id"):
+        del data["taskset"]  # the taskset's own package defines its options: open here
+    env_id = data.get("id")
+    if env_id:
+        try:
+            config_cls = loaders.env_config_type("", env_id)
+        except Exception:  # not installed here
+            yield PluginProblem(
+                at + ("id",), "warning", f"environment `{env_id}` is not installed here; its tables were checked "
+                "only structurally", "", "unknown-env",
+            )  # fmt: skip
+            return
+    from pydantic import ValidationError
+
+    try:
+        config_cls.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            yield _map_error(err, data, at, loaders)
+    except Exception as exc:  # a plugin that does not import (harness id not installed)
+        message = str(exc).split("\n")[0]
+        harness = _harness_at(data)
+        yield PluginProblem(
+            at + harness + ("id",) if harness else at, "warning", message,
+            "install the package that provides it where the run starts", "unknown-env",
+        )  # fmt: skip
+
+
+def _harness_at(data: dict[str, Any]) -> Path | None:
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(value.get("harness"), dict):
+            return (key, "harness")
+    return None
+
+
+def _has(cur: Any, part: Any) -> bool:
+    if isinstance(cur, dict):
+        return isinstance(part, str) and part in cur
+    return isinstance(cur, list) and isinstance(part, int) and part < len(cur)
+
+
+def _loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
+    """An error location on the data, with union tags (`runtime.prime.x`) dropped."""
+    path: list[str | int] = []
+    cur = data
+    for i, part in enumerate(loc):
+        if _has(cur, part):
+            path.append(part)
+            cur = cur[part]
+        elif not isinstance(cur, (dict, list)):
+            break
+        elif i == len(loc) - 1 and isinstance(part, str):
+            path.append(part)
+    return tuple(path)
+
+
+def _close(word: str, options: list[str]) -> str | None:
+    found = difflib.get_close_matches(word, options, n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any) -> PluginProblem:
+    path = _loc_to_path(tuple(err["loc"]), data)
+    kind = err["type"]
+    where = format_path(at + path[:-1])
+    if kind == "extra_forbidden" and path:
+        key = str(path[-1])
+        table = _get(data, path[:-1])
+        if len(path) == 1 and isinstance(data.get(key), dict):
+            # env.<role>: a multi-agent env's seat, defined by the environment's package
+            close = _close(key, ["agent", "taskset", "timeout", "retries", "interception", "id"])
+            if close is None:
+                return PluginProblem(
+                    at + path, "warning", f"`{key}` is not a table of the single-agent environment; a multi-agent "
+                    "environment's own package may define this role (not installed here)",
+                    "install the environment package to check it", "unknown-key",
+                )  # fmt: skip
+        harness = path[:-1]
+        if len(harness) == 2 and harness[-1] == "harness" and isinstance(table, dict) and table.get("id"):
+            known = _harness_fields(loaders, str(table["id"]))
+            close = _close(key, known)
+            if close is None:
+                return PluginProblem(
+                    at + path, "warning", f"unknown option `{key}` for harness `{table['id']}`; the environment's own "
+                    "package may define it (not installed here)", "", "unknown-key",
+                )  # fmt: skip
+            return PluginProblem(at + path, "error", f"unknown key `{key}` in [{where}]", f"did you mean `{close}`?",
+                                 "unknown-key")  # fmt: skip
+        known = _fields_near(err, data)
+        close = _close(key, known)
+        return PluginProblem(
+            at + path, "error", f"unknown key `{key}` in [{where}]",
+            f"did you mean `{close}`?" if close else "", "unknown-key",
+        )  # fmt: skip
+    if kind == "missing":
+        return PluginProblem(at + path, "error", f"missing required key `{path[-1]}` in [{where}]",
+                             f"add `{path[-1]} = ...`", "missing")  # fmt: skip
+    if kind == "union_tag_invalid":
+        ctx = err.get("ctx") or {}
+        return PluginProblem(
+            at + path + ("type",) if isinstance(_get(data, path), dict) else at + path, "error",
+            f"unknown {str(ctx.get('discriminator', 'type')).strip(chr(39))} `{ctx.get('tag')}` "
+            f"for [{format_path(at + path)}]",
+            f"expected one of: {ctx.get('expected_tags', '')}",
+        )  # fmt: skip
+    message = err["msg"].removeprefix("Value error, ")
+    return PluginProblem(at + path, "error", message, "", "value" if kind == "value_error" else "type")
+
+
+def _harness_fields(loaders: Any, harness_id: str) -> list[str]:
+    try:
+        return list(loaders.harness_config_type(harness_id).model_fields)
+    except Exception:
+        return ["id"]
+
+
+def _fields_near(err: Any, data: dict[str, Any]) -> list[str]:
+    """Sibling keys that exist in the data: a cheap source of "did you mean"."""
+    parent = _get(data, _loc_to_path(tuple(err["loc"])[:-1], data))
+    return [k for k in parent if isinstance(k, str)] if isinstance(parent, dict) else []
+
+
+def _renderer_problems(table: dict[str, Any], at: Path) -> Iterator[PluginProblem]:
+    adapter = _renderer_adapter()
+    if adapter is None:
+        return
+    from pydantic import ValidationError
+
+    try:
+        adapter.validate_python(table)
+    except ValidationError as exc:
+        for err in exc.errors():
+            path = _loc_to_path(tuple(err["loc"]), table)
+            if err["type"] == "union_tag_invalid":
+                ctx = err.get("ctx") or {}
+                tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
+                close = difflib.get_close_matches(str(ctx.get("tag")), tags, n=1)
+                yield PluginProblem(
+                    at + ("name",), "error", f"unknown renderer `{ctx.get('tag')}`",
+                    f"did you mean `{close[0]}`?" if close else "renderers: " + ", ".join(tags),
+                )  # fmt: skip
+            elif err["type"] == "extra_forbidden":
+                yield PluginProblem(at + path, "error",
+                                    f"unknown key `{path[-1]}` in [{format_path(at)}] for renderer "
+                                    f"`{table.get('name')}`", "", "unknown-key")  # fmt: skip
+            else:
+                yield PluginProblem(at + path, "error", err["msg"].removeprefix("Value error, "))

@@ -1,0 +1,95 @@
+"""primenb's verdict is prime-rl's verdict, on upstream's own configs and 416 mutations of them.
+
+The corpus (`tests/data/upstream/`, see its README) holds what prime-rl-configs 0.4.0 with
+verifiers 0.4.0 said about each file. The comparison logic lives in `bench/config_agreement.py`
+(also a script that prints the counts); this test asserts it file by file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "upstream"
+
+pytest.importorskip("verifiers", reason="the env tables are checked with verifiers' classes")
+
+
+def _agreement():
+    spec = importlib.util.spec_from_file_location("config_agreement", ROOT / "bench" / "config_agreement.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["config_agreement"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+AGREEMENT = _agreement()
+VERDICTS = AGREEMENT.verdicts()
+
+
+def _describe(v) -> str:
+    first = v.errors[0] if v.errors else None
+    mine = f"{first['path']}: {first['message']}" if first else "no error"
+    return f"{v.name} ({v.note}): primenb says {mine}; upstream {'accepts' if v.upstream_ok else v.upstream_paths}"
+
+
+@pytest.mark.parametrize("v", [v for v in VERDICTS if not v.name.startswith("mutations/")], ids=lambda v: v.name)
+def test_upstream_config_has_no_error(v):
+    """Every RL/SFT config upstream accepts (or whose verdict needs an env package) has no error."""
+    assert not v.errors, _describe(v)
+
+
+@pytest.mark.parametrize("v", [v for v in VERDICTS if v.name.startswith("mutations/")], ids=lambda v: v.name)
+def test_mutation_verdict_and_path_match_upstream(v):
+    """Errors exactly where upstream rejects; the first error lies at the path upstream names."""
+    assert v.kind == "agree", _describe(v)
+
+
+def test_agreement_summary():
+    s = AGREEMENT.summary(VERDICTS)
+    assert s["config_false_errors"] == 0
+    assert s["mutation_agreement_with_paths"] >= 0.99, s
+
+
+def test_cli_json_gives_the_same_verdict(capsys):
+    """The counted path is `primenb validate --json --rl|--sft FILE`."""
+    from primenb.cli import main
+
+    for name, mode in (("mutations/72.toml", "rl"), ("mutations/30.toml", "sft")):
+        rc = main(["validate", "--json", f"--{mode}", str(DATA / name)])
+        out = json.loads(capsys.readouterr().out)
+        errors = [d for d in out["diagnostics"] if d["severity"] == "error"]
+        expected = next(v for v in VERDICTS if v.name == name)
+        assert [e["path"] for e in errors] == [e["path"] for e in expected.errors]
+        assert rc == (1 if errors else 0)
+
+
+def test_sanity_checks_are_warnings_with_location():
+    """`max_steps = true` and `seq_len = -2049`: upstream takes them; primenb warns at the line."""
+    from primenb.config import check
+
+    report = check(DATA / "mutations" / "89.toml", mode="rl").report
+    assert report.ok
+    [w] = [d for d in report.warnings if d.path == "seq_len"]
+    assert w.line and "must be >= 1" in w.message
+    report = check(DATA / "mutations" / "13.toml", mode="rl").report
+    assert report.ok
+    assert any(d.path == "max_steps" and "expected an integer" in d.message for d in report.warnings)
+
+
+def test_role_tables_and_env_package_harness_options_warn():
+    """`env.player` (wordle) and `summarize_at_tokens` (an env package's harness option): warnings."""
+    from primenb.config import check
+
+    report = check(DATA / "configs" / "examples" / "basic" / "wordle" / "rl.toml", mode="rl").report
+    assert report.ok
+    assert any(d.path.endswith("env.player") for d in report.warnings)
+    report = check(DATA / "configs" / "examples" / "advanced" / "glm-4.5-air" / "swe.toml", mode="rl").report
+    assert report.ok
+    assert any(d.path.endswith("harness.summarize_at_tokens") for d in report.warnings)
