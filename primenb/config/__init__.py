@@ -8,17 +8,18 @@ from primenb.config.diagnostics import Diagnostic, Report
 from primenb.config.loader import Outcome, read_source, validate
 from primenb.config.model import Config
 from primenb.errors import ConfigError
+from primenb.protocol.fields import Mode
 
 __all__ = ["Config", "ConfigError", "Diagnostic", "Report", "check", "load_config"]
 
 
-def check(source: str | Path, *, mode: str | None = None) -> Outcome:
+def check(source: str | Path, *, mode: Mode | None = None) -> Outcome:
     """Validate TOML text or a path; never raises for config problems."""
     text, name = read_source(source)
     return validate(text, source=name, mode=mode)
 
 
-def load_config(source: str | Path, *, mode: str | None = None) -> Config:
+def load_config(source: str | Path, *, mode: Mode | None = None) -> Config:
     """Validate TOML text or a path and return a `Config`, or raise `ConfigError` with every problem."""
     outcome = check(source, mode=mode)
     if outcome.model is None:

@@ -7,6 +7,7 @@ import html
 from dataclasses import dataclass
 
 from primenb.config.loader import Outcome, validate
+from primenb.protocol.fields import Mode
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Fix:
         return self.diff() if self.changed else "Nothing to migrate: no legacy keys found."
 
 
-def fix_text(text: str, *, source: str = "<cell>", mode: str | None = None) -> Fix:
+def fix_text(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> Fix:
     outcome = validate(text, source=source, mode=mode)
     migration = outcome.migration
     after = migration.edits.apply() if migration and migration.changed and migration.edits else text

@@ -19,7 +19,7 @@ from primenb.config.rules import rl_rules, secrets, sft_rules
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import key_index, keys_at
-from primenb.protocol.fields import detect_mode
+from primenb.protocol.fields import Mode, detect_mode
 
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TYPE_WORDS = {
@@ -38,8 +38,8 @@ class Outcome:
     """What validating one text produced: a model when it is valid, and every diagnostic."""
 
     report: Report
-    mode: str
-    model: BaseModel | None
+    mode: Mode
+    model: RLConfig | SFTConfig | None
     raw: dict[str, Any] | None
     migration: Migration | None
 
@@ -56,7 +56,7 @@ def read_source(source: str | FsPath) -> tuple[str, str]:
     return source, "<cell>"
 
 
-def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> Outcome:
+def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> Outcome:
     lines = text.splitlines()
     try:
         raw = tomllib.loads(text)
@@ -70,7 +70,7 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
         return Outcome(Report(diagnostics, source, lines), "rl", None, raw, migration)
     data = migration.data
     mode = mode or detect_mode(data)
-    root: type[BaseModel] = SFTConfig if mode == "sft" else RLConfig
+    root: type[RLConfig] | type[SFTConfig] = SFTConfig if mode == "sft" else RLConfig
 
     for p in secrets(data):
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
@@ -78,7 +78,7 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
     diagnostics += schema_errors
     if not schema_errors:
         diagnostics += _sanity(root, data, pos, migration.origins)
-    model = None
+    model: RLConfig | SFTConfig | None = None
     if not schema_errors:
         prop = propagate_sft(data) if mode == "sft" else propagate_rl(data)
         origins = {**migration.origins, **prop.origins}
@@ -88,7 +88,7 @@ def validate(text: str, *, source: str = "<cell>", mode: str | None = None) -> O
         except ValidationError as exc:  # a propagated value the sub-config rejects
             diagnostics += _schema_errors(exc, root, prop.data, pos, origins)
         if model is not None:
-            rules = sft_rules(model) if mode == "sft" else rl_rules(model)  # type: ignore[arg-type]
+            rules = sft_rules(model) if isinstance(model, SFTConfig) else rl_rules(model)
             from primenb.config.vfcheck import plugin_problems  # verifiers / renderers classes, lazily
 
             plugged = list(plugin_problems(prop.data, mode))
@@ -154,9 +154,9 @@ def _loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
     path: list[str | int] = []
     cur = data
     for i, part in enumerate(loc):
-        if (isinstance(cur, dict) and isinstance(part, str) and part in cur) or (
-            isinstance(cur, list) and isinstance(part, int) and part < len(cur)
-        ):
+        is_key = isinstance(cur, dict) and isinstance(part, str) and part in cur
+        is_index = isinstance(cur, list) and isinstance(part, int) and part < len(cur)
+        if is_key or is_index:
             path.append(part)
             cur = cur[part]
         elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):

@@ -13,7 +13,7 @@ from typing import Any
 import tomlkit
 
 from primenb.config.diagnostics import Diagnostic, format_path
-from primenb.config.positions import Path, Positions
+from primenb.config.positions import Path, Positions, TablePath
 from primenb.config.textedit import TextEdits
 
 ASYNC_KEYS = ("max_async_level", "strict_async_level")
@@ -70,9 +70,8 @@ class _Migrator:
     def __init__(self, data: dict[str, Any], pos: Positions) -> None:
         self.data = copy.deepcopy(data)
         self.pos = pos
-        self.out = Migration(self.data, edits=TextEdits(pos.lines))
-        self.edits = self.out.edits
-        assert self.edits is not None
+        self.edits = TextEdits(pos.lines)
+        self.out = Migration(self.data, edits=self.edits)
 
     def warn(self, path: Path, message: str, hint: str) -> None:
         self.out.diagnostics.append(_diag(self.pos, path, message, hint))
@@ -106,7 +105,7 @@ class _Migrator:
             if key_text.endswith(old):
                 self.edits.replace_span(span.line, span.end_col - len(old), span.end_col, new)
 
-    def move_table(self, old: Path, new: Path, why: str) -> None:
+    def move_table(self, old: Path, new: TablePath, why: str) -> None:
         """Move a whole table (and its sub-tables) to a new path."""
         value = _pop(self.data, old)
         if value is None:
@@ -146,7 +145,7 @@ class _Migrator:
                     new_prefix = ".".join(str(p) for p in new[len(old) - 1 :])
                     self.edits.replace_span(span.line, span.col, span.col + len(prefix), new_prefix)
 
-    def move_key(self, old: Path, new_table: Path, new_key: str, why: str) -> None:
+    def move_key(self, old: Path, new_table: TablePath, new_key: str, why: str) -> None:
         """Move a single-line key into another table (created at the end when absent)."""
         value = _pop(self.data, old)
         target = _ensure(self.data, new_table)
@@ -169,14 +168,14 @@ class _Migrator:
         else:
             self.edits.insert_after(len(self.pos.lines), ["", f"[{format_path(new_table)}]", new_line])
 
-    def delete_key(self, table: dict[str, Any], path: Path, why: str, hint: str) -> None:
+    def delete_key(self, table: dict[str, Any], path: TablePath, why: str, hint: str) -> None:
         table.pop(path[-1], None)
         self.warn(path, f"`{format_path(path)}` was removed upstream ({why})", hint)
         span = self.pos.spans.get(path)
         if span and not span.header:
             self.edits.delete_lines(span.line, span.line)
 
-    def envs_to_sources(self, parent: Path, old_key: str, new_parent: Path, why: str) -> None:
+    def envs_to_sources(self, parent: Path, old_key: str, new_parent: TablePath, why: str) -> None:
         """`[[orchestrator.env]] id = ...` -> `[[orchestrator.train.source]]` with `env.taskset.id`."""
         container = _get(self.data, parent)
         envs = container.pop(old_key)
@@ -251,10 +250,11 @@ def _pop(data: dict[str, Any], path: Path) -> Any:
     return parent.pop(path[-1], None) if isinstance(parent, dict) else None
 
 
-def _ensure(data: dict[str, Any], path: Path) -> dict[str, Any]:
+def _ensure(data: dict[str, Any], path: TablePath) -> dict[str, Any]:
     cur = data
     for p in path:
-        cur = cur.setdefault(p, {})  # type: ignore[assignment]
+        nxt: dict[str, Any] = cur.setdefault(p, {})
+        cur = nxt
     return cur
 
 

@@ -6,17 +6,18 @@ import html
 from typing import Any
 
 import tomlkit
-from pydantic import BaseModel
 
 from primenb.config.diagnostics import Report
-from primenb.config.schema.common import PrimenbSettings
+from primenb.config.schema import RLConfig, SFTConfig
+from primenb.config.schema.common import LoraConfig, PrimenbSettings
 from primenb.fsutil import atomic_write_text
+from primenb.protocol.fields import Mode
 
 
 class Config:
     """A valid RL or SFT config: the text as written, the validated model, and its warnings."""
 
-    def __init__(self, model: BaseModel, *, mode: str, text: str, report: Report) -> None:
+    def __init__(self, model: RLConfig | SFTConfig, *, mode: Mode, text: str, report: Report) -> None:
         self.model = model
         self.mode = mode
         self.text = text
@@ -27,21 +28,21 @@ class Config:
     @property
     def settings(self) -> PrimenbSettings:
         """primenb's own `[primenb]` table (defaults when absent)."""
-        return getattr(self.model, "primenb", None) or PrimenbSettings()
+        return self.model.primenb or PrimenbSettings()
 
     @property
     def model_name(self) -> str:
         m = self.model
-        return m.model.name if self.mode == "sft" else m.trainer.model.name  # type: ignore[attr-defined]
+        return m.model.name if isinstance(m, SFTConfig) else m.trainer.model.name
 
     @property
     def max_steps(self) -> int | None:
-        return self.model.max_steps  # type: ignore[attr-defined]
+        return self.model.max_steps
 
     @property
-    def lora(self) -> Any:
+    def lora(self) -> LoraConfig | None:
         m = self.model
-        return m.model.lora if self.mode == "sft" else m.trainer.model.lora  # type: ignore[attr-defined]
+        return m.model.lora if isinstance(m, SFTConfig) else m.trainer.model.lora
 
     @property
     def environments(self) -> list[str]:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 Path = tuple[str | int, ...]
+TablePath = tuple[str, ...]  # a path through tables only (no list index): every part a key
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 

@@ -7,10 +7,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from primenb.config.positions import Path
+from primenb.config.positions import Path, TablePath
 
 # shared path -> sub-config paths it fills (inference only when [inference] exists)
-_SCALARS: list[tuple[Path, list[Path]]] = [
+_SCALARS: list[tuple[TablePath, list[TablePath]]] = [
     (
         ("model", "name"),
         [("trainer", "model", "name"), ("orchestrator", "model", "name"), ("inference", "vllm", "model")],
@@ -24,7 +24,7 @@ _SCALARS: list[tuple[Path, list[Path]]] = [
     ),
 ]
 # shared tables whose every key fills the matching sub-config tables (a bare header enables them)
-_TABLES: list[tuple[Path, list[Path]]] = [
+_TABLES: list[tuple[TablePath, list[TablePath]]] = [
     (("ckpt",), [("trainer", "ckpt"), ("orchestrator", "ckpt")]),
     (("resume",), [("trainer", "resume"), ("orchestrator", "resume")]),
     (("monitors", "wandb"), [("trainer", "monitors", "wandb"), ("orchestrator", "monitors", "wandb")]),
@@ -63,7 +63,7 @@ def _lookup(data: dict[str, Any], path: Path) -> tuple[bool, Any]:
     return True, cur
 
 
-def _set(data: dict[str, Any], path: Path, value: Any) -> None:
+def _set(data: dict[str, Any], path: TablePath, value: Any) -> None:
     cur = data
     for p in path[:-1]:
         nxt = cur.get(p)
@@ -78,7 +78,7 @@ def propagate_rl(raw: dict[str, Any]) -> Propagated:
     out = Propagated(data)
     has_inference = isinstance(data.get("inference"), dict)
 
-    def fill(shared: Path, target: Path, value: Any) -> None:
+    def fill(shared: TablePath, target: TablePath, value: Any) -> None:
         if target[0] == "inference" and not has_inference:
             return
         present, current = _lookup(data, target)

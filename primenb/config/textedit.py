@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 class TextEdits:
     lines: list[str]
     # (line index 0-based, order, kind, payload); applied bottom-up so indices stay valid.
-    _ops: list[tuple[int, int, str, object]] = field(default_factory=list)
+    _ops: list[tuple[int, int, str, tuple[int, int, str] | int | list[str]]] = field(default_factory=list)
 
     def replace_span(self, line: int, col: int, end_col: int, new: str) -> None:
         """Replace columns [col, end_col) (1-based) of 1-based `line`."""
@@ -26,10 +26,13 @@ class TextEdits:
         lines = list(self.lines)
         for idx, _, kind, payload in sorted(self._ops, key=lambda o: (o[0], o[1]), reverse=True):
             if kind == "span":
-                start, end, new = payload  # type: ignore[misc]
+                assert isinstance(payload, tuple)
+                start, end, new = payload
                 lines[idx] = lines[idx][:start] + new + lines[idx][end:]
             elif kind == "delete":
-                del lines[idx : int(payload) + 1]  # type: ignore[call-overload]
+                assert isinstance(payload, int)
+                del lines[idx : payload + 1]
             else:
-                lines[idx + 1 : idx + 1] = list(payload)  # type: ignore[call-overload]
+                assert isinstance(payload, list)
+                lines[idx + 1 : idx + 1] = list(payload)
         return "\n".join(lines) + "\n"

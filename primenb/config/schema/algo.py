@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
@@ -112,6 +112,6 @@ class SFTAlgo(AlgoBase):
     type: Literal["sft"] = "sft"
 
 
-_ALGOS = (GRPOAlgo, EchoAlgo, MaxRLAlgo, RAEAlgo, HierarchicalGRPOAlgo, OPDAlgo, OPSDAlgo, SFTAlgo)
-Algo = typed_union("grpo", *_ALGOS)  # `[orchestrator.algo]`: grpo when no type
-SourceAlgo = typed_union(None, *_ALGOS)  # a source's optional override names its type
+_AnyAlgo: TypeAlias = GRPOAlgo | EchoAlgo | MaxRLAlgo | RAEAlgo | HierarchicalGRPOAlgo | OPDAlgo | OPSDAlgo | SFTAlgo
+Algo: TypeAlias = Annotated[_AnyAlgo, typed_union("grpo")]  # `[orchestrator.algo]`: grpo when no type
+SourceAlgo: TypeAlias = Annotated[_AnyAlgo, typed_union(None)]  # a source's optional override names its type

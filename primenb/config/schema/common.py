@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypeAlias, Union, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    GetCoreSchemaHandler,
+    Tag,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import CoreSchema, PydanticCustomError
 
 # Validation runs twice. The lax pass decides errors exactly as upstream's loader (pydantic lax
 # mode: "20" and true are integers there). The sanity pass (strict, context SANITY) re-checks
@@ -42,18 +52,32 @@ def _sane_min(bound: int) -> AfterValidator:
     return AfterValidator(check)
 
 
-def typed_union(default: str | None, *classes: type[BaseModel], key: str = "type") -> Any:
-    """A union switched by its `key`; upstream fills an absent tag from the field's default
-    model, so `default=None` (an optional field) makes the tag required."""
+def typed_union(default: str | None, key: str = "type") -> TypedUnion:
+    """`Annotated[A | B, typed_union(default)]`: a union switched by its `key`; upstream fills an
+    absent tag from the field's default model, so `default=None` (an optional field) makes the
+    tag required. Each member is tagged with its own `key` default."""
+    return TypedUnion(default, key)
 
-    def pick(value: Any) -> str | None:
-        if isinstance(value, dict):
-            tag = value.get(key, default)
-            return tag if isinstance(tag, str) else repr(tag)
-        return getattr(value, key, default)
 
-    tagged = tuple(Annotated[c, Tag(c.model_fields[key].default)] for c in classes)
-    return Annotated[Union[tagged], Discriminator(pick)]  # noqa: UP007
+class TypedUnion:
+    """The `Annotated` marker `typed_union` makes: builds the tagged union pydantic validates."""
+
+    def __init__(self, default: str | None, key: str = "type") -> None:
+        self.default = default
+        self.key = key
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        key, default = self.key, self.default
+
+        def pick(value: Any) -> str | None:
+            if isinstance(value, dict):
+                tag = value.get(key, default)
+                return tag if isinstance(tag, str) else repr(tag)
+            found: str | None = getattr(value, key, default)
+            return found
+
+        tagged = tuple(Annotated[c, Tag(c.model_fields[key].default)] for c in get_args(source))
+        return handler.generate_schema(Annotated[Union[tagged], Discriminator(pick)])  # noqa: UP007
 
 
 PosInt = Annotated[int, Field(ge=1)]
@@ -151,9 +175,10 @@ class NixlBroadcast(Section):
     session_id: str | None = None
 
 
-WeightBroadcast = typed_union("filesystem", FilesystemBroadcast, NcclBroadcast, NixlBroadcast)
+_Broadcast: TypeAlias = FilesystemBroadcast | NcclBroadcast | NixlBroadcast
+WeightBroadcast: TypeAlias = Annotated[_Broadcast, typed_union("filesystem")]
 # The top-level (shared) table defaults to None upstream, so there `type` is required.
-SharedWeightBroadcast = typed_union(None, FilesystemBroadcast, NcclBroadcast, NixlBroadcast)
+SharedWeightBroadcast: TypeAlias = Annotated[_Broadcast, typed_union(None)]
 
 
 class FilesystemTransport(Section):
@@ -167,7 +192,7 @@ class ZmqTransport(Section):
     hwm: int = 10
 
 
-RolloutTransport = typed_union("zmq", FilesystemTransport, ZmqTransport)
+RolloutTransport: TypeAlias = Annotated[FilesystemTransport | ZmqTransport, typed_union("zmq")]
 
 
 class SlurmConfig(Section):
@@ -232,7 +257,7 @@ class SignSGDConfig(OptimBase):
     type: Literal["sign_sgd"] = "sign_sgd"
 
 
-Optimizer = typed_union("adamw", AdamWConfig, SGDConfig, MuonConfig, SignSGDConfig)
+Optimizer: TypeAlias = Annotated[AdamWConfig | SGDConfig | MuonConfig | SignSGDConfig, typed_union("adamw")]
 
 
 class ConstantScheduler(Section):
@@ -252,7 +277,7 @@ class CosineScheduler(Section):
     min_lr: Annotated[float, Field(ge=0)] = 0.0
 
 
-Scheduler = typed_union("constant", ConstantScheduler, LinearScheduler, CosineScheduler)
+Scheduler: TypeAlias = Annotated[ConstantScheduler | LinearScheduler | CosineScheduler, typed_union("constant")]
 
 
 class PrimenbMonitorSettings(Section):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -67,7 +67,9 @@ class InferenceDisaggregated(OpenSection):
     type: Literal["disaggregated"] = "disaggregated"
 
 
-InferenceDeployment = typed_union("single_node", InferenceSingleNode, InferenceMultiNode, InferenceDisaggregated)
+InferenceDeployment: TypeAlias = Annotated[
+    InferenceSingleNode | InferenceMultiNode | InferenceDisaggregated, typed_union("single_node")
+]
 
 
 class KVCacheOffloadConfig(OpenSection):

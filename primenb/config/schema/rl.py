@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, TypeAlias
 
 from primenb.config.schema.common import (
     CkptConfig,
@@ -45,7 +45,7 @@ class MultiNodeDeployment(Section):
     orchestrator_on_inference: bool = False
 
 
-Deployment = typed_union("single_node", SingleNodeDeployment, MultiNodeDeployment)
+Deployment: TypeAlias = Annotated[SingleNodeDeployment | MultiNodeDeployment, typed_union("single_node")]
 
 
 class RLConfig(Section):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import AliasChoices, Field
 
@@ -73,7 +73,7 @@ class FakeSFTDataConfig(Section):
     length: Literal["fixed", "variable"] = "fixed"
 
 
-SFTData = typed_union("sft", SFTDataConfig, FakeSFTDataConfig)
+SFTData: TypeAlias = Annotated[SFTDataConfig | FakeSFTDataConfig, typed_union("sft")]
 
 
 class ValConfig(Section):
@@ -92,7 +92,7 @@ class SFTSingleNode(Section):
     type: Literal["single_node"] = "single_node"
     gpus_per_node: SanePosInt = 8
     num_train_gpus: SanePosInt = 1
-    num_infer_gpus: SaneNonNegInt = Field(1, validation_alias=AliasChoices("num_infer_gpus", "num_eval_gpus"))
+    num_infer_gpus: SaneNonNegInt = Field(default=1, validation_alias=AliasChoices("num_infer_gpus", "num_eval_gpus"))
 
 
 class SFTMultiNode(Section):
@@ -103,7 +103,7 @@ class SFTMultiNode(Section):
     nodes_per_fsdp_group: SanePosInt | None = None
 
 
-SFTDeployment = typed_union("single_node", SFTSingleNode, SFTMultiNode)
+SFTDeployment: TypeAlias = Annotated[SFTSingleNode | SFTMultiNode, typed_union("single_node")]
 
 
 class SFTConfig(Section):

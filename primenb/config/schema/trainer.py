@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from primenb.config.schema.common import (
     AdamWConfig,
@@ -65,7 +65,7 @@ class MXFP8Config(Section):
 
 
 # `[trainer.model.quantization] type = "fp8"`: optional, so upstream needs the tag.
-Quantization = typed_union(None, FP8Config, MXFP8Config)
+Quantization: TypeAlias = Annotated[FP8Config | MXFP8Config, typed_union(None)]
 
 
 class ModelConfig(Section):
@@ -127,7 +127,7 @@ class CustomLoss(Section):
     kwargs: dict[str, Any] = {}
 
 
-Loss = typed_union("default", DefaultLoss, IPOLoss, CustomLoss)
+Loss: TypeAlias = Annotated[DefaultLoss | IPOLoss | CustomLoss, typed_union("default")]
 
 
 class TrainerCkptConfig(CkptConfig):
