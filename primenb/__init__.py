@@ -17,9 +17,10 @@ except PackageNotFoundError:  # a source tree that was never installed
 
 if TYPE_CHECKING:
     from primenb.config import Config
+    from primenb.protocol.fields import Mode
 
 
-def load_config(source: str, *, mode: str | None = None) -> Config:
+def load_config(source: str, *, mode: Mode | None = None) -> Config:
     """Validate a prime-rl style TOML (text or a path) and return a `Config`.
 
     Raises `primenb.errors.ConfigError` listing every problem found.

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from primenb.backends.base import Backend, Lineage
 from primenb.config import Config
@@ -52,7 +53,7 @@ def unused_keys(config: Config) -> list[str]:
     written = tomllib.loads(config.text)
     found = []
     for key in NOT_USED_LOCALLY:
-        node = written
+        node: Any = written
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if node is not None:
@@ -61,7 +62,7 @@ def unused_keys(config: Config) -> list[str]:
 
 
 def num_processes(config: Config) -> int:
-    dep = config.model.deployment  # type: ignore[attr-defined]
+    dep = config.model.deployment
     return int(getattr(dep, "num_train_gpus", 1) or 1)
 
 
@@ -69,8 +70,8 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
     """Create the run directory and write the configs and the queued trace (with ``lineage``);
     refuses to reuse a non-empty directory."""
     m = config.model
-    run_name = name or m.run.name or default_run_name(config)  # type: ignore[attr-defined]
-    run_dir = Path(m.run.dir) if m.run.dir else Path(m.output_dir) / run_name  # type: ignore[attr-defined]
+    run_name = name or m.run.name or default_run_name(config)
+    run_dir = Path(m.run.dir) if m.run.dir else Path(m.output_dir) / run_name
     if run_dir.exists() and any(run_dir.iterdir()):
         raise PrimenbError(
             f"run directory {run_dir} already holds a run; pick another --name, or attach to it "

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.backends.base import Lineage
 from primenb.protocol.hashing import redact
-from primenb.protocol.record import TRACE_VERSION, new_trace_id, now_iso, write_trace
+from primenb.protocol.record import TRACE_VERSION, new_trace_id, write_trace
+from primenb.protocol.rundir import now_iso
 
 if TYPE_CHECKING:
     from primenb.config import Config

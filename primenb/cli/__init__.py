@@ -6,17 +6,20 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from primenb.commands import CLI, FAMILY_HELP, add_arguments, family, help_text
 from primenb.errors import PrimenbError
 from primenb.render.progress import follow
 
+if TYPE_CHECKING:
+    from primenb.protocol.fields import Mode
+
 
 def _validate(args: argparse.Namespace) -> int:
     from primenb.config import check
 
-    mode = "sft" if args.sft else "rl" if args.rl else None
+    mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
     failed = False
     reports = []
     for file in args.files:

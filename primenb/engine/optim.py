@@ -23,7 +23,7 @@ class SignSGD(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -52,7 +52,7 @@ class CombinedOptimizer(torch.optim.Optimizer):
         self.param_groups = [g for opt in optimizers for g in opt.param_groups]
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -65,10 +65,10 @@ class CombinedOptimizer(torch.optim.Optimizer):
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=set_to_none)
 
-    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+    def state_dict(self) -> dict[str, Any]:
         return {"members": [opt.state_dict() for opt in self.optimizers]}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for opt, sd in zip(self.optimizers, state_dict["members"], strict=True):
             opt.load_state_dict(sd)
 

@@ -25,11 +25,10 @@ from primenb.protocol.record import (
     compare_metrics,
     complete_from_run_dir,
     new_trace_id,
-    now_iso,
     read_trace,
     write_trace,
 )
-from primenb.protocol.rundir import RunDir, read_jsonl
+from primenb.protocol.rundir import RunDir, now_iso, read_jsonl
 
 log = logging.getLogger("primenb.engine")
 CUBLAS_WORKSPACE = ":4096:8"

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import TrainerCallback
@@ -20,6 +20,9 @@ from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
 from primenb.protocol.rundir import atomic_write_json
+
+if TYPE_CHECKING:
+    from trl.trainer.grpo_trainer import RewardFunc
 
 log = logging.getLogger("primenb.engine")
 
@@ -145,7 +148,8 @@ def build_grpo(
     _write_trainer_args(ctx, "GRPOTrainer", args, notes)
 
     recorder = RewardRecorder(ctx)
-    funcs, weights = [], []
+    funcs: list[RewardFunc] = []
+    weights = []
     multi = len(sources) > 1
     for src in sources:
         for func, weight in zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True):

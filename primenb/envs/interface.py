@@ -154,10 +154,10 @@ def _parser(parser: Any, env_id: str) -> Callable[[str], Any] | None:
     if parser is None:
         return None
     if callable(parser):
-        return parser  # type: ignore[no-any-return]
+        return parser
     method = getattr(parser, "parse_answer", None)
     if callable(method):
-        return method  # type: ignore[no-any-return]
+        return method
     raise _fail(env_id, "parser must be a function text -> answer, or have a parse_answer method")
 
 

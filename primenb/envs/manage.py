@@ -41,10 +41,9 @@ def add(target: str, env_id: str | None = None, *, force: bool = False) -> Envir
     store.check_id(env_id)
     if env_id in _BUILTINS:
         raise RegistryError(f"{env_id!r} is a built-in environment; register yours under another id with --id NAME")
-    if not force and store.load(env_id) is not None:
+    if not force and (existing := store.load(env_id)) is not None:
         raise RegistryError(
-            f"{env_id!r} is already registered (from {store.load(env_id).target}); "  # type: ignore[union-attr]
-            f"pass --force to replace it, or --id OTHER"
+            f"{env_id!r} is already registered (from {existing.target}); pass --force to replace it, or --id OTHER"
         )
     try:
         if is_path:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,7 +153,7 @@ def _import_target(env_id: str, target: str) -> Factory:
         raise EnvironmentLookupError(f"Could not load environment {env_id!r}: {type(exc).__name__}: {exc}") from exc
     if not callable(factory):
         raise EnvironmentLookupError(f"environment {env_id!r}: {target} is not callable")
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def _entry_factory(entry: store.Entry) -> Factory:
@@ -170,7 +170,7 @@ def _entry_factory(entry: store.Entry) -> Factory:
         module = local.import_path(path, entry.id)
     else:
         module = local.import_module(entry.target, entry.id)
-    return local.entry_point(module, entry.id)  # type: ignore[no-any-return]
+    return local.entry_point(module, entry.id)
 
 
 def get_factory(env_id: str) -> Factory:
@@ -225,10 +225,11 @@ def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> 
     from primenb.envs.interface import as_environment
 
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
-        params = {}  # type: ignore[assignment]
+        params = {}
     takes_any = not params or any(p.kind is p.VAR_KEYWORD for p in params.values())
     if not takes_any:
         unknown = sorted(set(kwargs) - set(params))

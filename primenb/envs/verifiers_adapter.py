@@ -210,7 +210,7 @@ def taskset_args(env_id: str) -> dict[str, Any]:
 def _taskset_class(env_id: str) -> type:
     loaders = _loaders()
     try:
-        return loaders.taskset_class(env_id)  # type: ignore[no-any-return]
+        return loaders.taskset_class(env_id)
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise EnvironmentLoadError(f"verifiers taskset {env_id!r} could not be loaded: {exc}") from exc
     except Exception as exc:

@@ -17,6 +17,7 @@ from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
     from primenb.config import Config
+    from primenb.protocol.fields import Mode
     from primenb.run import Run
 
 
@@ -93,7 +94,7 @@ def remove_key(doc: Any, path: str) -> None:
         del node[parts[-1]]
 
 
-def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: str | None = None) -> Config:
+def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: Mode | None = None) -> Config:
     """The config ``text`` with ``overrides`` applied, validated (raises with every problem)."""
     import tomlkit
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from typing import Any, NoReturn
 
 from primenb.commands import MAGIC, add_arguments, command, help_text, invocation
 from primenb.errors import PrimenbError
@@ -14,10 +15,10 @@ class MagicUsageError(PrimenbError):
 
 
 class MagicParser(argparse.ArgumentParser):
-    def __init__(self, prog: str, **kw: object) -> None:
-        super().__init__(prog=prog, add_help=False, exit_on_error=False, **kw)  # type: ignore[arg-type]
+    def __init__(self, prog: str, **kw: Any) -> None:
+        super().__init__(prog=prog, add_help=False, exit_on_error=False, **kw)
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise MagicUsageError(f"{message}\nusage: {self.format_usage().removeprefix('usage: ').strip()}")
 
     def parse_line(self, line: str) -> argparse.Namespace:

@@ -121,4 +121,5 @@ class HarnessMagics(Magics):
         print(h.rm(self._ref(args.trace), files=args.files))
 
 
+assert HarnessMagics.prime_harness.__doc__ is not None  # it has a docstring
 HarnessMagics.prime_harness.__doc__ += "\n\n" + USAGE  # one copy of the usage, also for `%prime_harness?`

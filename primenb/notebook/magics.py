@@ -6,13 +6,18 @@ Kept cheap to import: the config package, pandas and plotly load on first use.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from primenb.errors import PrimenbError
 from primenb.notebook.args import magic_help, magic_parser
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from primenb.protocol.fields import Mode
 
 
 class MagicFailed(PrimenbError):
@@ -37,6 +42,12 @@ class PrimeMagics(Magics):
             return self._guard(self._init, line.split(None, 1)[1] if len(words) > 1 else "")
         return self._guard(self._train, line)
 
+    @property
+    def _ipython(self) -> InteractiveShell:
+        """The shell these magics were registered with (always set once `%load_ext` ran)."""
+        assert self.shell is not None
+        return self.shell
+
     # -- implementations ---------------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any) -> Any:
         """Run a magic; show user errors as messages (the cell still fails, without traceback)."""
@@ -54,13 +65,13 @@ class PrimeMagics(Magics):
         args = magic_parser("train", "rltoml").parse_line(line)
         if not args.name.isidentifier():
             raise MagicFailed(f"`{args.name}` is not a valid Python variable name")
-        mode = "sft" if args.sft else "rl" if args.rl else None
+        mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
         text = cell
         if args.fix:
             fix = fix_text(cell, mode=mode)
             display(fix)
             if fix.changed:
-                self.shell.set_next_input(f"%%rltoml {line.strip().replace('--fix', '').strip()}\n{fix.after}")
+                self._ipython.set_next_input(f"%%rltoml {line.strip().replace('--fix', '').strip()}\n{fix.after}")
                 text = fix.after
             outcome = fix.outcome
         else:
@@ -71,7 +82,7 @@ class PrimeMagics(Magics):
         config = Config(outcome.model, mode=outcome.mode, text=text, report=outcome.report)
         if args.save:
             config.save(args.save)
-        self.shell.user_ns[args.name] = config
+        self._ipython.user_ns[args.name] = config
         display(config)
         if args.save:
             print(f"saved {args.save}")
@@ -100,7 +111,7 @@ class PrimeMagics(Magics):
     def _config(self, ref: str) -> Any:
         from primenb.config import Config, load_config
 
-        value = self.shell.user_ns.get(ref)
+        value = self._ipython.user_ns.get(ref)
         if isinstance(value, Config):
             return value
         if Path(ref).is_file():

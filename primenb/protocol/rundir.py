@@ -226,6 +226,7 @@ __all__ = [
     "StatusFile",
     "atomic_write_json",
     "finite_numbers",
+    "now_iso",
     "read_jsonl",
     "record_run",
     "tail_lines",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
 
@@ -24,7 +24,11 @@ def downsample(xs: Sequence[float], ys: Sequence[float], n: int) -> tuple[list[f
 
 
 def line_chart(
-    series: dict[str, tuple[Sequence[float], Sequence[float]]], *, title: str = "", width: int = 320, height: int = 160
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str = "",
+    width: int = 320,
+    height: int = 160,
 ) -> str:
     """One small chart per call; each series is scaled to its own range (labels show it)."""
     pad_l, pad_r, pad_t, pad_b = 8, 8, 18, 16

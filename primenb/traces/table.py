@@ -43,7 +43,7 @@ class TraceFrame(pd.DataFrame):
     durations, colored status, the newest `SHOWN_ROWS` rows). Derived frames are plain."""
 
     @property
-    def _constructor(self) -> type[pd.DataFrame]:  # type: ignore[override]
+    def _constructor(self) -> type[pd.DataFrame]:
         return pd.DataFrame
 
     def _rows(self, n: int) -> list[list[Any]]:
@@ -55,7 +55,7 @@ class TraceFrame(pd.DataFrame):
             out.append([_cell(c, row) for c in cols])
         return out
 
-    def _repr_html_(self) -> str:  # type: ignore[override]
+    def _repr_html_(self) -> str:
         cols = [c for c in DISPLAY if c in self.columns]
         if not len(self):
             return "<i>no traces yet: every run launched with %prime_train leaves one</i>"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.fields import Mode
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
 from primenb.protocol.rundir import read_jsonl
 from primenb.traces import views as V
@@ -60,8 +61,8 @@ class Trace:
         return str(self.doc.get("status") or "unknown")
 
     @property
-    def mode(self) -> str | None:
-        return self.doc.get("mode")
+    def mode(self) -> Mode | None:
+        return self.doc.get("mode")  # written from the config's mode: "rl" or "sft"
 
     @property
     def config(self) -> dict[str, Any]:

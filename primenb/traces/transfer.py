@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
-from primenb.protocol.record import TRACE_FILE, now_iso, read_trace, write_trace
-from primenb.protocol.rundir import FINAL_STATES, atomic_write_json
+from primenb.protocol.record import TRACE_FILE, read_trace, write_trace
+from primenb.protocol.rundir import FINAL_STATES, atomic_write_json, now_iso
 from primenb.traces.trace import Trace, get
 
 MANIFEST = "primenb_export.json"
