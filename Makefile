@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench
+.PHONY: demo test test-fast lint venv clean bench
 
 venv: $(STAMP)
 
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: the CPU wheel is on disk; a loose "torch" pulls a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e ".[train,test]"
+	$(BIN)/pip install -q -c constraints.txt -e ".[train,test,dev]"
 	touch $(STAMP)
 
 demo: venv
@@ -22,6 +22,17 @@ demo: venv
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+# everything but the tests that train a model (-m "not slow"): under a minute
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# ruff (lint + format), import-linter (the layers of docs/architecture.md), mypy
+lint: venv
+	$(BIN)/ruff check primenb tests bench
+	$(BIN)/ruff format --check primenb tests bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 bench: venv
 	$(BIN)/python bench/bench_load.py

@@ -8,13 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-try:  # one version, written once: pyproject.toml's, as installed
-    from importlib.metadata import PackageNotFoundError, version
-
-    __version__ = version("primenb")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
-
 if TYPE_CHECKING:
     from primenb.config import Config
     from primenb.protocol.fields import Mode
@@ -61,3 +54,16 @@ def unload_ipython_extension(ipython: Any) -> None:
     from primenb.notebook.magics import unregister
 
     unregister(ipython)
+
+
+def __getattr__(name: str) -> Any:
+    # `__version__` from the installed package metadata (pyproject.toml is the one place it is
+    # written), read on first use: importlib.metadata costs ~100 ms, too much for %load_ext.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("primenb")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'primenb' has no attribute {name!r}")

@@ -104,10 +104,10 @@ def _arg_problems(env_id: str, found: Any, taskset: Any, where: Path) -> Iterato
         if key in accepted:
             continue
         close = difflib.get_close_matches(key, list(accepted), n=1, cutoff=0.6)
-        hint = (f"did you mean `{close[0]}`?" if close
-                else "it takes: " + (", ".join(accepted) or "no arguments"))  # fmt: skip
-        yield EnvProblem(where + (key,), "error",
-                         f"environment `{env_id}` does not take the argument `{key}`", hint, "env-arg")  # fmt: skip
+        hint = f"did you mean `{close[0]}`?" if close else "it takes: " + (", ".join(accepted) or "no arguments")
+        yield EnvProblem(
+            where + (key,), "error", f"environment `{env_id}` does not take the argument `{key}`", hint, "env-arg"
+        )
 
 
 __all__ = ["CODE", "EnvProblem", "env_problems"]

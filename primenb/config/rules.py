@@ -12,7 +12,6 @@ from primenb.config.schema import RLConfig, SFTConfig
 from primenb.protocol.hashing import is_secret_name
 
 
-
 @dataclass
 class Problem:
     path: Path

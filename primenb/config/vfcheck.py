@@ -24,6 +24,9 @@ from typing import Any
 from primenb.config.diagnostics import format_path
 from primenb.config.positions import Path
 
+# the agent table every source gets when it names none (upstream's defaults)
+_DEFAULT_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
+
 
 @dataclass
 class PluginProblem:
@@ -55,10 +58,6 @@ def _renderer_adapter() -> Any:
     return TypeAdapter(RendererConfig)
 
 
-def verifiers_available() -> bool:
-    return _verifiers() is not None
-
-
 def _get(data: Any, path: Path) -> Any:
     cur = data
     for p in path:
@@ -84,16 +83,20 @@ def _sources(data: dict[str, Any], mode: str) -> Iterator[Path]:
 
 def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
     """Problems in the env and renderer tables of schema-valid, propagated config data."""
-    vf = _verifiers()
-    envs = list(_sources(data, mode))
-    if vf is None and envs:
+    envs = [(at, _to_check(_get(data, at))) for at in _sources(data, mode)]
+    if envs and not verifiers_installed():
         yield PluginProblem(
-            envs[0], "info", "environment tables were checked only structurally (verifiers is not installed)",
-            "pip install verifiers to check harness, runtime and agent options as prime-rl does", "env-structural",
-        )  # fmt: skip
-    elif vf is not None:
-        for at in envs:
-            yield from _env_problems(vf, _get(data, at), at)
+            envs[0][0],
+            "info",
+            "environment tables were checked only structurally (verifiers is not installed)",
+            "pip install verifiers to check harness, runtime and agent options as prime-rl does",
+            "env-structural",
+        )
+    elif any(env for _, env in envs):  # import verifiers (seconds) only when there is something to check
+        vf = _verifiers()
+        for at, env in envs:
+            if env and vf is not None:
+                yield from _env_problems(vf, env, at)
     renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
     for at in renderers if mode == "rl" else [("renderer",)]:
         table = _get(data, at)
@@ -101,21 +104,39 @@ def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
             yield from _renderer_problems(table, at)
 
 
-def _env_problems(vf: Any, env: dict[str, Any], at: Path) -> Iterator[PluginProblem]:
-    config_cls, loaders = vf
+def verifiers_installed() -> bool:
+    """Cheap: whether verifiers could be imported, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("verifiers") is not None
+
+
+def _to_check(env: dict[str, Any]) -> dict[str, Any]:
+    """What verifiers' classes check of a source's env: the taskset's own package defines its
+    options when it names an id, and the default agent is valid by definition."""
     data = copy.deepcopy(env)
     taskset = data.get("taskset")
     if isinstance(taskset, dict) and taskset.get("id"):
-        del data["taskset"]  # the taskset's own package defines its options: open here
+        del data["taskset"]
+    if data.get("agent") == _DEFAULT_AGENT:
+        del data["agent"]
+    return data
+
+
+def _env_problems(vf: Any, data: dict[str, Any], at: Path) -> Iterator[PluginProblem]:
+    config_cls, loaders = vf
     env_id = data.get("id")
     if env_id:
         try:
             config_cls = loaders.env_config_type("", env_id)
         except Exception:  # not installed here
             yield PluginProblem(
-                at + ("id",), "warning", f"environment `{env_id}` is not installed here; its tables were checked "
-                "only structurally", "", "unknown-env",
-            )  # fmt: skip
+                at + ("id",),
+                "warning",
+                f"environment `{env_id}` is not installed here; its tables were checked only structurally",
+                "",
+                "unknown-env",
+            )
             return
     from pydantic import ValidationError
 
@@ -128,9 +149,12 @@ def _env_problems(vf: Any, env: dict[str, Any], at: Path) -> Iterator[PluginProb
         message = str(exc).split("\n")[0]
         harness = _harness_at(data)
         yield PluginProblem(
-            at + harness + ("id",) if harness else at, "warning", message,
-            "install the package that provides it where the run starts", "unknown-env",
-        )  # fmt: skip
+            at + harness + ("id",) if harness else at,
+            "warning",
+            message,
+            "install the package that provides it where the run starts",
+            "unknown-env",
+        )
 
 
 def _harness_at(data: dict[str, Any]) -> Path | None:
@@ -178,38 +202,51 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any) -> Plugin
             close = _close(key, ["agent", "taskset", "timeout", "retries", "interception", "id"])
             if close is None:
                 return PluginProblem(
-                    at + path, "warning", f"`{key}` is not a table of the single-agent environment; a multi-agent "
+                    at + path,
+                    "warning",
+                    f"`{key}` is not a table of the single-agent environment; a multi-agent "
                     "environment's own package may define this role (not installed here)",
-                    "install the environment package to check it", "unknown-key",
-                )  # fmt: skip
+                    "install the environment package to check it",
+                    "unknown-key",
+                )
         harness = path[:-1]
         if len(harness) == 2 and harness[-1] == "harness" and isinstance(table, dict) and table.get("id"):
             known = _harness_fields(loaders, str(table["id"]))
             close = _close(key, known)
             if close is None:
                 return PluginProblem(
-                    at + path, "warning", f"unknown option `{key}` for harness `{table['id']}`; the environment's own "
-                    "package may define it (not installed here)", "", "unknown-key",
-                )  # fmt: skip
-            return PluginProblem(at + path, "error", f"unknown key `{key}` in [{where}]", f"did you mean `{close}`?",
-                                 "unknown-key")  # fmt: skip
+                    at + path,
+                    "warning",
+                    f"unknown option `{key}` for harness `{table['id']}`; the environment's own "
+                    "package may define it (not installed here)",
+                    "",
+                    "unknown-key",
+                )
+            return PluginProblem(
+                at + path, "error", f"unknown key `{key}` in [{where}]", f"did you mean `{close}`?", "unknown-key"
+            )
         known = _fields_near(err, data)
         close = _close(key, known)
         return PluginProblem(
-            at + path, "error", f"unknown key `{key}` in [{where}]",
-            f"did you mean `{close}`?" if close else "", "unknown-key",
-        )  # fmt: skip
+            at + path,
+            "error",
+            f"unknown key `{key}` in [{where}]",
+            f"did you mean `{close}`?" if close else "",
+            "unknown-key",
+        )
     if kind == "missing":
-        return PluginProblem(at + path, "error", f"missing required key `{path[-1]}` in [{where}]",
-                             f"add `{path[-1]} = ...`", "missing")  # fmt: skip
+        return PluginProblem(
+            at + path, "error", f"missing required key `{path[-1]}` in [{where}]", f"add `{path[-1]} = ...`", "missing"
+        )
     if kind == "union_tag_invalid":
         ctx = err.get("ctx") or {}
         return PluginProblem(
-            at + path + ("type",) if isinstance(_get(data, path), dict) else at + path, "error",
+            at + path + ("type",) if isinstance(_get(data, path), dict) else at + path,
+            "error",
             f"unknown {str(ctx.get('discriminator', 'type')).strip(chr(39))} `{ctx.get('tag')}` "
             f"for [{format_path(at + path)}]",
             f"expected one of: {ctx.get('expected_tags', '')}",
-        )  # fmt: skip
+        )
     message = err["msg"].removeprefix("Value error, ")
     return PluginProblem(at + path, "error", message, "", "value" if kind == "value_error" else "type")
 
@@ -243,12 +280,18 @@ def _renderer_problems(table: dict[str, Any], at: Path) -> Iterator[PluginProble
                 tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
                 close = difflib.get_close_matches(str(ctx.get("tag")), tags, n=1)
                 yield PluginProblem(
-                    at + ("name",), "error", f"unknown renderer `{ctx.get('tag')}`",
+                    at + ("name",),
+                    "error",
+                    f"unknown renderer `{ctx.get('tag')}`",
                     f"did you mean `{close[0]}`?" if close else "renderers: " + ", ".join(tags),
-                )  # fmt: skip
+                )
             elif err["type"] == "extra_forbidden":
-                yield PluginProblem(at + path, "error",
-                                    f"unknown key `{path[-1]}` in [{format_path(at)}] for renderer "
-                                    f"`{table.get('name')}`", "", "unknown-key")  # fmt: skip
+                yield PluginProblem(
+                    at + path,
+                    "error",
+                    f"unknown key `{path[-1]}` in [{format_path(at)}] for renderer `{table.get('name')}`",
+                    "",
+                    "unknown-key",
+                )
             else:
                 yield PluginProblem(at + path, "error", err["msg"].removeprefix("Value error, "))

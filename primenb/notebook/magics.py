@@ -153,18 +153,45 @@ def _magic_classes() -> list[type[Magics]]:
     return [PrimeMagics, EnvMagics, HarnessMagics]
 
 
-def register(ipython: Any) -> None:
-    from primenb.notebook.monitor import register_display
+def _display_run(run: Any) -> None:
+    from primenb.notebook.monitor import show_monitor
 
+    show_monitor(run)
+
+
+def register(ipython: Any) -> None:
     for cls in _magic_classes():
         ipython.register_magics(cls)
-    register_display(ipython)
+    # The one display path for a `Run` in a kernel: the live monitor (registered by name, so
+    # loading stays cheap). Elsewhere (terminal IPython, nbconvert) `Run.__repr__`/`_repr_html_`.
+    if getattr(ipython, "kernel", None) is not None:
+        ipython.display_formatter.ipython_display_formatter.for_type_by_name("primenb.run", "Run", _display_run)
+    _warm_up()
+
+
+def _warm_up() -> None:
+    """Import the config schema (and the renderer classes it checks against) in the background:
+    the first %%rltoml would otherwise wait seconds for them. Never the training stack."""
+    import threading
+
+    def work() -> None:
+        import contextlib
+        import importlib.util
+
+        with contextlib.suppress(Exception):
+            import primenb.config.loader  # noqa: F401
+
+            if importlib.util.find_spec("renderers") is not None:
+                import renderers.configs  # noqa: F401
+
+    threading.Thread(target=work, name="primenb-warm-up", daemon=True).start()
 
 
 def unregister(ipython: Any) -> None:
-    from primenb.notebook.monitor import unregister_display
-
-    unregister_display(ipython)
+    formatter = ipython.display_formatter.ipython_display_formatter
+    formatter.deferred_printers.pop(("primenb.run", "Run"), None)
+    for cls in [c for c in formatter.type_printers if f"{c.__module__}.{c.__name__}" == "primenb.run.Run"]:
+        formatter.type_printers.pop(cls)
     magics = ipython.magics_manager.magics
     for cls in _magic_classes():
         for kind, names in cls.magics.items():

@@ -282,19 +282,6 @@ def show_monitor(run: Run) -> Monitor | None:
     return monitor
 
 
-def register_display(ipython: Any) -> None:
-    """The one display path for a `Run` in a kernel: the live monitor. Elsewhere (a terminal
-    IPython, nbconvert without a kernel) `Run.__repr__` and `Run._repr_html_` are used."""
-    if getattr(ipython, "kernel", None) is None:
-        return
-    ipython.display_formatter.ipython_display_formatter.for_type(Run, show_monitor)
-
-
-def unregister_display(ipython: Any) -> None:
-    formatter = ipython.display_formatter.ipython_display_formatter
-    formatter.type_printers.pop(Run, None)
-
-
 def follow_in_cell(run: Run, *, wait: bool) -> Run:
     """Show a freshly launched run's monitor; with `wait`, block until it ends (Ctrl-C/interrupt
     stops the waiting, not the run)."""

@@ -11,33 +11,10 @@ from primenb import load_config
 from primenb.backends import submit
 from primenb.envs.manage import add
 
+from ..tiny import rl_toml
 from .conftest import GOOD_ENV, RAISING_ENV, write
 
-RL = """max_steps = 3
-seq_len = 64
-
-[model]
-name = "primenb/tiny-byte"
-
-[orchestrator]
-batch_size = 8
-group_size = 4
-
-[orchestrator.train.sampling]
-max_completion_tokens = 6
-
-[[orchestrator.train.source]]
-name = "{env_id}"
-
-[orchestrator.train.source.env.taskset]
-id = "{env_id}"
-{args}
-[trainer.optim]
-lr = 1e-4
-
-[primenb]
-sample_every = 1
-"""
+pytestmark = pytest.mark.slow  # trains real (tiny) models in subprocesses
 
 
 @pytest.fixture
@@ -47,7 +24,10 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path) -> Path
 
 
 def _train(env_id: str, name: str, args: str = "") -> object:
-    run = submit(load_config(RL.format(env_id=env_id, args=args)), name=name)
+    run = submit(
+        load_config(rl_toml(steps=3, env=env_id, env_args=args, seq_len=64, max_tokens=6, primenb="sample_every = 1")),
+        name=name,
+    )
     assert run.wait(timeout=300) == "completed", run.logs()
     return run
 

@@ -222,9 +222,17 @@ class LoraConfig(Section):
     alpha: Annotated[float, Field(ge=0)] = 32.0
     dropout: Annotated[float, Field(ge=0, le=1)] = 0.0
     target_modules: list[str] = [
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-        "experts", "fc1_latent_proj", "fc2_latent_proj",
-    ]  # fmt: skip
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "experts",
+        "fc1_latent_proj",
+        "fc2_latent_proj",
+    ]
     modules_to_save: list[str] = []
 
 

@@ -16,26 +16,13 @@ from primenb.errors import PrimenbError
 from primenb.notebook.monitor import MetricSeries, Monitor
 from primenb.run import Run
 
-SFT_QUICK = """max_steps = {steps}
+from ..tiny import rl_toml, sft_toml
 
-[model]
-name = "primenb/tiny-byte"
+pytestmark = pytest.mark.slow  # trains real (tiny) models in subprocesses
 
-[data]
-name = "reverse-text"
-batch_size = 16
-micro_batch_size = 16
-seq_len = 64
 
-[optim]
-lr = 1e-3
-
-[ckpt]
-interval = {ckpt}
-
-[primenb]
-seed = 1
-"""
+def sft_quick(steps: int, ckpt: int) -> str:
+    return sft_toml(steps=steps, ckpt_interval=ckpt)
 
 
 @pytest.fixture
@@ -55,7 +42,7 @@ def _wait_for(predicate, timeout=120.0):
 
 
 def test_magic_wait_trains_and_fills_the_run_directory(shell, workdir):
-    shell.run_cell(f"%%rltoml cfg\n{SFT_QUICK.format(steps=6, ckpt=3)}")
+    shell.run_cell(f"%%rltoml cfg\n{sft_quick(steps=6, ckpt=3)}")
     result = shell.run_cell("run = %prime_train cfg --name quick --wait")
     assert result.success, result.error_in_exec
     run = shell.user_ns["run"]
@@ -71,7 +58,7 @@ def test_magic_wait_trains_and_fills_the_run_directory(shell, workdir):
 
 
 def test_launch_returns_at_once_then_stop_saves_a_final_checkpoint(shell, workdir):
-    (workdir / "sft.toml").write_text(SFT_QUICK.format(steps=100000, ckpt=100000))
+    (workdir / "sft.toml").write_text(sft_quick(steps=100000, ckpt=100000))
     t0 = time.monotonic()
     assert shell.run_cell("%prime_train sft.toml --name long").success
     assert time.monotonic() - t0 < 10  # the kernel is free while the run trains
@@ -85,7 +72,7 @@ def test_launch_returns_at_once_then_stop_saves_a_final_checkpoint(shell, workdi
 
 
 def test_attach_after_kernel_restart_sees_full_history_and_follows(workdir):
-    config = load_config(SFT_QUICK.format(steps=40, ckpt=100))
+    config = load_config(sft_quick(steps=40, ckpt=100))
     from primenb.backends import submit
 
     launched = submit(config, name="attachme")
@@ -103,7 +90,7 @@ def test_attach_after_kernel_restart_sees_full_history_and_follows(workdir):
 
 
 def test_a_run_that_cannot_start_fails_with_its_reason(shell, workdir):
-    text = SFT_QUICK.format(steps=5, ckpt=5).replace("primenb/tiny-byte", "no-such-org/no-such-model-xyz")
+    text = sft_quick(steps=5, ckpt=5).replace("primenb/tiny-byte", "no-such-org/no-such-model-xyz")
     shell.run_cell(f"%%rltoml bad\n{text}")
     assert shell.run_cell("%prime_train bad --name broken --wait").success
     run = attach("broken")
@@ -113,7 +100,7 @@ def test_a_run_that_cannot_start_fails_with_its_reason(shell, workdir):
 
 
 def test_cli_train_prints_progress_and_exit_code(workdir):
-    (workdir / "sft.toml").write_text(SFT_QUICK.format(steps=4, ckpt=4))
+    (workdir / "sft.toml").write_text(sft_quick(steps=4, ckpt=4))
     out = subprocess.run(
         [sys.executable, "-m", "primenb.cli", "train", "sft.toml", "--name", "cli"],
         capture_output=True,
@@ -125,7 +112,7 @@ def test_cli_train_prints_progress_and_exit_code(workdir):
 
 
 def test_run_directory_is_never_reused(workdir):
-    config = load_config(SFT_QUICK.format(steps=4, ckpt=4))
+    config = load_config(sft_quick(steps=4, ckpt=4))
     prepare(config, name="once")
     with pytest.raises(PrimenbError, match="already holds a run"):
         prepare(config, name="once")
@@ -133,7 +120,7 @@ def test_run_directory_is_never_reused(workdir):
 
 def test_keys_the_local_backend_cannot_use_are_listed(workdir):
     text = (
-        SFT_QUICK.format(steps=4, ckpt=4) + '\n[eval]\ninterval = 2\n\n[[eval.source]]\nname = "reverse-text"\n\n'
+        sft_quick(steps=4, ckpt=4) + '\n[eval]\ninterval = 2\n\n[[eval.source]]\nname = "reverse-text"\n\n'
         '[eval.source.env.taskset]\nid = "reverse-text"\n\n[inference.vllm]\ngpu_memory_utilization = 0.5\n'
     )
     run_dir = prepare(load_config(text), name="unused")
@@ -154,7 +141,7 @@ def test_a_killed_engine_ends_failed_with_the_reason(workdir):
     import os
     import signal
 
-    config = load_config(SFT_QUICK.format(steps=100000, ckpt=100000))
+    config = load_config(sft_quick(steps=100000, ckpt=100000))
     from primenb.backends import submit
 
     run = submit(config, name="killed")
@@ -165,37 +152,7 @@ def test_a_killed_engine_ends_failed_with_the_reason(workdir):
     assert attach("killed").status["state"] == "failed"  # written to disk for every later viewer
 
 
-RL_QUICK = """max_steps = 4
-seq_len = 128
-
-[model]
-name = "primenb/tiny-byte"
-
-[orchestrator]
-batch_size = 8
-group_size = 4
-
-[orchestrator.train.sampling]
-max_completion_tokens = 16
-
-[[orchestrator.train.source]]
-name = "reverse-text"
-
-[orchestrator.train.source.env.taskset]
-id = "reverse-text"
-
-[trainer.optim]
-lr = 1e-4
-
-[trainer.model.lora]
-rank = 4
-alpha = 8
-
-[ckpt]
-
-[primenb]
-sample_every = 2
-"""
+RL_QUICK = rl_toml(lora=True, primenb="sample_every = 2")
 
 
 def test_grpo_lora_through_the_magic(shell, workdir):
@@ -211,7 +168,7 @@ def test_grpo_lora_through_the_magic(shell, workdir):
 
 
 def test_two_ranks_really_run(workdir):
-    config = load_config(RL_QUICK.replace("[ckpt]\n", "[ckpt]\n\n[deployment]\nnum_train_gpus = 2\n"))
+    config = load_config(rl_toml(lora=True, primenb="sample_every = 2", extra="[deployment]\nnum_train_gpus = 2\n"))
     from primenb.backends import submit
 
     run = submit(config, name="ddp")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import shutil
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
-from .conftest import ROOT
+from ..conftest import ROOT
+
+pytestmark = pytest.mark.slow  # trains real (tiny) models in subprocesses
 
 
 def test_quickstart_notebook_runs_and_learns(tmp_path, monkeypatch):

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from .conftest import UPSTREAM
-from .test_config_broken import VALID
+from ..config.test_broken import VALID
+from ..conftest import UPSTREAM
 
 
 def _run(*args, cwd=None):

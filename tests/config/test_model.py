@@ -11,8 +11,8 @@ from primenb import load_config
 from primenb.config import ConfigError
 from primenb.config.templates import starter
 
-from .conftest import UPSTREAM
-from .test_config_broken import VALID
+from ..conftest import UPSTREAM
+from .test_broken import VALID
 
 
 def test_resolved_propagates_shared_fields():

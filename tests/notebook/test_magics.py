@@ -9,8 +9,8 @@ import pytest
 
 from primenb.config import Config
 
-from .conftest import UPSTREAM
-from .test_config_broken import VALID
+from ..config.test_broken import VALID
+from ..conftest import UPSTREAM
 
 BROKEN = VALID.replace("batch_size = 32", "batch_size = 30")
 
