@@ -6,21 +6,19 @@ launched from a terminal: everything is read from the files the engine writes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from primenb.errors import PrimenbError
 from primenb.home import prime_home
+from primenb.protocol.liveness import group_alive, signal_group
 from primenb.protocol.rundir import (
     FAILED,
     FINAL_STATES,
-    LIVE_STATES,
     RUN_INDEX,
     RunDir,
     atomic_write_json,
@@ -81,7 +79,10 @@ class Run:
         """The status; when the process vanished without a final one, also write that it failed."""
         status, vanished = self._read()
         if vanished:
-            atomic_write_json(self.files.status_path, status)
+            try:
+                atomic_write_json(self.files.status_path, status)
+            except OSError as exc:  # a read-only run directory: report it failed all the same
+                status["error"] = f"{status.get('error')} (status.json could not be updated: {exc.strerror or exc})"
         return status
 
     def _read(self) -> tuple[dict[str, Any], bool]:
@@ -89,9 +90,10 @@ class Run:
         status = self.files.read_status()
         if self._process is not None:
             self._process.poll()  # reap a finished child so its pid is free
-        if status.get("state") in LIVE_STATES and not self._alive(status):
+        # no state at all (status.json missing or unreadable) counts as live: a dead process ends it
+        if status.get("state") not in FINAL_STATES and not self._alive(status):
             status = self.files.read_status()  # it may have just finished
-            if status.get("state") in LIVE_STATES:
+            if status.get("state") not in FINAL_STATES:
                 return self._vanished(status), True
         return status, False
 
@@ -128,18 +130,12 @@ class Run:
         if self._control is not None:
             alive = self._control.alive()
             return True if alive is None else alive  # unknown: trust the status file
-        pgid = self.launcher.get("pgid")
-        if not pgid:
-            return True  # queued by a launcher that has not recorded a pid yet
-        if self.launcher.get("host") not in (None, socket.gethostname()):
-            return True  # another machine's process: trust its status file
-        try:
-            os.killpg(int(pgid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        alive = group_alive(self.launcher)  # pgid + start time: a reused pgid is not ours
+        if alive is None:
+            # no launcher record yet (queued), or another machine's process: trust the status file,
+            # unless there is no status at all and nothing was ever launched
+            return bool(status) or (self.dir / "launcher.json").exists()
+        return alive
 
     @property
     def launcher(self) -> dict[str, Any]:
@@ -188,13 +184,16 @@ class Run:
         process group instead; checkpoints already written are kept."""
         if self.refresh().get("state") in FINAL_STATES:
             return self.state
-        pgid = self.launcher.get("pgid")
+        launcher = self.launcher
         if self._control is not None:
             self._control.request_stop(force=force)
         else:
-            self.files.stop_path.touch()
-            if force and pgid:
-                _signal_group(int(pgid), signal.SIGKILL)
+            try:
+                self.files.stop_path.touch()
+            except OSError:  # read-only run directory: the engine also stops cleanly on SIGTERM
+                signal_group(launcher, signal.SIGTERM)
+            if force:
+                signal_group(launcher, signal.SIGKILL)
         if not wait:
             return self.state
         try:
@@ -202,8 +201,8 @@ class Run:
         except TimeoutError:
             if self._control is not None:
                 self._control.request_stop(force=True)
-            elif pgid:
-                _signal_group(int(pgid), signal.SIGKILL)
+            else:
+                signal_group(launcher, signal.SIGKILL)  # only a group verifiably ours
             self.wait(timeout=10)
             return self.state
 
@@ -230,11 +229,6 @@ class Run:
         return run_html(self)
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Path:
     """A run directory from a path, `output_dir/NAME`, or the index of launched runs (newest first)."""
     direct = Path(name_or_dir)
@@ -255,6 +249,7 @@ def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}

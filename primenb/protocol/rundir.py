@@ -79,15 +79,17 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a JSONL file; a partial last line (a writer mid-append) is skipped."""
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             line = line.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+                row = json.loads(line)
+            except ValueError:
                 continue
+            if isinstance(row, dict):  # a bare number, list or string is not a row
+                yield row
 
 
 def tail_lines(path: Path, n: int = 30, max_bytes: int = 64_000) -> list[str]:
@@ -162,11 +164,40 @@ class RunDir:
             with open(self.status_path, encoding="utf-8") as fh:
                 data = json.load(fh)
             return data if isinstance(data, dict) else {}
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # missing, half-written, binary or not UTF-8
             return {}
 
     def stop_requested(self) -> bool:
         return self.stop_path.exists()
+
+
+CLAIM_FILE = ".primenb-run"  # created with O_EXCL by the one launch that owns the folder
+
+
+def claim_run_dir(run_dir: Path, *, taken: str) -> None:
+    """Create ``run_dir`` (parents too) and claim it for one launch; `PrimenbError` with ``taken``
+    when it already holds a run or another launch claimed it first, and a plain message when the
+    folder cannot be made (a file in the way, read-only, /dev/null)."""
+    from primenb.errors import PrimenbError
+
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        busy = any(run_dir.iterdir())
+    except OSError as exc:
+        raise PrimenbError(
+            f"cannot create the run directory {run_dir}: {exc.strerror or exc}"
+            f"{' (' + str(exc.filename) + ')' if exc.filename else ''}; set output_dir to a writable folder"
+        ) from None
+    if busy:
+        raise PrimenbError(taken)
+    try:
+        fd = os.open(run_dir / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise PrimenbError(taken) from None
+    except OSError as exc:
+        raise PrimenbError(f"cannot write in the run directory {run_dir}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{os.getpid()} {socket.gethostname()} {now_iso()}\n")
 
 
 def record_run(run_dir: Path) -> None:
@@ -217,6 +248,7 @@ class StatusFile:
 
 
 __all__ = [
+    "CLAIM_FILE",
     "COMPLETED",
     "FAILED",
     "FINAL_STATES",
@@ -230,6 +262,7 @@ __all__ = [
     "RunDir",
     "StatusFile",
     "atomic_write_json",
+    "claim_run_dir",
     "finite_numbers",
     "read_jsonl",
     "record_run",

@@ -371,8 +371,10 @@ def get(ref: Any, *, index: Index | None = None) -> Trace:
     index = index or Index()
     rows = index.query("SELECT trace, run_dir FROM traces WHERE trace = ?", (text,))
     if not rows and len(text) >= 4:
+        # a literal prefix: LIKE would read `_` and `%` as wildcards (`show a_b_` opening another trace)
         rows = index.query(
-            "SELECT trace, run_dir FROM traces WHERE trace LIKE ? ORDER BY created DESC", (text.replace("%", "") + "%",)
+            "SELECT trace, run_dir FROM traces WHERE substr(trace, 1, ?) = ? ORDER BY created DESC",
+            (len(text), text),
         )
         if len(rows) > 1:
             raise TraceNotFound(
