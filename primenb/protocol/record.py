@@ -6,6 +6,7 @@ repair a trace whose engine died without completing it (killed, out of memory).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -266,10 +267,8 @@ def _record_vanished(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | 
         "ended_at": now_iso(),
         "error": "the training process ended without writing a final status (killed?); noticed by the harness",
     }
-    try:
+    with contextlib.suppress(OSError):  # a read-only run directory: the trace still records it
         atomic_write_json(RunDir(run_dir).status_path, status)
-    except OSError:
-        pass  # a read-only run directory: the trace still records it
     return status
 
 

@@ -26,7 +26,7 @@ def test_item01_import_final_step_cannot_escape(home: Path, step: object) -> Non
 
     bundle = _bundle(home.parent, step=step)
     before = tree(home.parent)
-    with pytest.raises(PrimenbError, match="final.step"):
+    with pytest.raises(PrimenbError, match=r"final\.step"):
         h.import_(bundle)
     after = tree(home.parent) - before
     assert not [p for p in after if "evil" in p or "startup" in p], after
