@@ -24,6 +24,7 @@ from primenb.protocol.rundir import (
     atomic_write_json,
     now_iso,
     read_jsonl,
+    read_metrics,
     tail_lines,
 )
 
@@ -149,7 +150,7 @@ class Run:
 
     def metric_rows(self) -> list[dict[str, Any]]:
         self._sync()
-        return list(read_jsonl(self.files.metrics_path))
+        return read_metrics(self.files.metrics_path)  # objects with an int step, numbers only
 
     @property
     def metrics(self) -> pd.DataFrame:

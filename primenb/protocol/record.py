@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from primenb.protocol.rundir import FINAL_STATES, RunDir, read_jsonl
+from primenb.protocol.rundir import FINAL_STATES, RunDir, read_metrics
 
 TRACE_FILE = "trace.json"
 TRACE_VERSION = 1
@@ -215,7 +215,7 @@ def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, 
     from primenb.protocol.hashing import redact_text
 
     files = RunDir(run_dir)
-    summary = metrics_summary(read_jsonl(files.metrics_path))
+    summary = metrics_summary(read_metrics(files.metrics_path))
     state = status.get("state") or doc.get("status")
     doc["status"] = state
     if state in FINAL_STATES:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -90,6 +91,24 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(row, dict):  # a bare number, list or string is not a row
                 yield row
+
+
+def metric_row(row: Any) -> dict[str, Any] | None:
+    """A metrics.jsonl row as viewers may trust it: an object with an integer ``step`` and finite
+    numbers (strings, lists and NaN in a hand-edited or foreign file are dropped); else None."""
+    if not isinstance(row, dict):
+        return None
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    out: dict[str, Any] = finite_numbers(row)
+    out["step"] = step
+    return out
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl that `metric_row` accepts."""
+    return [r for r in map(metric_row, read_jsonl(path)) if r is not None]
 
 
 def tail_lines(path: Path, n: int = 30, max_bytes: int = 64_000) -> list[str]:
@@ -225,7 +244,10 @@ class StatusFile:
         if throttle_s and t - self._last_write < throttle_s:
             return
         self.data["updated_at"] = now_iso()
-        atomic_write_json(self.run_dir.status_path, self.data)
+        try:
+            atomic_write_json(self.run_dir.status_path, self.data)
+        except OSError as exc:  # a read-only or full run directory: never a second failure
+            logging.getLogger("primenb.engine").warning("cannot update %s: %s", self.run_dir.status_path, exc)
         self._last_write = t
 
     def start(self, **fields: Any) -> None:
@@ -264,7 +286,9 @@ __all__ = [
     "atomic_write_json",
     "claim_run_dir",
     "finite_numbers",
+    "metric_row",
     "read_jsonl",
+    "read_metrics",
     "record_run",
     "tail_lines",
 ]

@@ -85,6 +85,25 @@ def symlinks_under(folder: Path) -> list[Path]:
     return found
 
 
+def write_user_file(path: str | os.PathLike[str], text: str, *, overwrite: bool) -> Path:
+    """Write a file a user named (`init --out`, `%%rltoml --save`): atomically, never through or
+    over a symbolic link (``--force`` onto a link would replace the link), never over a folder,
+    and with a message instead of a traceback when the place cannot be written."""
+    from primenb.fsutil import atomic_write_text
+
+    target = Path(path).expanduser()
+    if target.is_symlink():
+        raise UnsafePathError(f"{target} is a symbolic link; write to the file it points to ({target.resolve()})")
+    if target.is_dir():
+        raise UnsafePathError(f"{target} is a folder; give a file path, e.g. {target / 'rl.toml'}")
+    if target.exists() and not overwrite:
+        raise PrimenbError(f"{target} already exists; pass --out OTHER.toml, or --force to overwrite it")
+    try:
+        return atomic_write_text(target, text)
+    except OSError as exc:
+        raise PrimenbError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
 __all__ = [
     "MAX_NAME_BYTES",
     "UnsafePathError",
@@ -94,4 +113,5 @@ __all__ = [
     "safe_name",
     "slug",
     "symlinks_under",
+    "write_user_file",
 ]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
-from primenb.protocol.rundir import read_jsonl
+from primenb.protocol.rundir import read_jsonl, read_metrics
 from primenb.traces import views as V
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Trace:
         return self.doc.get(key, default)
 
     def metric_rows(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.run_dir / "metrics.jsonl"))
+        return read_metrics(self.run_dir / "metrics.jsonl")  # objects with an int step, numbers only
 
     @property
     def metrics(self) -> pd.DataFrame:
