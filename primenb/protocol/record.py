@@ -280,9 +280,10 @@ def reconcile(doc: dict[str, Any], run_dir: Path) -> bool:
         return False
     status = RunDir(run_dir).read_status()
     if status.get("state") not in FINAL_STATES:
-        status = _record_vanished(run_dir, status)
-        if status is None:
+        ended = _record_vanished(run_dir, status)
+        if ended is None:
             return False
+        status = ended
     complete_from_run_dir(doc, run_dir, status)
     doc["completed_by"] = "harness (the engine ended without completing its trace)"
     try:
