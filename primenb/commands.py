@@ -119,7 +119,16 @@ COMMANDS: tuple[Command, ...] = (
         ),
         faces=(CLI,),
     ),
-    Command("train", "attach", "follow a run's progress", (arg("run", help="run name or directory"),), faces=(CLI,)),
+    Command(
+        "train",
+        "attach",
+        "follow a run's progress (Ctrl-C detaches; twice within 3 s stops)",
+        (
+            arg("run", help="run name or directory"),
+            arg("--stop", action="store_true", help="Ctrl-C stops the run (default: Ctrl-C detaches)"),
+        ),
+        faces=(CLI,),
+    ),
     # -- the harness ---------------------------------------------------------------------------
     Command(
         "harness",

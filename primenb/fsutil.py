@@ -15,6 +15,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        # mkstemp makes 0600 files; a written file gets the mode a plain open() would give it
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -24,6 +26,27 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it the only other way (and put it back)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    """The existing file's mode when replacing one, else 0666 minus the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
 
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:

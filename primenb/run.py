@@ -6,10 +6,8 @@ launched from a terminal: everything is read from the files the engine writes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,15 +15,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from primenb.errors import PrimenbError
 from primenb.fsutil import read_json_object
 from primenb.home import prime_home
+from primenb.protocol.liveness import group_alive, signal_group
 from primenb.protocol.rundir import (
     FAILED,
     FINAL_STATES,
-    LIVE_STATES,
     RUN_INDEX,
     RunDir,
     atomic_write_json,
     now_iso,
     read_jsonl,
+    read_metrics,
     tail_lines,
 )
 
@@ -81,7 +80,10 @@ class Run:
         """The status; when the process vanished without a final one, also write that it failed."""
         status, vanished = self._read()
         if vanished:
-            atomic_write_json(self.files.status_path, status)
+            try:
+                atomic_write_json(self.files.status_path, status)
+            except OSError as exc:  # a read-only run directory: report it failed all the same
+                status["error"] = f"{status.get('error')} (status.json could not be updated: {exc.strerror or exc})"
         return status
 
     def _read(self) -> tuple[dict[str, Any], bool]:
@@ -89,9 +91,10 @@ class Run:
         status = self.files.read_status()
         if self._process is not None:
             self._process.poll()  # reap a finished child so its pid is free
-        if status.get("state") in LIVE_STATES and not self._alive(status):
+        # no state at all (status.json missing or unreadable) counts as live: a dead process ends it
+        if status.get("state") not in FINAL_STATES and not self._alive(status):
             status = self.files.read_status()  # it may have just finished
-            if status.get("state") in LIVE_STATES:
+            if status.get("state") not in FINAL_STATES:
                 return self._vanished(status), True
         return status, False
 
@@ -128,18 +131,12 @@ class Run:
         if self._control is not None:
             alive = self._control.alive()
             return True if alive is None else alive  # unknown: trust the status file
-        pgid = self.launcher.get("pgid")
-        if not pgid:
-            return True  # queued by a launcher that has not recorded a pid yet
-        if self.launcher.get("host") not in (None, socket.gethostname()):
-            return True  # another machine's process: trust its status file
-        try:
-            os.killpg(int(pgid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        alive = group_alive(self.launcher)  # pgid + start time: a reused pgid is not ours
+        if alive is None:
+            # no launcher record yet (queued), or another machine's process: trust the status file,
+            # unless there is no status at all and nothing was ever launched
+            return bool(status) or (self.dir / "launcher.json").exists()
+        return alive
 
     @property
     def launcher(self) -> dict[str, Any]:
@@ -153,7 +150,7 @@ class Run:
 
     def metric_rows(self) -> list[dict[str, Any]]:
         self._sync()
-        return list(read_jsonl(self.files.metrics_path))
+        return read_metrics(self.files.metrics_path)  # objects with an int step, numbers only
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -188,13 +185,16 @@ class Run:
         process group instead; checkpoints already written are kept."""
         if self.refresh().get("state") in FINAL_STATES:
             return self.state
-        pgid = self.launcher.get("pgid")
+        launcher = self.launcher
         if self._control is not None:
             self._control.request_stop(force=force)
         else:
-            self.files.stop_path.touch()
-            if force and pgid:
-                _signal_group(int(pgid), signal.SIGKILL)
+            try:
+                self.files.stop_path.touch()
+            except OSError:  # read-only run directory: the engine also stops cleanly on SIGTERM
+                signal_group(launcher, signal.SIGTERM)
+            if force:
+                signal_group(launcher, signal.SIGKILL)
         if not wait:
             return self.state
         try:
@@ -202,8 +202,8 @@ class Run:
         except TimeoutError:
             if self._control is not None:
                 self._control.request_stop(force=True)
-            elif pgid:
-                _signal_group(int(pgid), signal.SIGKILL)
+            else:
+                signal_group(launcher, signal.SIGKILL)  # only a group verifiably ours
             self.wait(timeout=10)
             return self.state
 
@@ -228,11 +228,6 @@ class Run:
         from primenb.render.summary import run_html
 
         return run_html(self)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Path:

@@ -15,7 +15,9 @@ from primenb.config import Config
 from primenb.engine.launch import launch_command
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_text
-from primenb.protocol.rundir import RunDir, atomic_write_json, now_iso, record_run
+from primenb.protocol.liveness import launch_record
+from primenb.protocol.rundir import RunDir, atomic_write_json, claim_run_dir, now_iso, record_run
+from primenb.protocol.safepath import safe_name, slug
 from primenb.run import Run
 
 # Keys a local run cannot honour: listed in the run summary, never silently dropped.
@@ -41,8 +43,8 @@ NOT_USED_LOCALLY = (
 
 def default_run_name(config: Config) -> str:
     """As upstream: `<envs>--<model>--<short id>`."""
-    envs = "-".join(dict.fromkeys(e.replace("/", "-") for e in config.environments[:2])) or "run"
-    model = config.model_name.split("/")[-1]
+    envs = "-".join(dict.fromkeys(slug(e, 60) for e in config.environments[:2])) or "run"
+    model = slug(config.model_name.split("/")[-1], 60)
     return f"{envs}--{model}--{secrets.token_hex(3)}"
 
 
@@ -70,13 +72,15 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
     """Create the run directory and write the configs and the queued trace (with ``lineage``);
     refuses to reuse a non-empty directory."""
     m = config.model
-    run_name = name or m.run.name or default_run_name(config)
+    # a name is one folder under output_dir, never a path (`--name ../../x`, `--name /abs`)
+    run_name = safe_name(name or m.run.name or default_run_name(config))
     run_dir = Path(m.run.dir) if m.run.dir else Path(m.output_dir) / run_name
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise PrimenbError(
-            f"run directory {run_dir} already holds a run; pick another --name, or attach to it "
-            f"with %prime_train --attach {run_name}"
-        )
+    # O_EXCL on a marker file: of two launches with the same name exactly one gets the folder
+    claim_run_dir(
+        run_dir,
+        taken=f"run directory {run_dir} already holds a run; pick another --name, or attach to it "
+        f"with %prime_train --attach {run_name}",
+    )
     files = RunDir(run_dir)
     resolved = config.resolved(primenb=True)
     resolved["run"] = {**resolved.get("run", {}), "name": run_name}
@@ -131,7 +135,7 @@ def submit(config: Config, *, name: str | None = None, lineage: Lineage | None =
     # A file of its own: status.json belongs to the engine from the moment it starts.
     atomic_write_json(
         run_dir / "launcher.json",
-        {"pgid": process.pid, "host": socket.gethostname(), "command": cmd, "python": sys.executable},
+        {**launch_record(process.pid), "command": cmd, "python": sys.executable},
     )
     record_run(run_dir)
     return Run(run_dir, process=process)

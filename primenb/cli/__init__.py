@@ -38,12 +38,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     from primenb.config.templates import starter
-    from primenb.fsutil import atomic_write_text
+    from primenb.protocol.safepath import write_user_file
 
     out = Path(args.out or ("sft.toml" if args.sft else "rl.toml"))
-    if out.exists() and not args.force:
-        raise PrimenbError(f"{out} already exists; pass --out OTHER.toml, or --force to overwrite it")
-    atomic_write_text(out, starter(args.model, args.env, sft=args.sft, lora=args.lora))
+    write_user_file(out, starter(args.model, args.env, sft=args.sft, lora=args.lora), overwrite=args.force)
     print(f"wrote {out}")
     return 0
 
@@ -77,7 +75,7 @@ def _stop(args: argparse.Namespace) -> int:
 def _attach(args: argparse.Namespace) -> int:
     from primenb.backends import attach
 
-    return follow(attach(args.run))
+    return follow(attach(args.run), stop_on_interrupt=args.stop)
 
 
 def build_parser() -> argparse.ArgumentParser:

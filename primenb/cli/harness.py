@@ -87,6 +87,8 @@ def _reindex(args: argparse.Namespace) -> int:
 
     r = h.reindex(args.paths)
     print(f"indexed {r['traces']} trace(s) in {r['seconds']:.2f} s ({r['index']})")
+    for where, why in r.get("skipped") or []:  # unreadable or oddly shaped trace.json files
+        print(f"skipped {where}: {why}")
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from primenb.config.diagnostics import Diagnostic, Report, format_path
+from primenb.config.limits import value_problems
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
@@ -21,6 +22,9 @@ from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import key_index, keys_at
 from primenb.protocol.fields import Mode, detect_mode
 
+# a key right before `=`; the lookbehind starts a match only at a word's first character, so a
+# 5 MB line is scanned once (without it every position restarted the scan: quadratic)
+_KEY_BEFORE_EQ = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z0-9_-]+)[\"']?[ \t]*=")
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TYPE_WORDS = {
     "int": "an integer",
@@ -45,18 +49,57 @@ class Outcome:
 
 
 def read_source(source: str | FsPath) -> tuple[str, str]:
-    """(text, name) for a TOML text or a path to one."""
+    """(text, name) for a TOML text or a path to one; a file that is not UTF-8 text is a message."""
+    from primenb.errors import PrimenbError
+
     if isinstance(source, FsPath) or ("\n" not in source and source.endswith(".toml")):
         path = FsPath(source)
         if not path.is_file():
-            from primenb.errors import PrimenbError
-
             raise PrimenbError(f"config file not found: {path} (pass TOML text or an existing .toml path)")
-        return path.read_text(), str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise PrimenbError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+        return decode_toml(data, str(path)), str(path)
     return source, "<cell>"
 
 
+def decode_toml(data: bytes, name: str) -> str:
+    """TOML files are UTF-8 (the spec, and upstream's tomllib): anything else gets a clear message."""
+    from primenb.errors import PrimenbError
+
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise PrimenbError(f"{name} is saved as UTF-16; TOML files must be UTF-8 (re-save it as UTF-8)")
+    if b"\x00" in data:
+        raise PrimenbError(f"{name} is a binary file (it holds NUL bytes), not TOML text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise PrimenbError(
+            f"{name} is not UTF-8 text (byte {exc.start}, line {line}); TOML files must be UTF-8 (re-save it as UTF-8)"
+        ) from None
+
+
 def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> Outcome:
+    """Every diagnostic of ``text``; never raises for anything in the text."""
+    try:
+        return _validate(text, source=source, mode=mode)
+    except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
+        d = Diagnostic(
+            "error",
+            "syntax",
+            "",
+            "the document is nested too deeply to read",
+            "flatten the nested arrays or inline tables",
+            None,
+            None,
+            None,
+        )
+        return Outcome(Report([d], source, text.splitlines()), mode or "rl", None, None, None)
+
+
+def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
     lines = text.splitlines()
     try:
         raw = tomllib.loads(text)
@@ -74,6 +117,8 @@ def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> 
 
     for p in secrets(data):
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
+    for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
+        diagnostics.append(_at(pos, migration.origins, v.path, "error", v.code, v.message, v.hint, on_value=True))
     schema_errors = _schema(root, data, pos, migration.origins)
     diagnostics += schema_errors
     if not schema_errors:
@@ -118,7 +163,9 @@ def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
     line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
     message = _TOML_POS.sub("", msg).strip().rstrip(".")
     hint = "check quotes, brackets and `key = value` syntax on this line"
-    if "Cannot overwrite a value" in msg or "Cannot declare" in msg:
+    if lines and lines[0].startswith("\ufeff") and line == 1:
+        hint = "the text starts with a byte-order mark (BOM); save the file as UTF-8 without a BOM"
+    elif "Cannot overwrite a value" in msg or "Cannot declare" in msg:
         hint = "this key or table is defined twice; keep one"
     elif "Invalid value" in msg:
         hint = 'strings need quotes ("..."), booleans are lowercase true/false'
@@ -341,9 +388,13 @@ def _redacted(lines: list[str], diagnostics: list[Diagnostic]) -> list[str]:
             continue
         text = out[d.line - 1]
         eq = text.find("=")
-        keys = re.findall(r"([A-Za-z0-9_-]+)[\"']?\s*=", text)
-        if eq >= 0 and any(is_secret_name(k) for k in keys):
+        secret = d.code == "secret"  # a credential under any key (a URL's password, a flag's value)
+        if eq >= 0 and (secret or any(is_secret_name(k) for k in _KEY_BEFORE_EQ.findall(text))):
             out[d.line - 1] = text[: eq + 1] + ' "****"'
             if d.col and d.col > eq:
                 d.col, d.end_col = eq + 3, eq + 9
+        elif secret:  # an element line of a multi-line array
+            indent = len(text) - len(text.lstrip())
+            out[d.line - 1] = text[:indent] + '"****"'
+            d.col, d.end_col = indent + 1, indent + 7
     return out

@@ -13,6 +13,7 @@ import time
 import warnings
 from pathlib import Path
 
+from primenb.protocol.privacy import LogFilter, error_text, set_private
 from primenb.protocol.rundir import RunDir, StatusFile, tail_lines
 
 log = logging.getLogger("primenb.engine")
@@ -29,13 +30,16 @@ def setup_logging(run_dir: RunDir, *, is_main: bool, rank: int) -> None:
     for h in list(root.handlers):
         root.removeHandler(h)
     fmt = logging.Formatter(LOG_FORMAT if rank == 0 else f"[rank {rank}] {LOG_FORMAT}")
-    stream = logging.StreamHandler(sys.stderr)
+    scrub = LogFilter()  # secrets always; exception messages too under data_collection = "deny"
+    stream = logging.StreamHandler(sys.stderr)  # stderr is logs/launcher.log
     stream.setFormatter(fmt)
+    stream.addFilter(scrub)
     root.addHandler(stream)
     if is_main:
         run_dir.log_path.parent.mkdir(parents=True, exist_ok=True)
         fh = logging.FileHandler(run_dir.log_path, encoding="utf-8")
         fh.setFormatter(fmt)
+        fh.addFilter(scrub)
         root.addHandler(fh)
     logging.captureWarnings(True)
     # raised from inside TRL on every run; nothing a user can act on
@@ -69,10 +73,19 @@ def _flush_logs() -> None:
 def _error_text(exc: BaseException) -> str:
     from primenb.envs.errors import _Base
 
-    if isinstance(exc, _Base):
+    if isinstance(exc, _Base):  # primenb's own messages: no user data in them
         return str(exc)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return error_text(exc)  # redacted; the type only under data_collection = "deny"
+
+
+def _denies(run_dir: RunDir) -> bool:
+    """``[primenb.privacy] data_collection = "deny"`` in the run's config (unreadable: assume it does)."""
+    try:
+        primenb = run_dir.read_config().get("primenb")
+    except (OSError, ValueError):
+        return True
+    privacy = primenb.get("privacy") if isinstance(primenb, dict) else None
+    return isinstance(privacy, dict) and privacy.get("data_collection") == "deny"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if not run_dir.resolved_config.exists():
         print(f"error: {run_dir.resolved_config} does not exist", file=sys.stderr)
         return 2
+    set_private(_denies(run_dir))  # before anything can log or fail
 
     from primenb.engine.trace import TraceRecorder, enable_determinism, prepare_determinism
 
@@ -150,11 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         log.info("engine %s at step %d in %.1f s", state, result.step, time.time() - t0)
         return 0
     except KeyboardInterrupt as exc:
-        log.warning("aborted: %s", exc or "interrupted")
+        log.warning("aborted: %s", error_text(exc) if str(exc) else "interrupted")
         _flush_logs()
         status.finish(
             "stopped",
-            error=f"aborted: {exc or 'interrupted'}",
+            error=f"aborted: {error_text(exc) if str(exc) else 'interrupted'}",
             log_tail=tail_lines(run_dir.log_path),
             wall_s=round(time.time() - t0, 2),
         )

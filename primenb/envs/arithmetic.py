@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from primenb.envs.base import Environment, Row, completion_text
-from primenb.envs.errors import EnvironmentArgumentError
+from primenb.envs.errors import MAX_ROWS, EnvironmentArgumentError, check_range
 
 SYSTEM_PROMPT = "Compute the result of the expression. Reply with the integer only."
 OPERATIONS = "+-*"
@@ -78,7 +78,10 @@ def load_environment(
     drawn from ``operations`` (any of ``+-*``). The same ``seed`` gives the same rows; held-out
     expressions never appear in the training rows (training rows may repeat).
     """
-    if not (isinstance(num_terms, int) and num_terms >= 2):
+    check_range("arithmetic", "num_train", num_train, 1, MAX_ROWS)
+    check_range("arithmetic", "num_eval", num_eval, 0, MAX_ROWS)
+    check_range("arithmetic", "max_value", max_value, 0, 10**12)
+    if not (isinstance(num_terms, int) and 2 <= num_terms <= 64):
         raise EnvironmentArgumentError(f"arithmetic: num_terms must be an integer >= 2, got {num_terms!r}")
     if not (isinstance(min_value, int) and isinstance(max_value, int) and 0 <= min_value <= max_value):
         raise EnvironmentArgumentError(

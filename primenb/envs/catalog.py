@@ -158,7 +158,7 @@ def score_each(env: Environment, row: Row, reply: str) -> tuple[float, dict[str,
         try:
             (value,) = raw(prompts=prompt, completions=[reply], **columns)
             value = 0.0 if value is None else float(value)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             errors = getattr(exc, "errors", None)
             if isinstance(errors, dict) and errors:
                 exc = next(iter(errors.values()))

@@ -45,10 +45,22 @@ class RegistryError(_Base, ValueError):
 
 
 __all__ = [
+    "MAX_ROWS",
     "EnvironmentArgumentError",
     "EnvironmentLoadError",
     "EnvironmentLookupError",
     "RegistryError",
     "RewardFunctionError",
     "UnsupportedEnvironmentError",
+    "check_range",
 ]
+
+
+MAX_ROWS = 1_000_000  # a built-in environment holds its rows in memory: 10**8 took 780 MB and hung
+
+
+def check_range(env: str, name: str, value: object, lo: int, hi: int) -> int:
+    """``value`` when it is an integer in ``lo..hi``; an `EnvironmentArgumentError` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise EnvironmentArgumentError(f"{env}: {name} must be an integer in {lo}..{hi:_}, got {str(value)[:40]}")
+    return value

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from primenb.envs.errors import RewardFunctionError
+from primenb.protocol.privacy import error_text
 
 log = logging.getLogger("primenb.envs")
 
@@ -135,7 +136,7 @@ class GuardedReward:
 
     def _log(self, errors: dict[int, BaseException], n: int) -> None:
         first = next(iter(errors.values()))
-        what = f"{type(first).__name__}: {str(first)[:300]}"
+        what = error_text(first)[:300]  # the type only under data_collection = "deny": messages quote data
         if self.failing_batches <= LOG_FIRST_BATCHES:
             log.warning(
                 "environment %r, reward function %r: failed on %d of %d completions (scored %.1f): %s",

@@ -91,7 +91,7 @@ def import_path(path: Path, env_id: str) -> ModuleType:
     sys.path.insert(0, root)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # `sys.exit()` at import must not end the kernel or CLI
         sys.modules.pop(name, None)
         raise EnvironmentLoadError(
             f"environment {env_id!r}: importing {file} raised {type(exc).__name__}: {exc}"
@@ -114,7 +114,7 @@ def import_module(module_name: str, env_id: str) -> ModuleType:
         raise EnvironmentLoadError(
             f"environment {env_id!r}: importing {module_name!r} raised ModuleNotFoundError: {exc}"
         ) from exc
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # `sys.exit()` at import must not end the kernel or CLI
         raise EnvironmentLoadError(
             f"environment {env_id!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
         ) from exc

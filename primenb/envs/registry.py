@@ -242,7 +242,7 @@ def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> 
         obj = factory(**kwargs)
     except _Base:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a factory calling sys.exit() is a load error, not an exit
         raise EnvironmentLoadError(f"environment {env_id!r} raised while loading: {type(exc).__name__}: {exc}") from exc
     env = as_environment(obj, env_id, kwargs)
     env.reward_funcs = [guard(f, env_id) for f in env.reward_funcs]

@@ -23,7 +23,7 @@ import string
 from typing import Any
 
 from primenb.envs.base import Environment, Row, completion_text
-from primenb.envs.errors import EnvironmentArgumentError
+from primenb.envs.errors import MAX_ROWS, EnvironmentArgumentError, check_range
 
 SYSTEM_PROMPT = "Reverse the text character-by-character. Put your answer in <reversed_text> tags."
 TAG = "reversed_text"
@@ -78,6 +78,9 @@ def load_environment(
     Strings have ``min_len``..``max_len`` characters from ``alphabet``. The same ``seed`` gives the
     same rows; held-out strings never appear in the training rows.
     """
+    check_range("reverse-text", "num_train", num_train, 1, MAX_ROWS)
+    check_range("reverse-text", "num_eval", num_eval, 0, MAX_ROWS)
+    check_range("reverse-text", "max_len", max_len, 1, 4096)
     if not (isinstance(min_len, int) and isinstance(max_len, int) and 1 <= min_len <= max_len):
         raise EnvironmentArgumentError(
             f"reverse-text: need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}"

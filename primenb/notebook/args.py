@@ -23,7 +23,11 @@ class MagicParser(argparse.ArgumentParser):
 
     def parse_line(self, line: str) -> argparse.Namespace:
         try:
-            return self.parse_args(shlex.split(line))
+            words = shlex.split(line)
+        except ValueError as exc:  # an unbalanced quote: `%prime_train cfg --name "x`
+            raise MagicUsageError(f"cannot read the arguments ({exc})") from None
+        try:
+            return self.parse_args(words)
         except argparse.ArgumentError as exc:
             self.error(str(exc))
             raise  # unreachable: error() raises

@@ -104,6 +104,8 @@ class HarnessMagics(Magics):
 
         r = h.reindex(args.paths)
         print(f"indexed {r['traces']} trace(s) in {r['seconds']:.2f} s ({r['index']})")
+        for where, why in r.get("skipped") or []:  # unreadable or oddly shaped trace.json files
+            print(f"skipped {where}: {why}")
 
     def _export(self, args: Any) -> None:
         import primenb.harness as h

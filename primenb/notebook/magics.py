@@ -5,6 +5,7 @@ Kept cheap to import: the config package, pandas and plotly load on first use.
 
 from __future__ import annotations
 
+import keyword
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,7 @@ class PrimeMagics(Magics):
         from primenb.config.fix import fix_text
 
         args = magic_parser("train", "rltoml").parse_line(line)
-        if not args.name.isidentifier():
+        if not args.name.isidentifier() or keyword.iskeyword(args.name):  # `for`, `class` cannot be bound
             raise MagicFailed(f"`{args.name}` is not a valid Python variable name")
         mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
         text = cell
@@ -81,7 +82,9 @@ class PrimeMagics(Magics):
             raise MagicFailed(f"{args.name} not updated: {outcome.report.summary().split(': ', 1)[1]} (listed above)")
         config = Config(outcome.model, mode=outcome.mode, text=text, report=outcome.report)
         if args.save:
-            config.save(args.save)
+            from primenb.protocol.safepath import write_user_file
+
+            write_user_file(args.save, text, overwrite=True)  # a folder, a link, read-only: a message
         self._ipython.user_ns[args.name] = config
         display(config)
         if args.save:
@@ -134,12 +137,10 @@ class PrimeMagics(Magics):
 
         args = magic_parser("train", "init").parse_line(line)
         out = Path(args.out or ("sft.toml" if args.sft else "rl.toml"))
-        if out.exists() and not args.force:
-            raise MagicFailed(f"{out} already exists; pass --out OTHER.toml, or --force to overwrite it")
         text = starter(args.model, args.env, sft=args.sft, lora=args.lora)
-        from primenb.fsutil import atomic_write_text
+        from primenb.protocol.safepath import write_user_file
 
-        atomic_write_text(out, text)
+        write_user_file(out, text, overwrite=args.force)
         print(
             f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
             f"train it with: %prime_train {out}"

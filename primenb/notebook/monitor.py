@@ -16,7 +16,7 @@ import ipywidgets as W
 from IPython import get_ipython
 from IPython.display import display
 
-from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.rundir import FINAL_STATES, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.summary import STATE_COLORS, reward_key, run_html
 from primenb.render.svgchart import downsample
@@ -141,7 +141,7 @@ class Monitor:
     # -- updates -------------------------------------------------------------------------
     def poll(self) -> bool:
         """Read what is new and refresh the widgets; True once the run has ended."""
-        rows = self._metrics_tail.read_new()
+        rows = [r for r in map(metric_row, self._metrics_tail.read_new()) if r is not None]
         new_samples = self._samples_tail.read_new()
         status = self.run.refresh()
         if rows:

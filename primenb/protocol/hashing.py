@@ -27,6 +27,15 @@ _SECRET_VALUE = re.compile(
     r"\.[A-Za-z0-9_\-]{10,})"
 )
 
+# credentials that ride on innocent names: `https://user:pass@host`, `--password=...`, `--hf-token X`
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,20}://)(?P<info>[^\s/@:]*:[^\s/@]*|[^\s/@:]+)@")
+# a flag or variable name that ENDS in a secret word (`--hf-token`, `--api-key`, `db_password`);
+# `--max-num-batched-tokens` does not
+_SECRET_WORD_END = re.compile(r"(?:^|[-_])(?:token|key|secret|password|passwd|pass|pwd|credentials?)$", re.I)
+# candidates start only after a non-word character (the lookbehind), so scanning stays linear
+_FLAG = re.compile(r"(?<![\w-])(?P<flag>--?[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|[ \t]+)(?P<value>[^\s-]\S*)")
+_ASSIGN = re.compile(r"(?<![\w-])(?P<flag>[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=)(?P<value>[^\s&;,]+)")
+
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -98,8 +107,41 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with secret-looking substrings (hub tokens, API keys, ...) replaced."""
-    return _SECRET_VALUE.sub(REDACTED, text) if isinstance(text, str) else text
+    """``text`` with secret-looking substrings replaced: hub tokens and API keys, the user:password
+    of URLs, the values of ``--password=X`` / ``--hf-token X`` flags and ``api_key=X`` pairs.
+    Linear time (no nested quantifiers), so a log line of any length is cheap."""
+    if not isinstance(text, str):
+        return text
+    text = _SECRET_VALUE.sub(REDACTED, text)
+    if "://" in text:
+        text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    if "-" in text:
+        text = _FLAG.sub(_hide_value, text)
+    if "=" in text:
+        text = _ASSIGN.sub(_hide_value, text)
+    return text
+
+
+def _hide_value(m: re.Match[str]) -> str:
+    value = m.group("value")
+    if not _SECRET_WORD_END.search(m.group("flag").lstrip("-")) or value.startswith(REDACTED):
+        return m.group(0)
+    return f"{m.group('flag')}{m.group('sep')}{REDACTED}"
+
+
+def is_secret_flag(word: str) -> bool:
+    """``--hf-token`` / ``--password``: a command-line flag whose next argument is a secret."""
+    return (
+        isinstance(word, str)
+        and word.startswith("-")
+        and "=" not in word
+        and bool(_SECRET_WORD_END.search(word.lstrip("-")))
+    )
+
+
+def has_credential(text: str) -> bool:
+    """Whether ``text`` holds a secret that `redact_text` would hide."""
+    return isinstance(text, str) and redact_text(text) != text
 
 
 def redact(value: Any, *, key: str | None = None) -> Any:
@@ -108,7 +150,12 @@ def redact(value: Any, *, key: str | None = None) -> Any:
     if isinstance(value, Mapping):
         return {k: redact(v, key=str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact(v, key=key) for v in value]
+        # `["--hf-token", "hf_..."]`: the word after a secret flag is the secret, whatever it looks like
+        out = []
+        for i, v in enumerate(value):
+            secret_arg = i > 0 and is_secret_flag(value[i - 1]) and isinstance(v, str)
+            out.append(REDACTED if secret_arg else redact(v, key=key))
+        return out
     if isinstance(value, str):
         # `api_key_var = "VLLM_API_KEY"` names a variable: not a secret, unless it looks like one
         names_a_variable = key is not None and key.lower().endswith(("_var", "_env", "_env_var"))
@@ -125,7 +172,7 @@ def safe_env_vars(environ: Mapping[str, str], prefixes: tuple[str, ...], names: 
         if is_secret_name(name):
             continue
         if name in names or name.startswith(prefixes):
-            out[name] = redact_text(value)
+            out[name] = redact_text(value)  # HF_ENDPOINT=https://user:pass@host, X_ARGS=--password=...
     return dict(sorted(out.items()))
 
 
@@ -133,6 +180,8 @@ __all__ = [
     "REDACTED",
     "canonical_json",
     "combine",
+    "has_credential",
+    "is_secret_flag",
     "is_secret_name",
     "private_digest",
     "redact",

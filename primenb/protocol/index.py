@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import math
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -88,12 +90,38 @@ def _get(data: Any, path: str) -> Any:
     return data
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER; a bigger one (seed = 2**64) is not indexed
+
+
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:  # an int beyond a float's range
+        return None
+    return out if math.isfinite(out) else None
 
 
 def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, float) and math.isfinite(value):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value if _INT_MIN <= value <= _INT_MAX else None
+
+
+def _text(value: Any) -> str | None:
+    """A TEXT column: strings as they are, numbers as text, anything else (a table) not indexed."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
@@ -101,7 +129,7 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
     m: Mode = "rl" if mode == "rl" else "sft" if mode == "sft" else detect_mode(config)
     if m == "rl":
         sources = _get(config, "orchestrator.train.source") or []
-        envs = [_get(s, "env.taskset.id") for s in sources if isinstance(s, dict)]
+        envs = [_get(s, "env.taskset.id") for s in sources if isinstance(s, dict)] if isinstance(sources, list) else []
     else:
         envs = [_get(config, "data.name")]
     return {
@@ -109,7 +137,7 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
         "batch": _int(get_field(config, "batch_size", m)),
         "group_size": _int(get_field(config, "group_size", m)),
         "env": ",".join(dict.fromkeys(str(e) for e in envs if e)) or None,
-        "model": get_field(config, "model", m),
+        "model": _text(get_field(config, "model", m)),
         "seed": _int(get_field(config, "seed", m)),
     }
 
@@ -118,23 +146,26 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
     """The index row of a trace; ``resolved``: ``run_dir`` is already absolute and real."""
     from primenb.protocol.record import iso_to_epoch
 
-    raw = doc.get("config")
-    config: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    fields = config_fields(config, doc.get("mode"))
-    metrics = doc.get("metrics") or {}
-    best, final = metrics.get("best_eval") or {}, metrics.get("final_eval") or {}
-    train_sources = _get(doc, "data.train.sources") or []
+    trace_id = doc.get("trace_id")
+    if not isinstance(trace_id, str) or not trace_id:
+        raise ValueError(f"trace_id is {type(trace_id).__name__}, not text")
+    config = _dict(doc.get("config"))
+    fields = config_fields(config, _text(doc.get("mode")))
+    metrics = _dict(doc.get("metrics"))
+    best, final = _dict(metrics.get("best_eval")), _dict(metrics.get("final_eval"))
+    train_sources = _get(doc, "data.train.sources")
+    train_sources = train_sources if isinstance(train_sources, list) else []
     env = ",".join(dict.fromkeys(str(s.get("env_id")) for s in train_sources if isinstance(s, dict)))
-    created = doc.get("created") or iso_to_epoch(doc.get("created_at")) or 0.0
+    created = _num(doc.get("created")) or iso_to_epoch(_text(doc.get("created_at"))) or 0.0
     match = _get(doc, "reproduction.metrics_match")
     return {
-        "trace": doc["trace_id"],
-        "parent": doc.get("parent"),
-        "name": doc.get("name"),
+        "trace": trace_id,
+        "parent": _text(doc.get("parent")),
+        "name": _text(doc.get("name")),
         "created": float(created),
-        "status": doc.get("status"),
-        "mode": doc.get("mode"),
-        "model": _get(doc, "model.id") or fields["model"],
+        "status": _text(doc.get("status")),
+        "mode": _text(doc.get("mode")),
+        "model": _text(_get(doc, "model.id")) or fields["model"],
         "env": env or fields["env"],
         "steps": _int(_get(doc, "steps.last")),
         "max_steps": _int(_get(doc, "steps.max")),
@@ -148,12 +179,12 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
         "final_eval": _num(final.get("value")),
         "final_loss": _num(metrics.get("final_loss")),
         "duration": _num(doc.get("duration_s")),
-        "backend": doc.get("backend"),
-        "host": doc.get("host"),
-        "reproduces": doc.get("reproduces"),
+        "backend": _text(doc.get("backend")),
+        "host": _text(doc.get("host")),
+        "reproduces": _text(doc.get("reproduces")),
         "metrics_match": None if match is None else int(bool(match)),
-        "fingerprint": _get(doc, "model.fingerprint"),
-        "data_hash": _get(doc, "data.train.hash"),
+        "fingerprint": _text(_get(doc, "model.fingerprint")),
+        "data_hash": _text(_get(doc, "data.train.hash")),
         "seed": fields["seed"],
         "run_dir": str(run_dir) if resolved else str(Path(run_dir).resolve()),
         "revision": _int(doc.get("revision")) or 0,
@@ -207,72 +238,63 @@ class Index:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def _ensure_schema(self, con: sqlite3.Connection) -> bool:
-        """Create the table when the index is new (or of an older layout); True when it was."""
-        version = con.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
+    @staticmethod
+    def _healthy(con: sqlite3.Connection) -> bool:
+        """The current layout: right version AND every column (a hand-edited index may lack some)."""
+        if con.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             return False
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version == SCHEMA_VERSION:
-                con.execute("COMMIT")
-                return False
-            con.execute("DROP TABLE IF EXISTS traces")
-            cols = ", ".join(f"{c} {t}" for c, t in COLUMNS)
-            con.execute(f"CREATE TABLE traces ({cols})")
-            con.execute("CREATE INDEX traces_created ON traces(created DESC)")
-            con.execute("CREATE INDEX traces_name ON traces(name)")
-            con.execute("CREATE INDEX traces_parent ON traces(parent)")
-            con.execute("CREATE INDEX traces_run_dir ON traces(run_dir)")
-            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                con.execute("ROLLBACK")
-            raise
-        return True
+        cols = tuple(r[1] for r in con.execute("PRAGMA table_info(traces)"))
+        return cols == NAMES
 
     def connect(self, *, fill: bool = True) -> sqlite3.Connection:
-        """An open, valid index: created and filled from the run directories when missing,
-        moved aside and rebuilt when corrupt (``fill=False``: the caller fills it)."""
-        for attempt in range(3):
+        """An open, valid index: rebuilt from the run directories when missing or of another
+        layout, moved aside and rebuilt when corrupt. A rebuild is written into a fresh file and
+        swapped in whole, so no reader ever sees a half-filled index (``fill`` is accepted for
+        old callers; an index is never left empty to be filled later)."""
+        for attempt in range(4):
             try:
                 con = self._connect()
                 try:
-                    created = self._ensure_schema(con)
-                    con.execute("SELECT count(*) FROM traces").fetchone()
+                    if self._healthy(con):
+                        con.execute("SELECT count(*) FROM traces").fetchone()
+                        return con
                 except BaseException:
                     con.close()
                     raise
-                if created:
-                    self.rebuilt = self.rebuilt or "the index was missing"
-                    if fill:
-                        self._fill(con)
-                return con
+                con.close()
+                with self._lock():
+                    if not self._healthy_file():  # another process may have rebuilt it meanwhile
+                        self.rebuilt = self.rebuilt or "the index was missing or of another layout"
+                        self._rebuild_locked(())
             except sqlite3.DatabaseError as exc:
-                if _is_lock_error(exc) and attempt < 2:
+                if _is_lock_error(exc) and attempt < 3:
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 if _is_lock_error(exc):
                     raise
                 self._recover(str(exc))
-        return self._connect()  # pragma: no cover - third recovery in a row
+        return self._connect()  # pragma: no cover - repeated recoveries in a row
+
+    def _healthy_file(self) -> bool:
+        if not self.path.exists():
+            return False
+        try:
+            con = self._connect()
+            try:
+                ok = self._healthy(con)
+                if ok:
+                    con.execute("SELECT count(*) FROM traces").fetchone()
+                return ok
+            finally:
+                con.close()
+        except sqlite3.DatabaseError:
+            return False
 
     def _recover(self, reason: str) -> None:
         """Move a corrupt index aside (kept for inspection) so the next open rebuilds it."""
         with self._lock():
-            try:  # another process may have rebuilt it meanwhile
-                con = self._connect()
-                try:
-                    ok = con.execute("PRAGMA quick_check").fetchone()[0] == "ok"
-                    if ok and con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
-                        con.execute("SELECT count(*) FROM traces").fetchone()
-                        return
-                finally:
-                    con.close()
-            except sqlite3.DatabaseError:
-                pass
+            if self._healthy_file():  # another process rebuilt it meanwhile
+                return
             stamp = time.strftime("%Y%m%d-%H%M%S")
             for suffix in ("", "-wal", "-shm"):
                 src = Path(str(self.path) + suffix)
@@ -283,10 +305,48 @@ class Index:
             )
             self.rebuilt = f"the index was corrupt ({reason})"
 
-    def _fill(self, con: sqlite3.Connection) -> None:
-        with self._lock():
-            found = list(self._scan(self.candidate_dirs()))
-            self._write(con, found, prune=False)
+    # -- rebuilding: a fresh file, filled, then swapped in ------------------------------------
+    def _rebuild_locked(self, extra: Sequence[Path]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        """Scan the run directories into a new index file and atomically replace the index with it.
+        An interrupted rebuild (Ctrl-C, a crash) leaves the old index as it was. Call under `_lock`."""
+        skipped: list[tuple[str, str]] = []
+        rows = list(self._scan(self.candidate_dirs(extra), skipped))
+        tmp = self.folder / f".{INDEX_FILE}.build-{os.getpid()}-{secrets.token_hex(3)}"
+        try:
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.execute("BEGIN")
+                cols = ", ".join(f"{c} {t}" for c, t in COLUMNS)
+                con.execute(f"CREATE TABLE traces ({cols})")
+                con.execute("CREATE INDEX traces_created ON traces(created DESC)")
+                con.execute("CREATE INDEX traces_name ON traces(name)")
+                con.execute("CREATE INDEX traces_parent ON traces(parent)")
+                con.execute("CREATE INDEX traces_run_dir ON traces(run_dir)")
+                con.executemany(_UPSERT, [tuple(r.get(c) for c in NAMES) for r in rows])
+                con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                con.execute("COMMIT")
+            finally:
+                con.close()
+            self._swap(tmp)
+        finally:
+            tmp.unlink(missing_ok=True)
+        for where, why in skipped:
+            log.warning("harness index: skipped %s (%s)", where, why)
+        return rows, skipped
+
+    def _swap(self, new: Path) -> None:
+        """Replace the index file with ``new``. The old WAL is checkpointed and emptied first and
+        removed after, so it is never replayed onto the new file."""
+        if self.path.exists():
+            with contextlib.suppress(sqlite3.Error):
+                old = sqlite3.connect(self.path, timeout=5)
+                try:
+                    old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    old.close()
+        os.replace(new, self.path)
+        for suffix in ("-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
 
     # -- writing ----------------------------------------------------------------------------
     def _write(self, con: sqlite3.Connection, rows: Sequence[dict[str, Any]], *, prune: bool) -> None:
@@ -418,9 +478,10 @@ class Index:
         return list(dict.fromkeys(out))
 
     @staticmethod
-    def _scan(candidates: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    def _scan(candidates: Iterable[Path], skipped: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
         """Index rows of every trace under ``candidates`` (a run directory, or a folder whose
-        children are run directories); a trace left unfinished by a dead engine is completed."""
+        children are run directories); a trace left unfinished by a dead engine is completed.
+        A trace.json that cannot be read or indexed is skipped and listed in ``skipped``."""
         from primenb.protocol.record import reconcile
 
         seen: set[str] = set()
@@ -438,13 +499,22 @@ class Index:
                 seen.add(real)
                 doc = read_trace(real)
                 if doc is None:
+                    if skipped is not None and os.path.isfile(os.path.join(real, TRACE_FILE)):
+                        skipped.append((real, f"{TRACE_FILE} is not a readable trace"))
                     continue
-                if doc.get("status") in ("queued", "running"):
-                    reconcile(doc, Path(real))
-                yield index_row(doc, real, resolved=True)
+                try:
+                    if doc.get("status") in ("queued", "running"):
+                        reconcile(doc, Path(real))
+                    row = index_row(doc, real, resolved=True)
+                except Exception as exc:  # one odd trace never empties the index
+                    if skipped is not None:
+                        skipped.append((real, f"{type(exc).__name__}: {str(exc)[:200]}"))
+                    continue
+                yield row
 
     def reindex(self, paths: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Any]:
-        """Rebuild the index from the run directories. Returns what was found."""
+        """Rebuild the index from the run directories (into a fresh file, swapped in whole).
+        Returns what was found, with the traces that were skipped and why."""
         t0 = time.perf_counter()
         extra = [Path(p).expanduser().resolve() for p in paths]
         for p in extra:
@@ -452,18 +522,13 @@ class Index:
                 self.add_root(p)
             elif (p / TRACE_FILE).exists():
                 self.add_root(p.parent)
-        con = self.connect(fill=False)
-        try:
-            with self._lock():
-                rows = list(self._scan(self.candidate_dirs(extra)))
-                self._write(con, rows, prune=True)
-                self._prune_roots()
-            total = con.execute("SELECT count(*) FROM traces").fetchone()[0]
-        finally:
-            con.close()
+        with self._lock():
+            rows, skipped = self._rebuild_locked(extra)
+            self._prune_roots()
         return {
             "traces": len(rows),
-            "indexed": int(total),
+            "indexed": len(rows),
+            "skipped": skipped,
             "seconds": time.perf_counter() - t0,
             "index": str(self.path),
         }

@@ -6,6 +6,7 @@ repair a trace whose engine died without completing it (killed, out of memory).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from primenb.protocol.rundir import FINAL_STATES, RunDir, now_iso, read_jsonl
+from primenb.protocol.rundir import FINAL_STATES, RunDir, now_iso, read_metrics
 
 TRACE_FILE = "trace.json"
 TRACE_VERSION = 1
@@ -210,7 +211,7 @@ def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, 
     from primenb.protocol.hashing import redact_text
 
     files = RunDir(run_dir)
-    summary = metrics_summary(read_jsonl(files.metrics_path))
+    summary = metrics_summary(read_metrics(files.metrics_path))
     state = status.get("state") or doc.get("status")
     doc["status"] = state
     if state in FINAL_STATES:
@@ -240,6 +241,33 @@ def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, 
     return doc
 
 
+def _record_vanished(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | None:
+    """A run whose launched process group is verifiably gone (pgid + start time) while its status
+    still says queued/running (``kill -9``): its failed status, written when the folder allows.
+    None while it lives or when that cannot be told from here."""
+    from primenb.protocol.liveness import group_alive
+    from primenb.protocol.rundir import FAILED, atomic_write_json, now_iso
+
+    try:
+        launcher = json.loads((Path(run_dir) / "launcher.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(launcher, dict) or group_alive(launcher) is not False:
+        return None
+    status = RunDir(run_dir).read_status()  # it may have just finished
+    if status.get("state") in FINAL_STATES:
+        return status
+    status = {
+        **status,
+        "state": FAILED,
+        "ended_at": now_iso(),
+        "error": "the training process ended without writing a final status (killed?); noticed by the harness",
+    }
+    with contextlib.suppress(OSError):  # a read-only run directory: the trace still records it
+        atomic_write_json(RunDir(run_dir).status_path, status)
+    return status
+
+
 def reconcile(doc: dict[str, Any], run_dir: Path) -> bool:
     """A trace left ``queued``/``running`` by an engine that ended without completing it: complete
     it from ``status.json`` (written as failed by whoever noticed the process was gone).
@@ -248,7 +276,10 @@ def reconcile(doc: dict[str, Any], run_dir: Path) -> bool:
         return False
     status = RunDir(run_dir).read_status()
     if status.get("state") not in FINAL_STATES:
-        return False
+        ended = _record_vanished(run_dir, status)
+        if ended is None:
+            return False
+        status = ended
     complete_from_run_dir(doc, run_dir, status)
     doc["completed_by"] = "harness (the engine ended without completing its trace)"
     try:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -79,15 +80,35 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a JSONL file; a partial last line (a writer mid-append) is skipped."""
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             line = line.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+                row = json.loads(line)
+            except ValueError:
                 continue
+            if isinstance(row, dict):  # a bare number, list or string is not a row
+                yield row
+
+
+def metric_row(row: Any) -> dict[str, Any] | None:
+    """A metrics.jsonl row as viewers may trust it: an object with an integer ``step`` and finite
+    numbers (strings, lists and NaN in a hand-edited or foreign file are dropped); else None."""
+    if not isinstance(row, dict):
+        return None
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    out: dict[str, Any] = finite_numbers(row)
+    out["step"] = step
+    return out
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl that `metric_row` accepts."""
+    return [r for r in map(metric_row, read_jsonl(path)) if r is not None]
 
 
 def tail_lines(path: Path, n: int = 30, max_bytes: int = 64_000) -> list[str]:
@@ -164,6 +185,35 @@ class RunDir:
         return self.stop_path.exists()
 
 
+CLAIM_FILE = ".primenb-run"  # created with O_EXCL by the one launch that owns the folder
+
+
+def claim_run_dir(run_dir: Path, *, taken: str) -> None:
+    """Create ``run_dir`` (parents too) and claim it for one launch; `PrimenbError` with ``taken``
+    when it already holds a run or another launch claimed it first, and a plain message when the
+    folder cannot be made (a file in the way, read-only, /dev/null)."""
+    from primenb.errors import PrimenbError
+
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        busy = any(run_dir.iterdir())
+    except OSError as exc:
+        raise PrimenbError(
+            f"cannot create the run directory {run_dir}: {exc.strerror or exc}"
+            f"{' (' + str(exc.filename) + ')' if exc.filename else ''}; set output_dir to a writable folder"
+        ) from None
+    if busy:
+        raise PrimenbError(taken)
+    try:
+        fd = os.open(run_dir / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise PrimenbError(taken) from None
+    except OSError as exc:
+        raise PrimenbError(f"cannot write in the run directory {run_dir}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{os.getpid()} {socket.gethostname()} {now_iso()}\n")
+
+
 def record_run(run_dir: Path) -> None:
     """Remember a run directory so `attach(NAME)` finds it from any working directory."""
     from primenb.home import prime_home
@@ -189,7 +239,10 @@ class StatusFile:
         if throttle_s and t - self._last_write < throttle_s:
             return
         self.data["updated_at"] = now_iso()
-        atomic_write_json(self.run_dir.status_path, self.data)
+        try:
+            atomic_write_json(self.run_dir.status_path, self.data)
+        except OSError as exc:  # a read-only or full run directory: never a second failure
+            logging.getLogger("primenb.engine").warning("cannot update %s: %s", self.run_dir.status_path, exc)
         self._last_write = t
 
     def start(self, **fields: Any) -> None:
@@ -212,6 +265,7 @@ class StatusFile:
 
 
 __all__ = [
+    "CLAIM_FILE",
     "COMPLETED",
     "FAILED",
     "FINAL_STATES",
@@ -225,9 +279,12 @@ __all__ = [
     "RunDir",
     "StatusFile",
     "atomic_write_json",
+    "claim_run_dir",
     "finite_numbers",
+    "metric_row",
     "now_iso",
     "read_jsonl",
+    "read_metrics",
     "record_run",
     "tail_lines",
 ]

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.rundir import FINAL_STATES, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.summary import headline
 
@@ -14,28 +14,56 @@ if TYPE_CHECKING:
     from primenb.run import Run
 
 
-def follow(run: Run, *, every: float = 2.0) -> int:
-    """Print a progress line per new metrics row (at most one per `every` s) until the run ends."""
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)[:40]
+
+
+def follow(run: Run, *, every: float = 2.0, stop_on_interrupt: bool = False, grace_s: float = 3.0) -> int:
+    """Print a progress line per new metrics row (at most one per `every` s) until the run ends.
+
+    Ctrl-C detaches the viewer and leaves the run training; a second Ctrl-C within ``grace_s``
+    seconds (or ``stop_on_interrupt``, `primenb attach --stop`) asks the run to checkpoint and stop."""
+    try:
+        return _follow(run, every)
+    except KeyboardInterrupt:
+        if not stop_on_interrupt:
+            print(
+                f"\ndetached from {run.name}; it keeps training (primenb attach {run.name} follows it again). "
+                f"Press Ctrl-C again within {grace_s:.0f} s to stop it.",
+                flush=True,
+            )
+            try:
+                time.sleep(grace_s)
+                return 0
+            except KeyboardInterrupt:
+                pass
+        print(f"\nasking {run.name} to save a checkpoint and stop...", flush=True)
+        run.stop(wait=True)
+        return _report(run)
+
+
+def _follow(run: Run, every: float) -> int:
     tail = JsonlTail(run.files.metrics_path)
     latest: dict[str, Any] = {}  # newest value of every metric (eval rows log fewer keys)
     last_print = 0.0
-    try:
-        while True:
-            for row in tail.read_new():
+    while True:
+        for row in map(metric_row, tail.read_new()):
+            if row is not None:
                 latest.update(row)
-            status = run.refresh()
-            done = status.get("state") in FINAL_STATES
-            if latest and (done or time.monotonic() - last_print >= every):
-                h = headline(status, [latest])
-                values = " ".join(f"{k}={v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
-                print(f"[{run.name}] step {h['step']}/{h['max_steps'] or '?'} {values}", flush=True)
-                last_print = time.monotonic()
-            if done:
-                break
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: asking {run.name} to save a checkpoint and stop...", flush=True)
-        run.stop(wait=True)
+        status = run.refresh()
+        done = status.get("state") in FINAL_STATES
+        if latest and (done or time.monotonic() - last_print >= every):
+            h = headline(status, [latest])
+            values = " ".join(f"{k}={_fmt(v)}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
+            print(f"[{run.name}] step {h['step']}/{h['max_steps'] or '?'} {values}", flush=True)
+            last_print = time.monotonic()
+        if done:
+            break
+        time.sleep(0.5)
+    return _report(run)
+
+
+def _report(run: Run) -> int:
     status = run.refresh()
     print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
     if status.get("error"):

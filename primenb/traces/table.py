@@ -140,9 +140,9 @@ def query(
         conds.append("model LIKE ?")
         params.append(f"%{model}%")
     if where:
-        if ";" in where:
-            raise PrimenbError("--where takes one expression (no ';')")
-        conds.append(f"({where.replace('==', '=')})")
+        # passed as written: SQLite reads `==` itself, and rewriting text would also change string
+        # literals (`name == 'a==b'`); the query runs read-only and one statement at a time
+        conds.append(f"({where})")
     sql = f"SELECT {', '.join(COLUMNS)} FROM traces"
     if conds:
         sql += " WHERE " + " AND ".join(conds)
@@ -151,7 +151,7 @@ def query(
         sql += f" LIMIT {max(0, int(last))}"
     try:
         rows = index.query(sql, params)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.Error, OverflowError) as exc:
         raise PrimenbError(f"bad --where expression {where!r}: {exc}. Columns: {', '.join(COLUMNS)}") from None
     rows = _refresh_live(rows, index)
     df = TraceFrame.from_records(rows, columns=list(COLUMNS)) if rows else TraceFrame(columns=list(COLUMNS))

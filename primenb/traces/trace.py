@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from primenb.errors import PrimenbError
 from primenb.protocol.fields import Mode
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
-from primenb.protocol.rundir import read_jsonl
+from primenb.protocol.rundir import read_jsonl, read_metrics
 from primenb.traces import views as V
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class Trace:
         return self.doc.get(key, default)
 
     def metric_rows(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.run_dir / "metrics.jsonl"))
+        return read_metrics(self.run_dir / "metrics.jsonl")  # objects with an int step, numbers only
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -372,8 +372,10 @@ def get(ref: Any, *, index: Index | None = None) -> Trace:
     index = index or Index()
     rows = index.query("SELECT trace, run_dir FROM traces WHERE trace = ?", (text,))
     if not rows and len(text) >= 4:
+        # a literal prefix: LIKE would read `_` and `%` as wildcards (`show a_b_` opening another trace)
         rows = index.query(
-            "SELECT trace, run_dir FROM traces WHERE trace LIKE ? ORDER BY created DESC", (text.replace("%", "") + "%",)
+            "SELECT trace, run_dir FROM traces WHERE substr(trace, 1, ?) = ? ORDER BY created DESC",
+            (len(text), text),
         )
         if len(rows) > 1:
             raise TraceNotFound(

@@ -13,6 +13,7 @@ from typing import Any
 from primenb.errors import PrimenbError
 from primenb.protocol.record import TRACE_FILE, read_trace, write_trace
 from primenb.protocol.rundir import FINAL_STATES, atomic_write_json, now_iso
+from primenb.protocol.safepath import contained, is_safe_id, safe_name, symlinks_under
 from primenb.traces.trace import Trace, get
 
 MANIFEST = "primenb_export.json"
@@ -83,23 +84,28 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
             f"{src} is not an exported trace (no {MANIFEST} / {TRACE_FILE}); "
             "make one with %prime_harness export TRACE PATH"
         )
+    _check_bundle(src, manifest, doc)
     index = Index()
     known = index.query("SELECT run_dir FROM traces WHERE trace = ?", (doc["trace_id"],))
     if known and (Path(known[0][0]) / TRACE_FILE).exists():
         raise PrimenbError(f"trace {doc['trace_id']} is already here: {known[0][0]}")
-    name = str(doc.get("name") or src.name)
+    # the bundle's name becomes a folder name: one safe component under outputs/, never a path
+    name = safe_name(str(doc.get("name") or src.name), "the bundle's trace name")
     target = Path(dest).expanduser() if dest else Path("outputs") / name
     if target.exists() and any(target.iterdir()):
         target = target.with_name(f"{target.name}-imported-{int(time.time())}")
     target = target.resolve()
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PrimenbError(f"cannot create {target}: {exc.strerror or exc}") from None
     for name_ in _COPY:
         _copy(src / name_, target / name_)
     final = manifest.get("final") or {}
     new_final = None
     if final and (src / "final").is_dir():
         step = final.get("step")
-        ckpt = target / "checkpoints" / (f"step_{step}" if step is not None else "final")
+        ckpt = contained(target, Path("checkpoints") / (f"step_{step}" if step is not None else "final"), "checkpoint")
         _copy(src / "final", ckpt)
         new_final = {**{k: v for k, v in final.items() if k != "dir"}, "path": str(ckpt)}
         if manifest.get("base") and (src / "base").is_dir():
@@ -125,6 +131,27 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
     index.add_root(target.parent)
     index.upsert(doc, target)
     return Trace(doc, target)
+
+
+def _check_bundle(src: Path, manifest: dict[str, Any], doc: dict[str, Any]) -> None:
+    """Refuse a bundle whose fields would place files outside the import's target folder."""
+    if not is_safe_id(doc.get("trace_id")):
+        raise PrimenbError(f"{src}: trace_id {str(doc.get('trace_id'))[:80]!r} is not a trace id; not imported")
+    final = manifest.get("final")
+    if final is not None and not isinstance(final, dict):
+        raise PrimenbError(f"{src}/{MANIFEST}: `final` must be an object; not imported")
+    step = (final or {}).get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        raise PrimenbError(
+            f"{src}/{MANIFEST}: final.step {str(step)[:80]!r} is not a step number (a bundle cannot "
+            "choose where its files go); not imported"
+        )
+    links = symlinks_under(src)
+    if links:
+        raise PrimenbError(
+            f"{src} holds symbolic links ({', '.join(str(p.relative_to(src)) for p in links[:3])}); "
+            "an exported trace never does, so it was not imported"
+        )
 
 
 def rm(ref: Any, *, files: bool = False) -> str:

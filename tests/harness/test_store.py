@@ -114,7 +114,7 @@ def test_filters_and_where(home: Path) -> None:
     assert set(h.traces(where="lora_rank = 5")["trace"]) == {"t00000005", "t00000015"}
     assert len(h.traces(where="lr == 2e-4 and mode == 'rl'")) == len([i for i in range(20) if i % 3 == 1 and i % 2])
     assert len(h.traces(status="completed,failed")) == 20 and len(h.traces(status="failed")) == 0
-    with pytest.raises(PrimenbError, match="no ';'"):
+    with pytest.raises(PrimenbError, match="bad --where"):
         h.traces(where="1=1; DROP TABLE traces")
     with pytest.raises(PrimenbError, match="bad --where"):
         h.traces(where="1=1) OR (SELECT 1 FROM nowhere")

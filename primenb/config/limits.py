@@ -1,0 +1,72 @@
+"""Values no config may hold, whatever its key: checked on the raw TOML before the schema.
+
+An integer beyond 64 bits trains but cannot be indexed or reproduced (issue 9, item 2); ``inf``
+passes ``gt=0`` bounds that ``nan`` fails; a credential in a URL or after a ``--password`` flag
+rides on an innocent key (``extra_args``, ``base_url``) into config.toml, resolved.json and exports.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from primenb.config.positions import Path
+from primenb.protocol.hashing import has_credential, is_secret_flag
+
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ValueProblem:
+    path: Path
+    code: str
+    message: str
+    hint: str
+
+
+def value_problems(data: Any) -> Iterator[ValueProblem]:
+    """Every oversized integer, non-finite number and credential-bearing string in ``data``.
+    Iterative, so a deeply nested document cannot exhaust the stack here."""
+    stack: list[tuple[Path, Any]] = [((), data)]
+    while stack:
+        at, node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((at + (k,), v) for k, v in node.items())
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if i > 0 and is_secret_flag(node[i - 1]) and isinstance(v, str) and v:
+                    yield _credential(at + (i,), f"the argument after `{node[i - 1]}` is a credential")
+                else:
+                    stack.append((at + (i,), v))
+        elif isinstance(node, bool):
+            continue
+        elif isinstance(node, int) and not -INT64_MAX - 1 <= node <= INT64_MAX:
+            yield ValueProblem(
+                at,
+                "value",
+                f"{_short(node)} does not fit in a 64-bit integer",
+                f"use a number between {-INT64_MAX - 1} and {INT64_MAX}",
+            )
+        elif isinstance(node, float) and not math.isfinite(node):
+            yield ValueProblem(at, "value", f"{node} is not a finite number", "write a finite number (no inf or nan)")
+        elif isinstance(node, str) and has_credential(node):
+            yield _credential(at, "this value carries a credential (a password in a URL, a token, a secret flag)")
+
+
+def _credential(at: Path, message: str) -> ValueProblem:
+    return ValueProblem(
+        at,
+        "secret",
+        message + "; secrets never go in a config file",
+        "remove it and pass the credential through an environment variable of the launching shell",
+    )
+
+
+def _short(n: int) -> str:
+    text = str(n) if n.bit_length() < 10_000 else f"an integer of {n.bit_length()} bits"
+    return text if len(text) <= 40 else text[:20] + "..." + text[-8:]
+
+
+__all__ = ["INT64_MAX", "ValueProblem", "value_problems"]

@@ -1,0 +1,72 @@
+"""What reaches a log: secrets are always redacted; under ``data_collection = "deny"`` no exception
+message is written either (a reward function that raises with the prompt in its message, or
+Python's own ``int(completion)`` error, would otherwise put private text into engine.log and, via
+stderr, launcher.log). Types and code locations are kept: they say where it failed, not on what.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+from primenb.protocol.hashing import redact_text
+
+WITHHELD = '(message withheld: data_collection = "deny")'
+_private = False
+
+
+def set_private(on: bool) -> None:
+    """Turn deny mode on for this process (the engine does, from the run's config)."""
+    global _private
+    _private = bool(on)
+
+
+def is_private() -> bool:
+    return _private
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message``, or ``Type (message withheld ...)`` in deny mode."""
+    text = str(exc).strip()
+    if _private and text:
+        return f"{type(exc).__name__} {WITHHELD}"
+    return redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def frames_only(exc: BaseException) -> str:
+    """A traceback with its frames (file, line, function) but no exception messages."""
+    lines = ["Traceback (most recent call last):"]
+    for f in traceback.extract_tb(exc.__traceback__):
+        lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}')
+    lines.append(f"{type(exc).__name__} {WITHHELD}")
+    return "\n".join(lines)
+
+
+def _withhold(arg: Any) -> Any:
+    return error_text(arg) if isinstance(arg, BaseException) else arg
+
+
+class LogFilter(logging.Filter):
+    """Installed on every handler of the engine's root logger (handler filters also see records
+    that propagate from libraries): the formatted message is redacted; in deny mode exception
+    arguments and tracebacks lose their messages first."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            if _private:
+                if isinstance(record.args, tuple):
+                    record.args = tuple(_withhold(a) for a in record.args)
+                if record.exc_info and record.exc_info[1] is not None:
+                    record.exc_text = frames_only(record.exc_info[1])
+                    record.exc_info = None
+            record.msg = redact_text(record.getMessage())
+            record.args = ()
+            if record.exc_text:
+                record.exc_text = redact_text(record.exc_text)
+        except Exception:  # a log line must never break training
+            record.msg, record.args = "(log message could not be formatted)", ()
+        return True
+
+
+__all__ = ["WITHHELD", "LogFilter", "error_text", "frames_only", "is_private", "set_private"]
