@@ -65,9 +65,11 @@ def num_processes(config: Config) -> int:
     return int(getattr(dep, "num_train_gpus", 1) or 1)
 
 
-def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Path:
+def prepare(
+    config: Config, *, name: str | None = None, lineage: Lineage | None = None, backend: str = "local"
+) -> Path:
     """Create the run directory and write the configs and the queued trace (with ``lineage``);
-    refuses to reuse a non-empty directory."""
+    refuses to reuse a non-empty directory. Remote backends call it for their local mirror."""
     m = config.model
     run_name = name or m.run.name or default_run_name(config)  # type: ignore[attr-defined]
     run_dir = Path(m.run.dir) if m.run.dir else Path(m.output_dir) / run_name  # type: ignore[attr-defined]
@@ -87,7 +89,7 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
         {
             "state": "queued",
             "name": run_name,
-            "backend": "local",
+            "backend": backend,
             "mode": config.mode,
             "host": socket.gethostname(),
             "queued_at": now_iso(),
@@ -97,7 +99,7 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
     )
     from primenb.backends.queued import queued_trace
 
-    queued_trace(run_dir, config, name=run_name, backend="local", lineage=lineage)
+    queued_trace(run_dir, config, name=run_name, backend=backend, lineage=lineage)
     return run_dir
 
 
