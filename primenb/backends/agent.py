@@ -87,7 +87,7 @@ def probe() -> dict[str, object]:
         primenb = "unknown" if importlib.util.find_spec("primenb") else None
     return {
         "python": sys.executable,
-        "version": "%d.%d.%d" % sys.version_info[:3],
+        "version": ".".join(str(v) for v in sys.version_info[:3]),
         "primenb": primenb,
         "home": os.path.expanduser("~"),
     }

@@ -65,9 +65,7 @@ def num_processes(config: Config) -> int:
     return int(getattr(dep, "num_train_gpus", 1) or 1)
 
 
-def prepare(
-    config: Config, *, name: str | None = None, lineage: Lineage | None = None, backend: str = "local"
-) -> Path:
+def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None = None, backend: str = "local") -> Path:
     """Create the run directory and write the configs and the queued trace (with ``lineage``);
     refuses to reuse a non-empty directory. Remote backends call it for their local mirror."""
     m = config.model

@@ -169,7 +169,8 @@ class RemoteMirror:
                 "state": FAILED,
                 "ended_at": now_iso(),
                 "error": why,
-                "log_tail": tail_lines(self.local.log_path, 20) or tail_lines(self.local.root / "logs/launcher.log", 20),
+                "log_tail": tail_lines(self.local.log_path, 20)
+                or tail_lines(self.local.root / "logs/launcher.log", 20),
             },
         )
         self._alive = False
@@ -210,7 +211,7 @@ class RemoteMirror:
         if not done and tries >= 5:
             from primenb.protocol.record import reconcile
 
-            done = bool(doc) and reconcile(doc, self.local.root) or not doc
+            done = not doc or reconcile(doc, self.local.root) or doc.get("status") in FINAL_STATES
         info.update(fetch_tries=tries, fetched=done, fetched_at=now_iso(), fetched_paths=wanted)
         write_remote(self.local.root, info)
         return self.local.root

@@ -118,8 +118,12 @@ def probe(channel: SSHChannel) -> dict[str, Any]:
     """The host's Python and primenb; raises with the exact install command when primenb is missing."""
     info = channel.agent("probe")
     if not info.get("primenb"):
-        from primenb import __version__
+        from importlib.metadata import PackageNotFoundError, version
 
+        try:
+            __version__ = version("primenb")
+        except PackageNotFoundError:
+            __version__ = "VERSION"
         raise PrimenbError(
             f"primenb is not installed for {info.get('python')} on {channel.describe()}. Install it there: "
             f"ssh {channel.describe()} {quote(str(info.get('python') or channel.python))} -m pip install "
@@ -230,7 +234,7 @@ class SSHBackend(Backend):
         from primenb.envs import store
 
         lines = ["set -e"]
-        for env_id, path in envs.items():
+        for env_id in envs:
             entry = store.load(env_id)
             assert entry is not None
             target = f"{remote_dir}/envs/{env_id}"

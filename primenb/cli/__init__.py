@@ -113,9 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run", help="run name or directory")
     a.set_defaults(func=_attach)
 
+    from primenb.cli import backend as cli_backend
     from primenb.cli import env as cli_env
     from primenb.cli import harness as cli_harness
 
+    cli_backend.add_commands(sub)
     cli_env.add_commands(sub)
     cli_harness.add_commands(sub)
     return parser

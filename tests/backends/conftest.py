@@ -42,7 +42,9 @@ sample_every = 1000
 def services() -> dict[str, str]:
     if not SERVICES_ENV.exists():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI=true but the backend services are not running: run `.ci/services.sh start` ({SERVICES_ENV})")
+            pytest.fail(
+                f"CI=true but the backend services are not running: run `.ci/services.sh start` ({SERVICES_ENV})"
+            )
         pytest.skip("the sshd/SLURM test services are not running (.ci/services.sh start)")
     out = {}
     for line in SERVICES_ENV.read_text().splitlines():
