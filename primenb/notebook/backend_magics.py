@@ -51,9 +51,7 @@ class BackendMagics(Magics):
                 return pd.DataFrame([s.to_json() for s in store.list_specs()])
             if sub == "add":
                 saved = store.add(args.name, args.url, args.options, force=args.force)
-                print(
-                    f"saved backend {saved.name!r} ({saved.url}); use it with %prime_train CONFIG --backend {saved.name}"
-                )
+                print(f"saved backend {saved.name!r} ({saved.url}): %prime_train CONFIG --backend {saved.name}")
                 return saved
             if sub == "show":
                 found = store.load(args.name)
