@@ -30,9 +30,7 @@ def test_urls_parse_into_specs() -> None:
     assert remote_workdir(None, "/home/a") == "/home/a/primenb-runs"
 
 
-def test_named_backends_are_saved_without_secret_values(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_named_backends_are_saved_without_secret_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_HOME", str(tmp_path))
     monkeypatch.setenv("HF_TOKEN", "hf_supersecret")
     spec = add("box", "ssh://me@box:2222", ["python=/opt/venv/bin/python", "env=HF_TOKEN,MODE=fast", "ssh_args=-F cfg"])
@@ -119,7 +117,7 @@ def test_the_two_node_eight_gpu_script_line_by_line() -> None:
         'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))",
         "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec /opt/venv/bin/python -m "
-        "accelerate.commands.launch --multi_gpu --num_machines 2 --num_processes 16 --machine_rank \"$SLURM_NODEID\" "
+        'accelerate.commands.launch --multi_gpu --num_machines 2 --num_processes 16 --machine_rank "$SLURM_NODEID" '
         '--main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" --rdzv_backend static --same_network '
         "--mixed_precision no --dynamo_backend no -m primenb.engine /shared/runs/big'",
     ]
