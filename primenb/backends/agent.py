@@ -77,6 +77,7 @@ def sync(run_dir: str, offsets: dict[str, int]) -> dict[str, object]:
 
 
 def probe() -> dict[str, object]:
+    primenb: str | None
     try:
         from importlib.metadata import version
 

@@ -207,7 +207,7 @@ class RemoteMirror:
         info = read_remote(self.local.root)
         tries = int(info.get("fetch_tries", 0)) + 1
         # The engine completes its trace just after its final status: fetch again until it has.
-        done = bool(doc) and doc.get("status") in FINAL_STATES
+        done = doc is not None and doc.get("status") in FINAL_STATES
         if not done and tries >= 5:
             from primenb.protocol.record import reconcile
 

@@ -60,8 +60,8 @@ def job_state(run: Runner, job_id: str) -> tuple[str | None, str | None]:
     text = proc.stdout.decode(errors="replace")
     m = re.search(r"JobState=(\S+)", text)
     if proc.returncode == 0 and m:
-        reason = re.search(r"Reason=(\S+)", text)
-        return m.group(1), reason.group(1) if reason else None
+        why = re.search(r"Reason=(\S+)", text)
+        return m.group(1), why.group(1) if why else None
     proc = run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,Reason"])
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
     if proc.returncode == 0 and lines and "|" in lines[0]:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from primenb import load_config
-from primenb.backends import attach
 from primenb.backends.remote import read_remote
 from primenb.backends.sshconn import SSHConnection
 from tests.backends.conftest import SFT_TINY, services_script, wait_for
@@ -91,34 +90,42 @@ def test_ssh_stop_ends_stopped_with_a_final_checkpoint_here(workdir, svc, ssh_ur
 
 
 @pytest.mark.parametrize(
-    ("url", "extra", "message"),
+    ("case", "message"),
     [
-        ("ssh://root@127.0.0.1:1/~/x", [], "unreachable"),
-        (None, ["ssh_args=-i /nonexistent-key -o IdentitiesOnly=yes -o IdentityFile=/nonexistent-key"], "refused"),
-        (None, ["python=/no/such/python"], "has no Python at '/no/such/python'"),
-        (None, ["python=/usr/bin/python3"], "primenb is not installed"),
+        ("unreachable-host", "unreachable"),
+        ("refused-key", "refused our key"),
+        ("missing-python", "has no Python at '/no/such/python'"),
+        ("missing-primenb", "primenb is not installed"),
     ],
-    ids=["unreachable-host", "refused-key", "missing-python", "missing-primenb"],
 )
-def test_ssh_failures_are_states_with_a_message(workdir, svc, ssh_options, url, extra, message):
+def test_ssh_failures_are_states_with_a_message(workdir, svc, ssh_options, case, message):
     from primenb.backends import submit
     from primenb.backends.spec import add
 
-    options = [o for o in ssh_options if not any(o.startswith(e.split("=")[0] + "=") for e in extra)]
-    if "refused" == message:
-        # Same host and port as the services, but a key sshd does not know.
+    url = f"ssh://{svc['PRIMENB_SSH_HOST']}/~/x"
+    options = [*ssh_options, "connect_timeout=3"]
+    if case == "unreachable-host":
+        url = "ssh://root@127.0.0.1:1/~/x"  # nothing listens on port 1
         options = [o for o in options if not o.startswith("ssh_args=")]
+    elif case == "refused-key":  # the services' sshd, a key it does not know
         url = f"ssh://root@127.0.0.1:{svc['PRIMENB_SSH_PORT']}/~/x"
-        extra = [*extra[:0], "ssh_args=-o IdentitiesOnly=yes -o IdentityFile=/nonexistent -o StrictHostKeyChecking=no "
-                 "-o UserKnownHostsFile=/dev/null"]  # fmt: skip
-    add("bad", url or f"ssh://{svc['PRIMENB_SSH_HOST']}/~/x", [*options, *extra, "connect_timeout=3"])
+        options = [o for o in options if not o.startswith("ssh_args=")]
+        options.append(
+            "ssh_args=-o IdentitiesOnly=yes -o IdentityFile=/nonexistent -o StrictHostKeyChecking=no "
+            "-o UserKnownHostsFile=/dev/null"
+        )
+    elif case == "missing-python":
+        options.append("python=/no/such/python")
+    else:
+        options.append("python=/usr/bin/python3")  # a Python without primenb
+    add("bad", url, options)
     (workdir / "sft.toml").write_text(SFT_TINY.format(steps=2, ckpt=2))
     t0 = time.monotonic()
     run = submit(load_config("sft.toml"), backend="bad")
     assert time.monotonic() - t0 < 30  # never a hang
     assert run.state == "failed"
     assert message in run.status["error"], run.status["error"]
-    if message == "primenb is not installed":
+    if case == "missing-primenb":
         assert "-m pip install 'primenb==" in run.status["error"]
 
 
