@@ -213,6 +213,11 @@ class SSHBackend(Backend):
             write_remote(run_dir, info)
             envs = local_env_folders(config)
             extra = {f"envs/{k}": v for k, v in envs.items()}
+            taken = channel.conn.run(f"test -e {quote(remote_dir)}", check=True)
+            if taken.returncode == 0:
+                raise PrimenbError(
+                    f"{channel.describe()}:{remote_dir} already exists; pick another --name for this run"
+                )
             channel.put_tar(remote_dir, pack(run_dir, extra))
             if envs:
                 self._register_envs(channel, remote_dir, envs)

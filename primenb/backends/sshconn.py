@@ -61,7 +61,10 @@ class SSHConnection:
     """Commands on one host over one ControlMaster connection (re-opened on demand after a cut)."""
 
     def __init__(self, target: SSHTarget) -> None:
+        import hashlib
+
         self.target = target
+        self._tag = hashlib.sha1(repr(target).encode()).hexdigest()[:8]
 
     @classmethod
     def to(cls, target: SSHTarget) -> SSHConnection:
@@ -81,7 +84,8 @@ class SSHConnection:
             "-o",
             "ControlMaster=auto",
             "-o",
-            f"ControlPath={_control_dir()}/%C",
+            # Per ssh_args too: a master opened with one key must not serve a target with another.
+            f"ControlPath={_control_dir()}/{self._tag}-%C",
             "-o",
             "ControlPersist=60",
             # A cut link is noticed in ~10 s instead of a TCP timeout of minutes.

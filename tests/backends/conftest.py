@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,12 @@ def svc() -> dict[str, str]:
 
 
 @pytest.fixture
-def ssh_url(svc: dict[str, str]) -> str:
-    return f"ssh://{svc['PRIMENB_SSH_HOST']}/~/primenb-test-runs"
+def ssh_url(svc: dict[str, str]) -> Iterator[str]:
+    """A fresh remote workdir per test, removed after it."""
+    folder = f"primenb-test-runs/{uuid.uuid4().hex[:8]}"
+    yield f"ssh://{svc['PRIMENB_SSH_HOST']}/~/{folder}"
+    argv = ["ssh", "-F", svc["PRIMENB_SSH_CONFIG"], svc["PRIMENB_SSH_HOST"], f"rm -rf ~/{folder}"]
+    subprocess.run(argv, capture_output=True, timeout=60)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def test_ssh_run_survives_a_cut_reattaches_and_brings_artifacts_back(shell, work
     result = shell.run_cell("run = %prime_train sft.toml --name cut --backend ci")
     assert result.success, result.error_in_exec
     run = shell.user_ns["run"]
-    assert run.status["backend"] == "ssh" and read_remote(run.dir)["remote_dir"].endswith("/primenb-test-runs/cut")
+    assert run.status["backend"] == "ssh" and read_remote(run.dir)["remote_dir"].endswith("/cut")
     wait_for(lambda: len(run.metric_rows()) >= 3 or run.done, 240, "the first metrics over ssh")
     assert not run.done, run.logs()
 
