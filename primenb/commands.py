@@ -274,7 +274,31 @@ COMMANDS: tuple[Command, ...] = (
     ),
 )
 
+COMMANDS += (
+    # -- named backends ------------------------------------------------------------------------
+    Command(
+        "backend",
+        "add",
+        "save NAME for a backend URL and its options (no secrets)",
+        (
+            arg("name", help="the name to train with: --backend NAME"),
+            arg("url", help="ssh://[user@]host[:port][/workdir], slurm://, slurm://login-host"),
+            arg(
+                "options",
+                nargs="*",
+                metavar="KEY=VALUE",
+                help="python, workdir, env, ssh_args, sbatch_args, request_gpus",
+            ),
+            arg("--force", action="store_true", help="replace a backend saved under the same name"),
+        ),
+    ),
+    Command("backend", "list", "the saved backends", (_JSON,)),
+    Command("backend", "show", "a saved backend's URL and options", (arg("name", help="backend name"),)),
+    Command("backend", "remove", "forget a saved backend", (arg("name", help="backend name"),)),
+)
+
 FAMILY_HELP = {
+    "backend": "name SSH hosts and SLURM clusters to train on",
     "harness": "traces of every run: show, apply, rerun, diff, compare, reindex, export, import, rm",
     "env": "list, register, inspect and remove training environments",
 }

@@ -15,23 +15,49 @@ if TYPE_CHECKING:
     from primenb.config import Config
     from primenb.run import Run
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "ssh", "slurm")
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name``."""
-    if name == "local":
+    """The backend called ``name``: ``local``, ``ssh``/``slurm`` (re-opening recorded runs), an
+    ``ssh://`` or ``slurm://`` URL, or a name saved with ``%prime_backend add``."""
+    from primenb.backends.spec import resolve
+
+    spec = resolve(name)
+    if spec.kind == "local":
         from primenb.backends.local import LocalBackend
 
         return LocalBackend()
-    raise PrimenbError(f"backend {name!r} is not available yet; use --backend local (available: {', '.join(BACKENDS)})")
+    if spec.kind == "ssh":
+        from primenb.backends.ssh import SSHBackend
+
+        return SSHBackend(spec)
+    if spec.kind == "slurm":
+        from primenb.backends.slurm import SlurmBackend
+
+        return SlurmBackend(spec)
+    raise PrimenbError(f"backend {name!r} is not available yet (available: {', '.join(BACKENDS)})")
+
+
+def default_backend(config: Config) -> str:
+    """The config's ``[primenb] backend``; a config with a ``[slurm]`` table and no backend goes to SLURM."""
+    import tomllib
+
+    try:
+        written = tomllib.loads(config.text)
+    except (tomllib.TOMLDecodeError, TypeError):
+        written = {}
+    chosen = (written.get("primenb") or {}).get("backend")
+    if chosen is None and written.get("slurm") is not None:
+        return "slurm"
+    return str(config.settings.backend)
 
 
 def submit(
     config: Config, *, name: str | None = None, backend: str | None = None, lineage: Lineage | None = None
 ) -> Run:
     """Start ``config`` on ``backend`` (default: the config's ``[primenb] backend``)."""
-    return get_backend(backend or config.settings.backend).submit(config, name=name, lineage=lineage)
+    return get_backend(backend or default_backend(config)).submit(config, name=name, lineage=lineage)
 
 
 def open_run(run_dir: str | os.PathLike[str]) -> Run:

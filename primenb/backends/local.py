@@ -68,9 +68,9 @@ def num_processes(config: Config) -> int:
     return int(getattr(dep, "num_train_gpus", 1) or 1)
 
 
-def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Path:
+def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None = None, backend: str = "local") -> Path:
     """Create the run directory and write the configs and the queued trace (with ``lineage``);
-    refuses to reuse a non-empty directory."""
+    refuses to reuse a non-empty directory. Remote backends call it for their local mirror."""
     m = config.model
     # a name is one folder under output_dir, never a path (`--name ../../x`, `--name /abs`)
     run_name = safe_name(name or m.run.name or default_run_name(config))
@@ -92,7 +92,7 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
         {
             "state": "queued",
             "name": run_name,
-            "backend": "local",
+            "backend": backend,
             "mode": config.mode,
             "host": socket.gethostname(),
             "queued_at": now_iso(),
@@ -102,7 +102,7 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
     )
     from primenb.backends.queued import queued_trace
 
-    queued_trace(run_dir, config, name=run_name, backend="local", lineage=lineage)
+    queued_trace(run_dir, config, name=run_name, backend=backend, lineage=lineage)
     return run_dir
 
 

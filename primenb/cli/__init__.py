@@ -85,9 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     for cmd in family("train", CLI):
         add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(func=handlers[cmd.name])
 
+    from primenb.cli import backend as cli_backend
     from primenb.cli import env as cli_env
     from primenb.cli import harness as cli_harness
 
+    add_family(sub, "backend", {c.name: getattr(cli_backend, f"_{c.name}") for c in family("backend", CLI)})
     add_family(sub, "env", {c.name: getattr(cli_env, f"_{c.name}") for c in family("env", CLI)})
     add_family(sub, "harness", {c.name: getattr(cli_harness, f"_{c.name}") for c in family("harness", CLI)})
     return parser

@@ -148,10 +148,11 @@ class PrimeMagics(Magics):
 
 
 def _magic_classes() -> list[type[Magics]]:
+    from primenb.notebook.backend_magics import BackendMagics
     from primenb.notebook.env_magics import EnvMagics
     from primenb.notebook.harness_magics import HarnessMagics
 
-    return [PrimeMagics, EnvMagics, HarnessMagics]
+    return [PrimeMagics, EnvMagics, HarnessMagics, BackendMagics]
 
 
 def _display_run(run: Any) -> None:

@@ -304,7 +304,7 @@ class PrimenbPrivacySettings(Section):
 class PrimenbSettings(Section):
     """primenb's own settings: the one table added to the upstream schema, stripped upstream."""
 
-    backend: Literal["local", "ssh", "slurm", "modelfactory"] = "local"
+    backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
     seed: NonNegInt = 0
     logging_steps: PosInt = 1
     sample_every: PosInt = 10

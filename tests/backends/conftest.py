@@ -1,0 +1,111 @@
+"""Fixtures for the backend tests: the real sshd and single-node SLURM that `.ci/services.sh start`
+brings up on 127.0.0.1. Without them a test skips, except under CI=true, where it fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES_ENV = Path(os.environ.get("PRIMENB_SERVICES_DIR", "/tmp/primenb-services")) / "services.env"
+
+SFT_TINY = """max_steps = {steps}
+
+[model]
+name = "primenb/tiny-byte-xs"
+
+[data]
+name = "reverse-text"
+batch_size = 8
+micro_batch_size = 8
+seq_len = 48
+
+[optim]
+lr = 1e-3
+
+[ckpt]
+interval = {ckpt}
+
+[primenb]
+seed = 1
+logging_steps = 1
+sample_every = 1000
+"""
+
+
+def services() -> dict[str, str]:
+    if not SERVICES_ENV.exists():
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(
+                f"CI=true but the backend services are not running: run `.ci/services.sh start` ({SERVICES_ENV})"
+            )
+        pytest.skip("the sshd/SLURM test services are not running (.ci/services.sh start)")
+    out = {}
+    for line in SERVICES_ENV.read_text().splitlines():
+        key, _, value = line.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+# What the remote side needs to run *this* checkout offline, forwarded by name or value.
+def forwarded_env() -> list[str]:
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return [
+        f"PYTHONPATH={pythonpath}",
+        "HF_HUB_OFFLINE=1",
+        "HF_DATASETS_OFFLINE=1",
+        "TOKENIZERS_PARALLELISM=false",
+        "OMP_NUM_THREADS=1",
+        f"PRIME_HOME={os.environ['PRIME_HOME']}-remote",
+    ]
+
+
+@pytest.fixture
+def svc() -> dict[str, str]:
+    return services()
+
+
+@pytest.fixture
+def ssh_url(svc: dict[str, str]) -> Iterator[str]:
+    """A fresh remote workdir per test, removed after it."""
+    folder = f"primenb-test-runs/{uuid.uuid4().hex[:8]}"
+    yield f"ssh://{svc['PRIMENB_SSH_HOST']}/~/{folder}"
+    argv = ["ssh", "-F", svc["PRIMENB_SSH_CONFIG"], svc["PRIMENB_SSH_HOST"], f"rm -rf ~/{folder}"]
+    subprocess.run(argv, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def ssh_options(svc: dict[str, str]) -> list[str]:
+    return [
+        f"python={sys.executable}",
+        f"ssh_args=-F {svc['PRIMENB_SSH_CONFIG']}",
+        "env=" + ",".join(forwarded_env()),
+        "connect_timeout=5",
+    ]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 120.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def services_script(svc: dict[str, str], action: str) -> None:
+    subprocess.run([svc["PRIMENB_SERVICES_SCRIPT"], action], check=True, timeout=60)
