@@ -54,7 +54,12 @@ export interface ISeries {
   steps: number[];
   values: number[];
   lastStep: number | null;
+  /** The metric drawn: fixed by the first rows that carry one of the preferred keys. */
+  key: string | null;
 }
+
+/** What a run's sparkline draws: reward (RL), else loss (SFT). */
+export const SPARK_KEYS: ReadonlyArray<string> = ['reward', 'loss'];
 
 /** The most points a series keeps (older points are thinned, never the newest). */
 export const MAX_POINTS = 400;
@@ -69,7 +74,7 @@ export function isLive(status: string | null | undefined): boolean {
 }
 
 export function emptySeries(): ISeries {
-  return { steps: [], values: [], lastStep: null };
+  return { steps: [], values: [], lastStep: null, key: null };
 }
 
 /**
@@ -79,9 +84,14 @@ export function emptySeries(): ISeries {
 export function appendRows(
   series: ISeries,
   rows: ReadonlyArray<Record<string, unknown>>,
-  key = 'reward',
+  key: string | ReadonlyArray<string> = SPARK_KEYS,
   maxPoints = MAX_POINTS
 ): ISeries {
+  if (series.key === null) {
+    const wanted = typeof key === 'string' ? [key] : key;
+    series.key = wanted.find(k => rows.some(r => typeof r[k] === 'number')) ?? null;
+  }
+  const chosen = series.key;
   for (const row of rows) {
     const step = row['step'];
     if (typeof step !== 'number' || !Number.isFinite(step)) {
@@ -91,7 +101,7 @@ export function appendRows(
       continue;
     }
     series.lastStep = step;
-    const value = row[key];
+    const value = chosen === null ? undefined : row[chosen];
     if (typeof value === 'number' && Number.isFinite(value)) {
       series.steps.push(step);
       series.values.push(value);
@@ -178,14 +188,15 @@ export function fmtSteps(steps: number | null | undefined, max: number | null | 
 }
 
 /** The line under a run's name: model · env · backend · steps · reward. */
-export function summaryLine(item: ITraceItem, lastReward?: number): string {
-  const reward = lastReward ?? item.final_reward;
+export function summaryLine(item: ITraceItem, last?: number, key: string | null = 'reward'): string {
+  const shown = key === 'loss' ? 'loss' : 'reward';
+  const value = last ?? (shown === 'reward' ? item.final_reward : undefined);
   const parts = [
     item.model ?? '',
     item.env ?? '',
     item.backend ?? '',
     `steps ${fmtSteps(item.steps, item.max_steps)}`,
-    `reward ${fmtNumber(reward)}`
+    `${shown} ${fmtNumber(value)}`
   ];
   return parts.filter(p => p !== '').join(' · ');
 }

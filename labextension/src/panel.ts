@@ -206,7 +206,7 @@ export class RunsPanel extends Widget {
     // the sparklines of live runs grow from where they were (metrics?since=N)
     await Promise.all(
       this.model.liveIds.map(async id => {
-        const answer = await api.metrics(id, sinceOf(this.model.series.get(id)), ['reward']);
+        const answer = await api.metrics(id, sinceOf(this.model.series.get(id)), ['reward', 'loss']);
         this.model.addMetrics(answer);
       })
     );
@@ -240,7 +240,8 @@ export class RunsPanel extends Widget {
     const top = el('div', 'primenb-run-top');
     top.append(el('span', `primenb-badge primenb-badge-${state}`, state), el('span', 'primenb-name', item.name ?? item.trace));
     row.appendChild(top);
-    row.appendChild(el('div', 'primenb-meta', summaryLine(item, this.model.lastReward(item.trace))));
+    const key = this.model.series.get(item.trace)?.key ?? null;
+    row.appendChild(el('div', 'primenb-meta', summaryLine(item, this.model.lastReward(item.trace), key)));
     const series = this.model.series.get(item.trace);
     if (isLive(item.status) || (series && series.values.length > 1)) {
       row.appendChild(sparkline(series ? series.values : []));

@@ -66,8 +66,17 @@ test('appendRows grows a series incrementally and ignores repeats', () => {
 test('appendRows skips rows without the key but advances past them', () => {
   const s = emptySeries();
   appendRows(s, [{ step: 1, loss: 2 }, { step: 2, reward: Number.NaN }, { step: 3, reward: 0.5 }, { reward: 9 }]);
+  assert.equal(s.key, 'reward');
   assert.deepEqual(s.steps, [3]);
   assert.equal(s.lastStep, 3);
+});
+
+test('an SFT run (no reward) draws its loss', () => {
+  const s = emptySeries();
+  appendRows(s, [{ step: 1, loss: 2 }, { step: 2, loss: 1.5 }]);
+  appendRows(s, [{ step: 3, loss: 1.2, reward: 0.1 }]);
+  assert.equal(s.key, 'loss');
+  assert.deepEqual(s.values, [2, 1.5, 1.2]);
 });
 
 test('appendRows thins old points and keeps the newest', () => {
