@@ -57,7 +57,7 @@ function el<K extends keyof HTMLElementTagNameMap>(
 }
 
 function button(label: string, action: string, title: string, onClick: () => void): HTMLButtonElement {
-  const b = el('button', `jp-Button primenb-action primenb-${action}`, label, { title, 'data-action': action });
+  const b = el('button', `jp-Button primenb-action primenb-act-${action}`, label, { title, 'data-action': action });
   b.addEventListener('click', event => {
     event.stopPropagation();
     onClick();
