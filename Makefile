@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint venv clean bench
+.PHONY: demo test test-fast lint venv clean bench labextension labextension-test
 
 venv: $(STAMP)
 
@@ -33,9 +33,16 @@ lint: venv
 	$(BIN)/ruff format --check primenb tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+# The JupyterLab sidebar (labextension/ -> primenb/labextension/, shipped in the wheel). Needs node >= 18;
+# jlpm comes with jupyterlab (the test extra). `make venv` works without it: the sidebar is then not built.
+labextension: venv
+	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm install && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm build:prod
+
+labextension-test: labextension
+	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
 
 bench: venv
 	$(BIN)/python bench/bench_load.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info labextension/node_modules labextension/lib labextension/lib-test primenb/labextension test-artifacts

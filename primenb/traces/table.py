@@ -153,7 +153,7 @@ def query(
         rows = index.query(sql, params)
     except (sqlite3.Error, OverflowError) as exc:
         raise PrimenbError(f"bad --where expression {where!r}: {exc}. Columns: {', '.join(COLUMNS)}") from None
-    rows = _refresh_live(rows, index)
+    rows = refresh_live(rows, index)
     df = TraceFrame.from_records(rows, columns=list(COLUMNS)) if rows else TraceFrame(columns=list(COLUMNS))
     df = TraceFrame(df)
     if len(df):
@@ -163,7 +163,7 @@ def query(
     return df
 
 
-def _refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, ...]]:
+def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, ...]]:
     """Rows of queued/running traces get their current step (and a final state, when the engine
     died without completing its trace) from the run directory: a few files, only for live runs."""
     from pathlib import Path
@@ -192,4 +192,4 @@ def _refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, 
     return out
 
 
-__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "query"]
+__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "query", "refresh_live"]

@@ -1,0 +1,243 @@
+"""The sidebar in a real JupyterLab and a real (headless, system) Chromium, driven by Playwright.
+
+JupyterLab runs on 127.0.0.1 (random port, token auth) with the extension and the server config
+taken from the built wheel. The test starts a long tiny run and watches it appear with a growing
+sparkline, stops it from the panel, applies a finished trace from the panel and sees the child run.
+Screenshots go to ``$PRIMENB_TEST_ARTIFACTS`` (default ``test-artifacts/``) and docs/img/sidebar.png.
+
+Needs the system Chromium (``apt-get install chromium``) and Playwright (never its own browser
+download); skipped without them unless ``PRIMENB_REQUIRE_UI=1`` (CI), where their absence fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.packaging import ROOT, build_wheel, extract_data
+
+CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
+REQUIRE = os.environ.get("PRIMENB_REQUIRE_UI") == "1"
+ARTIFACTS = Path(os.environ.get("PRIMENB_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+
+SFT = """max_steps = {steps}
+output_dir = "{out}"
+
+[model]
+name = "primenb/tiny-byte-xs"
+
+[data]
+name = "reverse-text"
+batch_size = 8
+micro_batch_size = 8
+seq_len = 48
+
+[optim]
+lr = 2e-3
+
+[ckpt]
+interval = {ckpt}
+
+[primenb]
+seed = 1
+logging_steps = 1
+sample_every = 5
+"""
+
+
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        if REQUIRE:
+            pytest.fail(f"PRIMENB_REQUIRE_UI=1 but {why}")
+        pytest.skip(why)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _need(False, "playwright (Python) is not installed")
+    _need(Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    built = (ROOT / "primenb" / "labextension" / "static" / "style.js").exists()
+    _need(built or shutil.which("node") is not None, "the labextension is not built and node is missing")
+
+    tmp = tmp_path_factory.mktemp("lab")
+    data = extract_data(build_wheel(tmp / "wheel"), tmp / "wheel-data")
+    home, root, out = tmp / "home", tmp / "root", tmp / "runs"
+    root.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(
+        PRIME_HOME=str(home),
+        JUPYTER_PATH=str(data / "share" / "jupyter"),
+        JUPYTER_CONFIG_PATH=str(data / "etc" / "jupyter"),
+        JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=str(ROOT),
+    )
+    # the runs: a finished one to apply, then a long one to watch and stop (its own PRIME_HOME)
+    old = {k: os.environ.get(k) for k in ("PRIME_HOME", "HF_HUB_OFFLINE", "OMP_NUM_THREADS")}
+    os.environ.update(PRIME_HOME=str(home), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    from primenb import load_config
+    from primenb.backends import submit
+
+    started: list[Any] = []
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        parent = submit(load_config(SFT.format(steps=4, ckpt=4, out=out)), name="ui-parent")
+        started.append(parent)
+        assert parent.wait(timeout=300) == "completed", parent.logs()
+        long = submit(load_config(SFT.format(steps=100000, ckpt=100000, out=out)), name="ui-long")
+        started.append(long)
+        token = secrets.token_hex(16)
+        port = _free_port()
+        log = open(tmp / "lab.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--allow-root",  # CI containers run as root
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}",
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                req = urllib.request.Request(f"{base}/primenb/api/traces", headers={"Authorization": f"token {token}"})
+                return urllib.request.urlopen(req, timeout=5).status == 200
+            except OSError:
+                return proc is not None and proc.poll() is not None  # exited: fail below
+
+        _wait_for(up, 120, "JupyterLab to answer")
+        assert proc.poll() is None, (tmp / "lab.log").read_text()
+        yield {"base": base, "token": token, "parent": parent, "long": long, "started": started, "tmp": tmp}
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        from primenb.backends import open_run
+        from primenb.protocol.index import Index
+
+        for row in Index().query("SELECT run_dir FROM traces WHERE status IN ('queued', 'running')"):
+            open_run(row[0]).stop(timeout=60, force=False)
+        for run in started:
+            run.stop(timeout=60)
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _api(lab: dict[str, Any], path: str) -> Any:
+    req = urllib.request.Request(
+        f"{lab['base']}/primenb/api/{path}", headers={"Authorization": f"token {lab['token']}"}
+    )
+    return json.loads(urllib.request.urlopen(req, timeout=10).read())
+
+
+def test_sidebar_live_run_stop_and_apply(lab: dict[str, Any]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from primenb.traces.trace import get
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    long_id, parent_id = get(lab["long"]).id, get(lab["parent"]).id
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{lab['base']}/lab?token={lab['token']}")
+            tab = page.locator('.jp-SideBar [data-id="primenb-runs"]')
+            tab.wait_for(timeout=120_000)
+            tab.click()
+            panel = page.locator("#primenb-runs")
+            expect(panel.locator(".primenb-title")).to_have_text("Prime runs")
+            long_row = panel.locator(f'.primenb-run[data-trace="{long_id}"]')
+            expect(long_row).to_be_visible(timeout=120_000)
+            expect(panel.locator(f'.primenb-run[data-trace="{parent_id}"]')).to_have_attribute(
+                "data-state", "completed"
+            )
+            spark = long_row.locator("svg.primenb-spark")
+
+            def points() -> int:
+                return int(spark.get_attribute("data-points") or 0) if spark.count() else 0
+
+            first = _wait_for(lambda: points() >= 3 and points(), 240, "the sparkline to show 3 points")
+            page.screenshot(path=str(ARTIFACTS / "sidebar-live.png"))
+            _wait_for(lambda: points() > first, 120, "the sparkline to grow")
+            page.screenshot(path=str(ARTIFACTS / "sidebar.png"))
+            docs_img = ROOT / "docs" / "img"
+            docs_img.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ARTIFACTS / "sidebar.png", docs_img / "sidebar.png")
+
+            # stop it from the panel
+            long_row.locator('button[data-action="stop"]').click()
+            expect(long_row).to_have_attribute("data-state", "stopped", timeout=180_000)
+            assert lab["long"].wait(timeout=60) == "stopped"
+            page.screenshot(path=str(ARTIFACTS / "sidebar-stopped.png"))
+
+            # apply the finished trace from the panel: a dialog, 2 steps, the child appears
+            panel.locator(f'.primenb-run[data-trace="{parent_id}"] button[data-action="apply"]').click()
+            dialog = page.locator(".jp-Dialog")
+            dialog.locator("input.primenb-apply-steps").fill("2")
+            page.screenshot(path=str(ARTIFACTS / "sidebar-apply-dialog.png"))
+            dialog.locator("button.jp-mod-accept").click()
+            child = _wait_for(
+                lambda: next((i for i in _api(lab, "traces")["items"] if i["parent"] == parent_id), None),
+                180,
+                "the applied child trace",
+            )
+            expect(panel.locator(f'.primenb-run[data-trace="{child["trace"]}"]')).to_be_visible(timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "sidebar-applied.png"))
+            detail = _api(lab, f"traces/{child['trace']}")
+            assert [e["trace"] for e in detail["lineage"]] == [parent_id, child["trace"]]
+        finally:
+            browser.close()
