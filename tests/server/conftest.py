@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+# pytest-jupyter's fixtures (and its async test runner) for this folder only: `pytest_plugins`
+# is refused outside the top-level conftest, and there its autouse fixtures (a fake HOME and
+# JUPYTER paths) would reach every other test.
+from pytest_jupyter.jupyter_core import *  # noqa: F403
+from pytest_jupyter.jupyter_server import *  # noqa: F403
+from pytest_jupyter.pytest_tornasync import *  # noqa: F403
 
 
 @pytest.fixture
