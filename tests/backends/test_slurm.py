@@ -47,11 +47,13 @@ def test_slurm_two_ranks_go_pending_running_completed(workdir, slurm):
     run = submit(load_config("sft.toml"), name="states", backend="ci-slurm-later")
     assert (run.dir / "slurm.sh").exists() and "--num_processes 2" in (run.dir / "slurm.sh").read_text()
     states, reasons = [], set()
-    while not run.done:
+    while True:  # record the state each poll sees, the final one included
         st = run.refresh()
         if not states or states[-1] != st["state"]:
             states.append(st["state"])
         reasons.add((st.get("slurm") or {}).get("reason"))
+        if st["state"] in ("completed", "failed", "stopped"):
+            break
         time.sleep(0.5)
         assert len(states) < 10
     assert states == ["queued", "running", "completed"], (states, run.logs())
