@@ -11,6 +11,8 @@ import pytest
 
 from tests.adversarial.conftest import rl_text
 
+pytestmark = pytest.mark.slow  # a real deny-mode run
+
 MARK = "PRIVATE-PROMPT-MARK-7f3a"  # every reward error message carries it, with the prompt
 URL_PASS = "urlpassZX81q"
 FLAG_PASS = "flagpassQ93k"

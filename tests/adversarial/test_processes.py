@@ -16,6 +16,8 @@ from primenb.errors import PrimenbError
 from primenb.protocol.liveness import group_alive, launch_record
 from tests.adversarial.conftest import rl_text
 
+pytestmark = pytest.mark.slow  # real engines killed, raced and stopped
+
 
 def _running_run(root: Path, launcher: dict[str, object]) -> Path:
     run = root / "outputs" / "r"

@@ -14,6 +14,8 @@ from primenb.backends.remote import read_remote
 from primenb.backends.spec import add
 from tests.backends.conftest import SFT_TINY, forwarded_env, wait_for
 
+pytestmark = pytest.mark.slow  # real runs on a real SLURM cluster
+
 
 @pytest.fixture
 def slurm(svc, workdir):

@@ -17,6 +17,8 @@ from primenb.backends.remote import read_remote
 from primenb.backends.sshconn import SSHConnection
 from tests.backends.conftest import SFT_TINY, services_script, wait_for
 
+pytestmark = pytest.mark.slow  # real runs over a real sshd
+
 
 def _remote_metrics(run_dir: Path, svc: dict[str, str]) -> bytes:
     remote = read_remote(run_dir)["remote_dir"]

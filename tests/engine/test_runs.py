@@ -26,7 +26,10 @@ from tests.engine.conftest import (
 
 pytest.importorskip("trl")
 # raised by peft/TRL internals when a PeftModel is loaded in-process; nothing to act on
-pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
+pytestmark = [
+    pytest.mark.slow,  # trains real (tiny) models in subprocesses
+    pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning"),
+]
 
 
 def _losses(run_dir: Path) -> list[float]:

@@ -28,7 +28,10 @@ from primenb.harness.refine import ApplyRefused, HarnessWarning
 from primenb.run import Run
 from tests.harness.conftest import SECRET_KEY, SECRET_TOKEN
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
+pytestmark = [
+    pytest.mark.slow,  # trains real (tiny) models in subprocesses
+    pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning"),
+]
 
 ENV_ARGS = "num_train = 2000\nnum_eval = 50"
 

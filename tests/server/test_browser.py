@@ -28,6 +28,8 @@ import pytest
 
 from tests.server.packaging import ROOT, build_wheel, extract_data
 
+pytestmark = pytest.mark.slow  # JupyterLab + Chromium + a real tiny run
+
 CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
 REQUIRE = os.environ.get("PRIMENB_REQUIRE_UI") == "1"
 ARTIFACTS = Path(os.environ.get("PRIMENB_TEST_ARTIFACTS") or ROOT / "test-artifacts")

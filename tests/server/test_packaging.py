@@ -17,6 +17,8 @@ import pytest
 
 from tests.server.packaging import build_wheel
 
+pytestmark = pytest.mark.slow  # builds the wheel and a fresh venv
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
