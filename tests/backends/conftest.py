@@ -13,31 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny import sft_toml
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES_ENV = Path(os.environ.get("PRIMENB_SERVICES_DIR", "/tmp/primenb-services")) / "services.env"
 
-SFT_TINY = """max_steps = {steps}
 
-[model]
-name = "primenb/tiny-byte-xs"
-
-[data]
-name = "reverse-text"
-batch_size = 8
-micro_batch_size = 8
-seq_len = 48
-
-[optim]
-lr = 1e-3
-
-[ckpt]
-interval = {ckpt}
-
-[primenb]
-seed = 1
-logging_steps = 1
-sample_every = 1000
-"""
+def sft_tiny(steps: int, ckpt: int) -> str:
+    """The smallest SFT run (tests/tiny.py's builder): samples off, a metrics row per step."""
+    return sft_toml(
+        steps=steps,
+        model="primenb/tiny-byte-xs",
+        batch_size=8,
+        seq_len=48,
+        ckpt_interval=ckpt,
+        primenb="seed = 1\nlogging_steps = 1\nsample_every = 1000",
+    )
 
 
 def services() -> dict[str, str]:

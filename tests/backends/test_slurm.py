@@ -12,7 +12,7 @@ from primenb import load_config
 from primenb.backends import attach, submit
 from primenb.backends.remote import read_remote
 from primenb.backends.spec import add
-from tests.backends.conftest import SFT_TINY, forwarded_env, wait_for
+from tests.backends.conftest import forwarded_env, sft_tiny, wait_for
 
 pytestmark = pytest.mark.slow  # real runs on a real SLURM cluster
 
@@ -28,7 +28,7 @@ def slurm(svc, workdir):
 
 
 def _config(steps: int, ckpt: int, extra: str = "") -> str:
-    return SFT_TINY.format(steps=steps, ckpt=ckpt) + '\n[slurm]\njob_name = "primenb-ci"\npartition = "debug"\n' + extra
+    return sft_tiny(steps, ckpt) + '\n[slurm]\njob_name = "primenb-ci"\npartition = "debug"\n' + extra
 
 
 def test_slurm_two_ranks_go_pending_running_completed(workdir, slurm):

@@ -15,7 +15,7 @@ import pytest
 from primenb import load_config
 from primenb.backends.remote import read_remote
 from primenb.backends.sshconn import SSHConnection
-from tests.backends.conftest import SFT_TINY, services_script, wait_for
+from tests.backends.conftest import services_script, sft_tiny, wait_for
 
 pytestmark = pytest.mark.slow  # real runs over a real sshd
 
@@ -30,7 +30,7 @@ def test_ssh_run_survives_a_cut_reattaches_and_brings_artifacts_back(shell, work
     """A tiny run on the host: metrics in the monitor, the connection cut mid-run (control master
     killed, sshd down for a few seconds) while it keeps training, every step after reconnecting,
     re-attached as after a kernel restart, the final checkpoint back and loadable."""
-    (workdir / "sft.toml").write_text(SFT_TINY.format(steps=40, ckpt=20))
+    (workdir / "sft.toml").write_text(sft_tiny(40, 20))
     assert shell.run_cell(f"%prime_backend add ci {ssh_url} " + " ".join(f"'{o}'" for o in ssh_options)).success
     result = shell.run_cell("run = %prime_train sft.toml --name cut --backend ci")
     assert result.success, result.error_in_exec
@@ -82,7 +82,7 @@ def test_ssh_stop_ends_stopped_with_a_final_checkpoint_here(workdir, svc, ssh_ur
     from primenb.backends.spec import add
 
     add("ci", ssh_url, ssh_options)
-    (workdir / "sft.toml").write_text(SFT_TINY.format(steps=100000, ckpt=100000))
+    (workdir / "sft.toml").write_text(sft_tiny(100000, 100000))
     run = submit(load_config("sft.toml"), name="stopme", backend="ci")
     wait_for(lambda: len(run.metric_rows()) >= 2 or run.done, 240, "metrics")
     assert run.stop(timeout=120) == "stopped", run.logs()
@@ -121,7 +121,7 @@ def test_ssh_failures_are_states_with_a_message(workdir, svc, ssh_options, case,
     else:
         options.append("python=/usr/bin/python3")  # a Python without primenb
     add("bad", url, options)
-    (workdir / "sft.toml").write_text(SFT_TINY.format(steps=2, ckpt=2))
+    (workdir / "sft.toml").write_text(sft_tiny(2, 2))
     t0 = time.monotonic()
     run = submit(load_config("sft.toml"), backend="bad")
     assert time.monotonic() - t0 < 30  # never a hang

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from primenb.engine.models import (  # noqa: E402
+from primenb.engine.models import (
     build_byte_tokenizer,
     build_tiny_model,
     load_model,
@@ -16,7 +15,7 @@ from primenb.engine.models import (  # noqa: E402
     param_hash,
     tiny_config,
 )
-from primenb.engine.models_info import TINY_SIZES, ModelLoadError  # noqa: E402
+from primenb.engine.models_info import TINY_SIZES, ModelLoadError
 
 TEXTS = ["hello=", "<reversed_text>olleh</reversed_text>", "héllo wörld ✓ 日本\n\t", ""]
 

@@ -24,7 +24,6 @@ from tests.engine.conftest import (
     write_run,
 )
 
-pytest.importorskip("trl")
 # raised by peft/TRL internals when a PeftModel is loaded in-process; nothing to act on
 pytestmark = [
     pytest.mark.slow,  # trains real (tiny) models in subprocesses
@@ -69,7 +68,8 @@ def test_sft_run_learns_and_writes_the_run_directory(sft_run: Path) -> None:
 
 
 def test_checkpoint_reloads_offline(sft_run: Path) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     from primenb.engine.models import load_model
 
     model, tok, base = load_model("primenb/tiny-byte", init_from=str(sft_run))  # run dir -> latest

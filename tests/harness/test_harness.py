@@ -264,7 +264,6 @@ def test_stopped_run_leaves_a_completed_trace(runs: dict[str, Any]) -> None:
 
 
 def test_fingerprint_is_architecture_not_weights(runs: dict[str, Any]) -> None:
-    pytest.importorskip("torch")
     from primenb.engine.fingerprint import fingerprint, fingerprint_for_checkpoint, fingerprint_from_config
     from primenb.engine.models import build_tiny_model, tiny_config
 

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.server.packaging import ROOT, build_wheel, extract_data
+from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + a real tiny run
 
@@ -34,29 +35,17 @@ CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
 REQUIRE = os.environ.get("PRIMENB_REQUIRE_UI") == "1"
 ARTIFACTS = Path(os.environ.get("PRIMENB_TEST_ARTIFACTS") or ROOT / "test-artifacts")
 
-SFT = """max_steps = {steps}
-output_dir = "{out}"
 
-[model]
-name = "primenb/tiny-byte-xs"
-
-[data]
-name = "reverse-text"
-batch_size = 8
-micro_batch_size = 8
-seq_len = 48
-
-[optim]
-lr = 2e-3
-
-[ckpt]
-interval = {ckpt}
-
-[primenb]
-seed = 1
-logging_steps = 1
-sample_every = 5
-"""
+def sft(steps: int, ckpt: int, out: str) -> str:
+    return sft_toml(
+        steps=steps,
+        model="primenb/tiny-byte-xs",
+        batch_size=8,
+        seq_len=48,
+        lr=2e-3,
+        ckpt_interval=ckpt,
+        primenb="seed = 1\nlogging_steps = 1\nsample_every = 5",
+    ).replace("max_steps", f'output_dir = "{out}"\nmax_steps', 1)
 
 
 def _need(ok: bool, why: str) -> None:
@@ -118,10 +107,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     started: list[Any] = []
     proc: subprocess.Popen[bytes] | None = None
     try:
-        parent = submit(load_config(SFT.format(steps=4, ckpt=4, out=out)), name="ui-parent")
+        parent = submit(load_config(sft(4, 4, out)), name="ui-parent")
         started.append(parent)
         assert parent.wait(timeout=300) == "completed", parent.logs()
-        long = submit(load_config(SFT.format(steps=100000, ckpt=100000, out=out)), name="ui-long")
+        long = submit(load_config(sft(100000, 100000, out)), name="ui-long")
         started.append(long)
         token = secrets.token_hex(16)
         port = _free_port()
