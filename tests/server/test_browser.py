@@ -13,27 +13,17 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.server.packaging import ROOT, build_wheel, extract_data
+from tests.jupyterlab import ARTIFACTS, CHROMIUM, ROOT, jupyterlab, lab_env, require_ui, wait_for
 from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + a real tiny run
-
-CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
-REQUIRE = os.environ.get("PRIMENB_REQUIRE_UI") == "1"
-ARTIFACTS = Path(os.environ.get("PRIMENB_TEST_ARTIFACTS") or ROOT / "test-artifacts")
 
 
 def sft(steps: int, ckpt: int, out: str) -> str:
@@ -48,56 +38,12 @@ def sft(steps: int, ckpt: int, out: str) -> str:
     ).replace("max_steps", f'output_dir = "{out}"\nmax_steps', 1)
 
 
-def _need(ok: bool, why: str) -> None:
-    if not ok:
-        if REQUIRE:
-            pytest.fail(f"PRIMENB_REQUIRE_UI=1 but {why}")
-        pytest.skip(why)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _need(False, "playwright (Python) is not installed")
-    _need(Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    built = (ROOT / "primenb" / "labextension" / "static" / "style.js").exists()
-    _need(built or shutil.which("node") is not None, "the labextension is not built and node is missing")
-
+    require_ui()
     tmp = tmp_path_factory.mktemp("lab")
-    data = extract_data(build_wheel(tmp / "wheel"), tmp / "wheel-data")
-    home, root, out = tmp / "home", tmp / "root", tmp / "runs"
-    root.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
-    env.update(
-        PRIME_HOME=str(home),
-        JUPYTER_PATH=str(data / "share" / "jupyter"),
-        JUPYTER_CONFIG_PATH=str(data / "etc" / "jupyter"),
-        JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"),
-        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
-        HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        OMP_NUM_THREADS="1",
-        PYTHONPATH=str(ROOT),
-    )
+    home, out = tmp / "home", tmp / "runs"
+    env = lab_env(tmp, home)
     # the runs: a finished one to apply, then a long one to watch and stop (its own PRIME_HOME)
     old = {k: os.environ.get(k) for k in ("PRIME_HOME", "HF_HUB_OFFLINE", "OMP_NUM_THREADS")}
     os.environ.update(PRIME_HOME=str(home), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
@@ -105,54 +51,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from primenb.backends import submit
 
     started: list[Any] = []
-    proc: subprocess.Popen[bytes] | None = None
     try:
         parent = submit(load_config(sft(4, 4, out)), name="ui-parent")
         started.append(parent)
         assert parent.wait(timeout=300) == "completed", parent.logs()
         long = submit(load_config(sft(100000, 100000, out)), name="ui-long")
         started.append(long)
-        token = secrets.token_hex(16)
-        port = _free_port()
-        log = open(tmp / "lab.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyterlab",
-                "--no-browser",
-                "--allow-root",  # CI containers run as root
-                "--ip=127.0.0.1",
-                f"--port={port}",
-                f"--IdentityProvider.token={token}",
-                f"--ServerApp.root_dir={root}",
-                "--LabApp.news_url=None",
-                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            ],
-            cwd=tmp,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            try:
-                req = urllib.request.Request(f"{base}/primenb/api/traces", headers={"Authorization": f"token {token}"})
-                return urllib.request.urlopen(req, timeout=5).status == 200
-            except OSError:
-                return proc is not None and proc.poll() is not None  # exited: fail below
-
-        _wait_for(up, 120, "JupyterLab to answer")
-        assert proc.poll() is None, (tmp / "lab.log").read_text()
-        yield {"base": base, "token": token, "parent": parent, "long": long, "started": started, "tmp": tmp}
+        with jupyterlab(tmp, home, env) as server:
+            yield {"base": server.base, "token": server.token, "parent": parent, "long": long, "tmp": tmp}
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
         from primenb.backends import open_run
         from primenb.protocol.index import Index
 
@@ -201,9 +108,9 @@ def test_sidebar_live_run_stop_and_apply(lab: dict[str, Any]) -> None:
             def points() -> int:
                 return int(spark.get_attribute("data-points") or 0) if spark.count() else 0
 
-            first = _wait_for(lambda: points() >= 3 and points(), 240, "the sparkline to show 3 points")
+            first = wait_for(lambda: points() >= 3 and points(), 240, "the sparkline to show 3 points")
             page.screenshot(path=str(ARTIFACTS / "sidebar-live.png"))
-            _wait_for(lambda: points() > first, 120, "the sparkline to grow")
+            wait_for(lambda: points() > first, 120, "the sparkline to grow")
             page.screenshot(path=str(ARTIFACTS / "sidebar.png"))
             docs_img = ROOT / "docs" / "img"
             docs_img.mkdir(parents=True, exist_ok=True)
@@ -221,7 +128,7 @@ def test_sidebar_live_run_stop_and_apply(lab: dict[str, Any]) -> None:
             dialog.locator("input.primenb-apply-steps").fill("2")
             page.screenshot(path=str(ARTIFACTS / "sidebar-apply-dialog.png"))
             dialog.locator("button.jp-mod-accept").click()
-            child = _wait_for(
+            child = wait_for(
                 lambda: next((i for i in _api(lab, "traces")["items"] if i["parent"] == parent_id), None),
                 180,
                 "the applied child trace",

@@ -1,0 +1,216 @@
+"""A real JupyterLab (on 127.0.0.1) and a real headless Chromium, for the browser tests.
+
+One place for what every browser test needs: the requirement check (skip outside CI, fail under
+``PRIMENB_REQUIRE_UI=1``), a JupyterLab started from the built wheel's extension and server config
+with token auth and its own ``PRIME_HOME``, a Playwright page, notebooks written to the server's
+root and run there, and screenshots saved as test artifacts (``$PRIMENB_TEST_ARTIFACTS``, default
+``test-artifacts/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.packaging import ROOT, build_wheel, extract_data
+
+CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
+REQUIRE = os.environ.get("PRIMENB_REQUIRE_UI") == "1"
+ARTIFACTS = Path(os.environ.get("PRIMENB_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+
+
+def need(ok: bool, why: str) -> None:
+    """Skip when a UI prerequisite is missing, except in CI (PRIMENB_REQUIRE_UI=1) where it fails."""
+    if not ok:
+        if REQUIRE:
+            pytest.fail(f"PRIMENB_REQUIRE_UI=1 but {why}")
+        pytest.skip(why)
+
+
+def require_ui() -> None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        need(False, "playwright (Python) is not installed")
+    need(Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    built = (ROOT / "primenb" / "labextension" / "static" / "style.js").exists()
+    need(built or shutil.which("node") is not None, "the labextension is not built and node is missing")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@dataclass
+class Lab:
+    base: str
+    token: str
+    root: Path  # the server's root_dir: notebooks go here
+    home: Path  # PRIME_HOME of the server and its kernels
+    tmp: Path
+    env: dict[str, str]
+
+    def api(self, path: str) -> Any:
+        """GET a primenb REST route (``/primenb/api/<path>``) as JSON."""
+        return self.get(f"primenb/api/{path}")
+
+    def get(self, path: str) -> Any:
+        req = urllib.request.Request(f"{self.base}/{path}", headers={"Authorization": f"token {self.token}"})
+        return json.loads(urllib.request.urlopen(req, timeout=10).read())
+
+    def url(self, path: str = "lab") -> str:
+        return f"{self.base}/{path}?token={self.token}"
+
+    def log(self) -> str:
+        return (self.tmp / "lab.log").read_text(errors="replace")
+
+
+def lab_env(tmp: Path, home: Path) -> dict[str, str]:
+    """The environment of the JupyterLab server (and so of its kernels): the wheel's extension and
+    server config, throwaway Jupyter folders, no network, one thread per process, this source tree."""
+    data = extract_data(build_wheel(tmp / "wheel"), tmp / "wheel-data")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(
+        PRIME_HOME=str(home),
+        JUPYTER_PATH=str(data / "share" / "jupyter"),
+        JUPYTER_CONFIG_PATH=str(data / "etc" / "jupyter"),
+        JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+@contextmanager
+def jupyterlab(tmp: Path, home: Path, env: dict[str, str] | None = None) -> Iterator[Lab]:
+    """A JupyterLab server on 127.0.0.1 (random port, token auth), stopped on exit. The app is
+    exposed in the page (``window.jupyterapp``) so tests can run commands such as "run all cells"."""
+    root = tmp / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    env = env or lab_env(tmp, home)
+    token, port = secrets.token_hex(16), free_port()
+    log = open(tmp / "lab.log", "wb")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",  # CI containers run as root
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.expose_app_in_browser=True",
+        ],
+        cwd=tmp,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    lab = Lab(f"http://127.0.0.1:{port}", token, root, home, tmp, env)
+
+    def up() -> bool:
+        try:
+            return lab.get("api/status") is not None
+        except OSError:
+            return proc.poll() is not None  # exited: reported below
+
+    try:
+        wait_for(up, 120, "JupyterLab to answer")
+        assert proc.poll() is None, lab.log()
+        yield lab
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextmanager
+def chromium_page(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    """A Playwright page in the system Chromium (headless; never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """A notebook of code cells (a cell starting with ``#md`` becomes markdown) at ``path``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(c[3:].lstrip()) if c.startswith("#md") else nbformat.v4.new_code_cell(c)
+        for c in cells
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def open_notebook(page: Any, lab: Lab, relpath: str, timeout_s: float = 120) -> None:
+    """Open ``relpath`` (under the server root) in JupyterLab and wait for its kernel to be idle."""
+    page.goto(lab.url(f"lab/tree/{relpath}"))
+    page.locator(".jp-Notebook").first.wait_for(timeout=timeout_s * 1000)
+    wait_for(lambda: kernel_idle(page), timeout_s, "the notebook's kernel to be idle")
+
+
+def kernel_idle(page: Any) -> bool:
+    status = page.evaluate(
+        "() => { const w = window.jupyterapp?.shell?.currentWidget;"
+        " return w?.sessionContext?.session?.kernel?.status ?? null; }"
+    )
+    return status == "idle"
+
+
+def lab_command(page: Any, command: str, args: dict[str, Any] | None = None) -> None:
+    """Run a JupyterLab command (e.g. ``notebook:run-all-cells``, ``docmanager:save``)."""
+    page.evaluate("([c, a]) => window.jupyterapp.commands.execute(c, a)", [command, args or {}])
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
