@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from primenb.engine.models import CHECKPOINT_META
 from primenb.engine.plan import Plan
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
-from primenb.protocol.rundir import JsonlWriter, RunDir, StatusFile, finite_numbers
+from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
 
 log = logging.getLogger("primenb.engine")
 
@@ -64,6 +65,7 @@ class EngineContext:
     first_eval: dict[str, float] = field(default_factory=dict)
     train_started: float = 0.0
     trace: Any = None  # primenb.engine.trace.TraceRecorder (rank 0 records)
+    metric_phase: str = ""  # the "phase" field of every metrics row (see primenb.protocol.rundir)
 
     def abs_step(self, step: int) -> int:
         """The run's step for the trainer's ``global_step``: a continuation counts on from
@@ -80,10 +82,22 @@ class EngineContext:
             if w is not None:
                 w.close()
 
+    def enter_phase(self, phase: str, *, total: int | None = None, metric_phase: str | None = None) -> None:
+        """Report a new phase in status.json (its own step count from 0, of ``total``)."""
+        if metric_phase is not None:
+            self.metric_phase = metric_phase
+        self.status.update(phase=phase, phase_step=0, phase_total=total)
+
     def write_metrics(self, step: int, values: dict[str, Any]) -> None:
         if self.metrics is not None:
-            row = finite_numbers(values)
+            row: dict[str, Any] = finite_numbers(values)
             if row:
+                # NaN/inf values are dropped from the row but named, so viewers can warn about them
+                nonfinite = sorted(k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v))
+                if self.metric_phase:
+                    row["phase"] = self.metric_phase
+                if nonfinite:
+                    row["nonfinite"] = nonfinite
                 self.metrics.write({"step": step, "time": time.time(), **row})
 
     def write_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
@@ -182,12 +196,9 @@ class RunDirCallback(TrainerCallback):
         ctx = self.ctx
         ranks = int(_all_reduce(1.0, "sum", ctx.device))
         ctx.train_started = time.time()
-        ctx.status.update(
-            ranks_seen=ranks,
-            world_size=int(args.world_size),
-            step=ctx.abs_step(state.global_step),
-            phase="training",
-        )
+        ctx.status.update(ranks_seen=ranks, world_size=int(args.world_size), step=ctx.abs_step(state.global_step))
+        ctx.enter_phase(TRAINING, total=int(state.max_steps), metric_phase=ctx.plan.mode)
+        ctx.status.update(phase_step=int(state.global_step))
         log.info("training: %d rank(s), steps %d..%d", ranks, ctx.abs_step(1), ctx.abs_step(state.max_steps))
         # a continuation starts from weights its parent already evaluated at this step
         if model is not None and not ctx.plan.start_step:
@@ -211,7 +222,7 @@ class RunDirCallback(TrainerCallback):
                 self._sft_samples(model, step, force=False)
             if ctx.plan.ckpt_interval and step % ctx.plan.ckpt_interval == 0:
                 ctx.save_checkpoint(model, step)
-        ctx.status.update(step=step, throttle_s=1.0)
+        ctx.status.update(step=step, phase_step=int(state.global_step), throttle_s=1.0)
         check_stop(ctx, state, control)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
@@ -228,7 +239,9 @@ class RunDirCallback(TrainerCallback):
                 self._last_tokens = (now, float(tokens))
                 break
         self.ctx.write_metrics(self.ctx.abs_step(state.global_step), values)
-        self.ctx.status.update(step=self.ctx.abs_step(state.global_step), throttle_s=1.0)  # not an fsync per step
+        self.ctx.status.update(  # not an fsync per step
+            step=self.ctx.abs_step(state.global_step), phase_step=int(state.global_step), throttle_s=1.0
+        )
 
     def _sft_samples(self, model: Any, step: int, *, force: bool) -> None:
         ctx = self.ctx
@@ -260,12 +273,13 @@ class WarmupCallback(TrainerCallback):
         self.ctx = ctx
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        self.ctx.status.update(phase="sft warmup", warmup_step=0, warmup_steps=state.max_steps)
+        self.ctx.status.update(warmup_step=0, warmup_steps=state.max_steps)
+        self.ctx.enter_phase(SFT_WARMUP, total=int(state.max_steps), metric_phase=SFT_WARMUP)
         if model is not None:
             self.ctx.evaluate(model, 0, prefix=self.PREFIX)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.ctx.status.update(warmup_step=state.global_step, throttle_s=1.0)
+        self.ctx.status.update(warmup_step=state.global_step, phase_step=int(state.global_step), throttle_s=1.0)
         check_stop(self.ctx, state, control)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:

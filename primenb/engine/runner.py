@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from primenb.protocol.privacy import LogFilter, error_text, set_private
-from primenb.protocol.rundir import RunDir, StatusFile, tail_lines
+from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, StatusFile, tail_lines
 
 log = logging.getLogger("primenb.engine")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     from primenb.engine.plan import build_plan
     from primenb.engine.stop import StopFlag
 
-    status.start(world_size=world, rank=rank, phase="starting")
+    status.start(world_size=world, rank=rank, phase=STARTING)
     trace = TraceRecorder(run_dir, enabled=is_main)
     stop = StopFlag(run_dir)
     stop.on_request = lambda reason: status.update(stop_requested=reason)
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main, trace=trace)
         trace.determinism = enable_determinism()
-        status.update(phase="importing")
+        status.update(phase=IMPORTING)
         _route_library_logs()
         from primenb.engine.train import run_training
 
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_first=result.first_eval or None,
             eval_last=result.last_eval or None,
             wall_s=round(time.time() - t0, 2),
-            phase="done",
+            phase=DONE,
         )
         log.info("engine %s at step %d in %.1f s", state, result.step, time.time() - t0)
         return 0

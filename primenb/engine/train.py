@@ -19,7 +19,7 @@ from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
-from primenb.protocol.rundir import atomic_write_json
+from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, atomic_write_json
 
 if TYPE_CHECKING:
     from trl.trainer.grpo_trainer import RewardFunc
@@ -70,8 +70,12 @@ def lora_config(spec: dict[str, Any], model: Any) -> Any:
 Loaded = tuple[Any, Any, dict[str, Any]]  # model, tokenizer, base description
 
 
-def _prepare_model(plan: Plan, loaded: Loaded | None = None) -> tuple[Any, Any, dict[str, Any], Any]:
+def _prepare_model(
+    plan: Plan, ctx: EngineContext, loaded: Loaded | None = None
+) -> tuple[Any, Any, dict[str, Any], Any]:
     """Model, tokenizer, base description and the LoRA config to hand the trainer (or None)."""
+    if loaded is None:
+        ctx.enter_phase(BUILDING_MODEL)
     model, tok, base = loaded or load_model(plan.model_name, seed=plan.seed, init_from=plan.init_from)
     peft_config = None
     is_peft = hasattr(model, "peft_config")
@@ -84,6 +88,7 @@ def _prepare_model(plan: Plan, loaded: Loaded | None = None) -> tuple[Any, Any, 
         peft_config = lora_config(plan.lora, model)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model %s: %s parameters, base %s", plan.model_name, f"{n_params:,}", base)
+    ctx.enter_phase(BUILDING_TRAINER)
     return model, tok, base, peft_config
 
 
@@ -134,7 +139,7 @@ def build_grpo(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    model, tok, base, peft_config = _prepare_model(plan, loaded)
+    model, tok, base, peft_config = _prepare_model(plan, ctx, loaded)
     ctx.tokenizer, ctx.base = tok, base
     chat = tok.chat_template is not None
     sources = build_sources(plan.sources)
@@ -180,9 +185,11 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    ctx.enter_phase(BUILDING_MODEL)
     model, tok, base = load_model(plan.model_name, seed=plan.seed, init_from=plan.init_from)
     if hasattr(model, "peft_config"):
         model = model.merge_and_unload()
+    ctx.enter_phase(BUILDING_TRAINER)
     ctx.tokenizer = tok
     chat = tok.chat_template is not None
     wplan = warmup_plan(plan, tiny=is_tiny(plan.model_name))
@@ -205,6 +212,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     trainer.train()
     model = trainer.accelerator.unwrap_model(trainer.model)
     path = ctx.run_dir.checkpoints / WARMUP_CHECKPOINT
+    ctx.enter_phase(SAVING)
     ctx.save_checkpoint(model, int(trainer.state.global_step), name=WARMUP_CHECKPOINT)
     ctx.status.update(warmup_checkpoint=str(path), warmup_step=int(trainer.state.global_step))
     del trainer
@@ -215,7 +223,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
 def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallback]) -> Any:
     from trl import SFTConfig, SFTTrainer
 
-    model, tok, base, peft_config = _prepare_model(plan)
+    model, tok, base, peft_config = _prepare_model(plan, ctx)
     ctx.tokenizer, ctx.base = tok, base
     chat = tok.chat_template is not None
     dataset, data_env = sft_dataset(plan, chat=chat)
@@ -313,7 +321,6 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
     ctx.device = state.device
     loaded = None
     if plan.mode == "rl" and plan.sft_warmup_steps:
-        ctx.status.update(phase="sft warmup")
         loaded = run_sft_warmup(plan, ctx)
     if ctx.stop.poll():
         log.warning("stop requested before %straining started", "GRPO " if loaded else "")
@@ -323,7 +330,6 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
             final = str(ctx.save_checkpoint(loaded[0], ctx.abs_step(0)))
         state.wait_for_everyone()
         return TrainResult(ctx.abs_step(0), True, final, {}, {})
-    ctx.status.update(phase="building trainer")
     trainer = build_grpo(plan, ctx, [], loaded=loaded) if plan.mode == "rl" else build_sft(plan, ctx, [])
     if ctx.stop.poll():
         log.warning("stop requested before training started")
@@ -334,6 +340,7 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
     if state.num_processes > 1:
         ctx.status.update(ranks_in_sync=_ranks_in_sync(trainer.model, state.device))
     final = None
+    ctx.enter_phase(SAVING)
     if ctx.is_main:
         model = trainer.accelerator.unwrap_model(trainer.model)
         path = ctx.save_checkpoint(model, step)

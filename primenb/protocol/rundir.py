@@ -10,7 +10,11 @@
     ``STOP``                   created by anyone to ask the engine to stop at the next step
 
 ``status.json["state"]`` is one of ``queued`` (launcher), ``running``, ``completed``, ``failed``,
-``stopped``. No torch import here, so viewers can use it.
+``stopped``; ``phase`` (one of `PHASES`) says what a running engine does, with ``phase_step`` of
+``phase_total`` counted within the phase. Each metrics row carries ``"phase"``: ``"sft warmup"``
+(the SFT warm-up of an RL run, keys still under ``warmup/``), ``"rl"`` or ``"sft"``; runs written
+before these fields existed have none of them and viewers fall back to ``step``/``max_steps`` and
+the ``warmup/`` key prefix. No torch import here, so viewers can use it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ QUEUED, RUNNING, COMPLETED, FAILED, STOPPED = "queued", "running", "completed", 
 STATES = (QUEUED, RUNNING, COMPLETED, FAILED, STOPPED)
 LIVE_STATES = (QUEUED, RUNNING)
 FINAL_STATES = (COMPLETED, FAILED, STOPPED)
+# what a running engine does, in order (status.json "phase")
+STARTING, IMPORTING, BUILDING_MODEL, BUILDING_TRAINER = "starting", "importing", "building model", "building trainer"
+SFT_WARMUP, TRAINING, SAVING, DONE = "sft warmup", "training", "saving", "done"
+PHASES = (STARTING, IMPORTING, BUILDING_MODEL, SFT_WARMUP, BUILDING_TRAINER, TRAINING, SAVING, DONE)
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -94,8 +102,9 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def metric_row(row: Any) -> dict[str, Any] | None:
-    """A metrics.jsonl row as viewers may trust it: an object with an integer ``step`` and finite
-    numbers (strings, lists and NaN in a hand-edited or foreign file are dropped); else None."""
+    """A metrics.jsonl row as viewers may trust it: an object with an integer ``step``, finite
+    numbers and the ``phase`` string (other strings, lists and NaN in a hand-edited or foreign
+    file are dropped); else None."""
     if not isinstance(row, dict):
         return None
     step = row.get("step")
@@ -103,6 +112,8 @@ def metric_row(row: Any) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = finite_numbers(row)
     out["step"] = step
+    if isinstance(row.get("phase"), str):
+        out["phase"] = row["phase"][:40]
     return out
 
 
@@ -265,16 +276,25 @@ class StatusFile:
 
 
 __all__ = [
+    "BUILDING_MODEL",
+    "BUILDING_TRAINER",
     "CLAIM_FILE",
     "COMPLETED",
+    "DONE",
     "FAILED",
     "FINAL_STATES",
+    "IMPORTING",
     "LIVE_STATES",
+    "PHASES",
     "QUEUED",
     "RUNNING",
     "RUN_INDEX",
+    "SAVING",
+    "SFT_WARMUP",
+    "STARTING",
     "STATES",
     "STOPPED",
+    "TRAINING",
     "JsonlWriter",
     "RunDir",
     "StatusFile",
