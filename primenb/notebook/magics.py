@@ -96,10 +96,8 @@ class PrimeMagics(Magics):
 
         args = magic_parser("train", "train").parse_line(line)
         if args.stop:
-            run = attach(args.stop)
-            state = run.stop(wait=True)
-            print(f"{run.name}: {state}")
-            return run
+            print(_stop_line(attach(args.stop), wait=args.wait))
+            return None  # a line, not a second monitor (the run's own cell still shows it)
         if args.attach:
             run = attach(args.attach)
             show_monitor(run)
@@ -145,6 +143,21 @@ class PrimeMagics(Magics):
             f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
             f"train it with: %prime_train {out}"
         )
+
+
+def _stop_line(run: Any, *, wait: bool) -> str:
+    """Ask a run to stop; return at once with one line (``--wait``: after it ended)."""
+    from primenb.protocol.rundir import FINAL_STATES
+
+    if run.state in FINAL_STATES:
+        return f"{run.name} already {run.state}"
+    if wait:
+        return f"{run.name}: {run.stop(wait=True)}"
+    run.stop(wait=False)
+    return (
+        f"asked {run.name} to save a checkpoint and stop at its next step; "
+        f"%prime_train --stop {run.name} --wait blocks until it has"
+    )
 
 
 def _magic_classes() -> list[type[Magics]]:

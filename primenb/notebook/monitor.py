@@ -1,28 +1,37 @@
-"""The live monitor of a run: status, progress + ETA, plotly charts, latest metrics, samples, Stop.
+"""The live monitor of a run: phase line, progress + ETA, small-multiple charts, warnings,
+latest metrics, samples, Stop; and, once the run ends, the static summary in its place.
 
-A background thread tails the run directory (only new rows), updates the widgets at most
-`refresh_seconds` apart, and keeps chart memory bounded by downsampling old points. Where widgets
-cannot render, the same display carries a static HTML summary, refreshed when the run ends.
+A background thread tails the run directory (only new rows) and updates the widgets at most
+`refresh_seconds` apart; chart memory stays bounded by downsampling old points. When the run ends,
+or the kernel shuts down, the display is replaced in place (same ``display_id``) by a bundle with
+no widget in it (HTML summary with SVG charts + text), so a saved notebook reopened without the
+kernel shows the result instead of "Error displaying widget: model not found".
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import html
 import threading
-import time
+import weakref
 from typing import Any
 
 import ipywidgets as W
 from IPython import get_ipython
 from IPython.display import display
 
+from primenb.notebook import charts
 from primenb.protocol.rundir import FINAL_STATES, metric_row
 from primenb.protocol.tail import JsonlTail
-from primenb.render.summary import STATE_COLORS, reward_key, run_html
+from primenb.render.health import Health
+from primenb.render.phase import EtaClock, phase_line, progress
+from primenb.render.summary import STATE_COLORS, run_html, samples_html, warnings_html
 from primenb.render.svgchart import downsample
 from primenb.run import Run
 
 DEFAULT_METRICS = ("reward", "loss")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 class MetricSeries:
@@ -61,52 +70,73 @@ class Monitor:
         self.run = run
         self.refresh = max(0.5, refresh_seconds)  # at most twice a second
         self.series = MetricSeries(max_points)
+        self.health = Health()
+        self.eta = EtaClock()
         self.rows_seen = 0
         self.last_row: dict[str, Any] = {}
         self.samples: list[dict[str, Any]] = []
+        self.state = "unknown"
         self._metrics_tail = JsonlTail(run.files.metrics_path)
         self._samples_tail = JsonlTail(run.files.samples_path)
-        self._started = time.monotonic()
-        self._first_step: tuple[float, int] | None = None
         self._thread: threading.Thread | None = None
         self._stop_event = threading.Event()
+        self._lock = threading.Lock()
         self._handle: Any = None
+        self._finished = False
+        self._stage: str | None = None
+        self._preferred = next((m for m in metrics if m not in ("reward", "loss")), None)
         self.updates = 0
 
-        self.status = W.HTML()
-        self.progress = W.FloatProgress(min=0, max=1, layout=W.Layout(width="320px"))
+        self.title = W.HTML(f"<b>{html.escape(run.name)}</b>")
+        self.progress = W.FloatProgress(min=0, max=1, layout=W.Layout(width="240px"))
+        self.phase = W.HTML(layout=W.Layout(min_width="320px"))
+        self.phase.add_class("primenb-phase")
         self.stop_button = W.Button(
             description="Stop",
             icon="stop",
             button_style="danger",
             tooltip="save a final checkpoint and stop",
-            layout=W.Layout(width="90px"),
+            layout=W.Layout(width="auto", min_width="110px"),
         )
-        self.stop_button.on_click(lambda _: self._request_stop())
-        self.picker = W.SelectMultiple(
-            options=list(metrics), value=list(metrics), rows=4, layout=W.Layout(width="220px")
+        self.stop_button.on_click(lambda _: self.request_stop())
+        self.warnings = W.HTML()
+        self.picker = W.Combobox(
+            placeholder="search a metric for the 4th panel",
+            options=[],
+            ensure_option=True,
+            layout=W.Layout(width="320px"),
         )
         self.picker.observe(lambda _: self._redraw_chart(), names="value")
         self.table = W.HTML()
         self.sample_view = W.HTML()
-        self.figure = _make_figure()
+        self.figure = charts.make_figure()
         chart = self.figure if self.figure is not None else W.HTML("(install anywidget for live plotly charts)")
+        self.chart_box = W.VBox([chart, self.picker], layout=W.Layout(display="none"))
         self.widget = W.VBox(
             [
-                W.HBox([self.status, self.progress, self.stop_button]),
-                W.HBox([chart, W.VBox([W.HTML("<b>metrics</b>"), self.picker])]),
+                W.HBox([self.title, self.progress, self.phase, self.stop_button]),
+                self.warnings,
+                self.chart_box,
                 self.table,
                 self.sample_view,
             ]
         )
+        self.widget.add_class("primenb-monitor")
 
     # -- lifecycle -----------------------------------------------------------------------
     def show(self) -> Monitor:
-        self.poll()
-        self._handle = display(self._bundle(), raw=True, display_id=True)
+        done = self.poll()
+        if done:  # nothing will change: the static summary only, no widget to lose later
+            self._finished = True
+            self._handle = display(self.static_bundle(), raw=True, display_id=True)
+        else:
+            self._handle = display(self._live_bundle(), raw=True, display_id=True)
+            _LIVE.add(self)
         return self
 
     def start(self) -> Monitor:
+        if self._finished:
+            return self
         shell = get_ipython()
         parent = getattr(shell, "parent_header", None)
 
@@ -115,10 +145,8 @@ class Monitor:
             if parent and hasattr(shell, "set_thread_parent"):
                 shell.set_thread_parent(parent)
             while not self._stop_event.wait(self.refresh):
-                done = self.poll()
-                if done:
-                    self.poll()
-                    self._final_update()
+                if self.poll():
+                    self.finish()
                     return
 
         self._thread = threading.Thread(target=loop, name=f"primenb-monitor-{self.run.name}", daemon=True)
@@ -128,104 +156,89 @@ class Monitor:
     def close(self) -> None:
         self._stop_event.set()
 
-    def _bundle(self) -> dict[str, Any]:
-        """The widget for live frontends plus static HTML for everything else."""
+    def finish(self) -> None:
+        """Replace the live display by the static summary (once): the run ended or the kernel goes."""
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        self._stop_event.set()
+        self.poll()
+        if self._handle is not None:
+            self._handle.update(self.static_bundle(), raw=True)
+        _LIVE.discard(self)
+
+    def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
         data = bundle[0] if isinstance(bundle, tuple) else bundle
-        return {**data, "text/html": run_html(self.run), "text/plain": repr(self.run)}
+        return {**data, "text/plain": f"<primenb monitor of {self.run.name}>"}
 
-    def _final_update(self) -> None:
-        if self._handle is not None:
-            self._handle.update(self._bundle(), raw=True)
+    def static_bundle(self) -> dict[str, Any]:
+        """HTML (SVG charts, samples, no absolute paths) and text: never the widget mime type."""
+        return {"text/html": run_html(self.run), "text/plain": repr(self.run)}
 
     # -- updates -------------------------------------------------------------------------
     def poll(self) -> bool:
         """Read what is new and refresh the widgets; True once the run has ended."""
-        rows = [r for r in map(metric_row, self._metrics_tail.read_new()) if r is not None]
+        raw = self._metrics_tail.read_new()
+        rows = [r for r in map(metric_row, raw) if r is not None]
         new_samples = self._samples_tail.read_new()
         status = self.run.refresh()
+        self.health.add(raw)
         if rows:
             self.series.add(rows)
             self.rows_seen += len(rows)
             self.last_row = rows[-1]
-            self._update_picker()
-            self._redraw_chart()
             self.table.value = _metrics_table(self.last_row)
+        self._update_status(status)
+        if rows:
+            keys = sorted(self.series.points)
+            if keys != list(self.picker.options):
+                self.picker.options = keys
+            self._redraw_chart()
+        self.warnings.value = warnings_html(self.health.messages())
         if new_samples:
             self.samples = (self.samples + new_samples)[-8:]
-            self.sample_view.value = _samples_table(self.samples)
-        self._update_status(status)
+            self.sample_view.value = samples_html(self.samples, n=8)
         self.updates += 1
-        return status.get("state") in FINAL_STATES
+        return self.state in FINAL_STATES
 
     def _update_status(self, status: dict[str, Any]) -> None:
-        state = str(status.get("state", "unknown"))
-        step = int(status.get("step") or self.last_row.get("step") or 0)
-        total = status.get("max_steps") or 0
-        self.progress.value = step / total if total else 0
-        if step and self._first_step is None:
-            self._first_step = (time.monotonic(), step)
-        eta = ""
-        if state == "running" and total and self._first_step and step > self._first_step[1]:
-            rate = (step - self._first_step[1]) / (time.monotonic() - self._first_step[0])
-            eta = f" · ETA {_duration((total - step) / rate)}"
-        color = STATE_COLORS.get(state, "#888")
+        p = progress(status)
+        self.state = p.state
+        self.progress.value = p.fraction
+        self.progress.layout.visibility = "visible" if p.counting or p.state in FINAL_STATES else "hidden"
+        stage = charts.stage_of(p.phase, status.get("mode"), set(self.series.points))
+        if stage != self._stage:
+            self._stage = stage
+            self.chart_box.layout.display = "flex" if stage else "none"
+        color = STATE_COLORS.get(p.state, "#888")
+        line = phase_line(p, self.eta.eta(p))
+        if p.state == "running" and not stage:
+            line += " (charts appear with the first logged step)"
         error = (
             f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
         )
-        self.status.value = (
-            f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{state}</b> '
-            f"step {step}/{total or '?'}{eta}{error}"
-        )
-        self.stop_button.disabled = state in ("completed", "failed", "stopped")
-
-    def _update_picker(self) -> None:
-        keys = sorted(self.series.points)
-        if set(keys) - set(self.picker.options):
-            chosen = [k for k in self.picker.value if k in keys]
-            reward = reward_key(keys)
-            if not chosen:
-                chosen = [k for k in (reward, "loss") if k in keys]
-            self.picker.options = keys
-            self.picker.value = chosen
+        self.title.value = f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{html.escape(p.state)}</b>'
+        self.phase.value = f'<span class="primenb-phase-text">{html.escape(line)}</span>{error}'
+        if p.state in FINAL_STATES:
+            self.stop_button.disabled = True
+            self.stop_button.description = p.state.capitalize()  # never left at "Stopping…"
+            self.stop_button.icon = "check" if p.state == "completed" else "stop"
+            self.stop_button.button_style = "success" if p.state == "completed" else ""
 
     def _redraw_chart(self) -> None:
-        if self.figure is None:
+        if self.figure is None or self._stage is None:
             return
-        chosen = list(self.picker.value)
-        with self.figure.batch_update():
-            for i, trace in enumerate(self.figure.data):
-                if i < len(chosen):
-                    xs, ys = self.series.points.get(chosen[i], ([], []))
-                    trace.x, trace.y, trace.name, trace.visible = xs, ys, chosen[i], True
-                else:
-                    trace.visible = False
+        picked = self.picker.value or self._preferred
+        layout = charts.panels(self._stage, set(self.series.points), picked)
+        charts.draw(self.figure, layout, self.series.points)
 
-    def _request_stop(self) -> None:
+    def request_stop(self) -> None:
         self.stop_button.disabled = True
         self.stop_button.description = "Stopping…"
+        self.stop_button.icon = "hourglass-half"
         self.run.stop(wait=False)
-
-
-def _make_figure() -> Any:
-    try:
-        import plotly.graph_objects as go
-
-        fig = go.FigureWidget(
-            layout={
-                "height": 280,
-                "width": 620,
-                "margin": {"l": 40, "r": 40, "t": 10, "b": 30},
-                "legend": {"orientation": "h"},
-                "xaxis": {"title": "step"},
-                "yaxis2": {"overlaying": "y", "side": "right"},
-            }
-        )
-        for i in range(4):  # fixed slots; the picker chooses what they show
-            fig.add_scatter(x=[], y=[], mode="lines", yaxis="y2" if i == 1 else "y", visible=False)
-        return fig
-    except ImportError:
-        return None
 
 
 def _metrics_table(row: dict[str, Any]) -> str:
@@ -237,25 +250,32 @@ def _metrics_table(row: dict[str, Any]) -> str:
     return f"<details><summary>latest metrics (step {row.get('step')})</summary><table>{cells}</table></details>"
 
 
-def _samples_table(samples: list[dict[str, Any]]) -> str:
-    rows = "".join(
-        f"<tr><td>{s.get('step', '')}</td>"
-        f"<td style='text-align:left'><code>{html.escape(str(s.get('prompt', ''))[-80:])}</code></td>"
-        f"<td style='text-align:left'><code>{html.escape(str(s.get('completion', ''))[:120])}</code></td>"
-        f"<td>{s['reward']:.3f}</td></tr>"
-        if isinstance(s.get("reward"), (int, float))
-        else ""
-        for s in reversed(samples)
-    )
-    return (
-        "<b>latest samples</b><table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th></tr>"
-        f"{rows}</table>"
-    )
+# monitors still showing a live widget: turned static when the kernel shuts down
+_LIVE: weakref.WeakSet[Monitor] = weakref.WeakSet()
+_HOOKED: set[int] = set()
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+def finish_all() -> None:
+    for monitor in list(_LIVE):
+        with contextlib.suppress(Exception):  # a shutdown must never fail on a display
+            monitor.finish()
+
+
+def _hook_shutdown(shell: Any) -> None:
+    """Turn live monitors static before the kernel goes: on its shutdown request (the frontend is
+    still listening then) and, as a last resort, at interpreter exit."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or id(kernel) in _HOOKED:
+        return
+    _HOOKED.add(id(kernel))
+    original = kernel.do_shutdown
+
+    def do_shutdown(*args: Any, **kwargs: Any) -> Any:
+        finish_all()
+        return original(*args, **kwargs)
+
+    kernel.do_shutdown = do_shutdown
+    atexit.register(finish_all)
 
 
 # run directory -> the cell execution that last showed its monitor
@@ -270,6 +290,7 @@ def show_monitor(run: Run) -> Monitor | None:
         return None  # the magic already showed it; the displayhook must not show a second one
     if count is not None:
         _SHOWN_IN[str(run.dir)] = count
+    _hook_shutdown(shell)
     settings = _settings(run)
     monitor = Monitor(
         run,
@@ -277,20 +298,21 @@ def show_monitor(run: Run) -> Monitor | None:
         metrics=tuple(settings.get("metrics", DEFAULT_METRICS)),
         max_points=settings.get("max_points", 2000),
     ).show()
-    if not run.done:
-        monitor.start()
-    return monitor
+    return monitor.start()
 
 
 def follow_in_cell(run: Run, *, wait: bool) -> Run:
     """Show a freshly launched run's monitor; with `wait`, block until it ends (Ctrl-C/interrupt
-    stops the waiting, not the run)."""
-    show_monitor(run)
+    stops the waiting, not the run) and put the summary in place before the cell ends."""
+    monitor = show_monitor(run)
     if wait:
         try:
             run.wait()
         except KeyboardInterrupt:
             print(f"stopped waiting; {run.name} keeps training (stop it with %prime_train --stop {run.name})")
+            return run
+        if monitor is not None:
+            monitor.finish()  # in this cell's execution: nbclient/nbconvert see the summary too
     return run
 
 

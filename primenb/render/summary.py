@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import html
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from primenb.protocol.rundir import FINAL_STATES
+from primenb.render.phase import duration, phase_line, progress
 from primenb.render.svgchart import line_chart
 
 if TYPE_CHECKING:
@@ -51,35 +57,210 @@ def series(rows: list[dict[str, Any]], keys: list[str]) -> dict[str, tuple[list[
     return out
 
 
+def short_path(path: str | os.PathLike[str] | None) -> str:
+    """A path fit for a saved notebook: relative to the working folder, or ``~/...``, or (outside
+    both) the last three parts after an ellipsis; never the absolute path."""
+    if not path:
+        return ""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    for base, shown in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            rel = p.resolve().relative_to(base.resolve())
+        except (ValueError, OSError):
+            continue
+        return f"{shown}{rel}" if str(rel) != "." else (shown.rstrip("/") or ".")
+    return "…/" + "/".join(p.parts[-3:])
+
+
+def _rl_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The main phase's rows (not the SFT warm-up's, which have their own step count)."""
+    return [r for r in rows if r.get("phase") != "sft warmup" and not any(k.startswith("warmup/") for k in r)]
+
+
+def eval_keys(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted({k for r in rows for k in r if k.startswith("eval/") and k.endswith("/reward")})
+
+
+@dataclass
+class Ending:
+    """The facts a finished (or interrupted) run ends with."""
+
+    state: str
+    step: int
+    max_steps: int | None
+    wall_s: float | None
+    evals: dict[str, tuple[float, float, int]] = field(default_factory=dict)  # key -> final, best, best step
+    tokens_per_s: float | None = None
+    checkpoint: str = ""
+    trace_id: str = ""
+    error: str = ""
+    next_commands: list[str] = field(default_factory=list)
+
+
+def _wall(status: dict[str, Any]) -> float | None:
+    wall = status.get("wall_s")
+    if isinstance(wall, (int, float)):
+        return float(wall)
+    try:
+        fmt = "%Y-%m-%dT%H:%M:%S%z"
+        t0, t1 = status.get("started_at"), status.get("ended_at")
+        if t0 and t1:
+            return (datetime.strptime(str(t1), fmt) - datetime.strptime(str(t0), fmt)).total_seconds()
+    except ValueError:
+        pass
+    return None
+
+
+def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, Any]] | None = None) -> Ending:
+    status = run.status if status is None else status
+    rows = _rl_rows(run.metric_rows() if rows is None else rows)
+    step = int(status.get("step") or (rows[-1]["step"] if rows else 0))
+    evals = {}
+    for key in eval_keys(rows):
+        pts = [(r[key], r["step"]) for r in rows if key in r]
+        best = max(pts, key=lambda p: p[0])
+        evals[key] = (pts[-1][0], best[0], best[1])
+    speeds = [r["tokens/s"] for r in rows if isinstance(r.get("tokens/s"), (int, float))]
+    trace_id = str(status.get("trace_id") or "")
+    checkpoint = short_path(status.get("final_checkpoint") or status.get("last_checkpoint"))
+    state = str(status.get("state", "unknown"))
+    steps = int(status.get("max_steps") or step or 1)
+    nxt = []
+    if state not in FINAL_STATES:
+        nxt.append(f"%prime_train --attach {run.name}")
+    elif trace_id and checkpoint:
+        nxt.append(f"%prime_harness apply {trace_id} --steps {steps}")
+        nxt.append(f'primenb.generate("{trace_id}", "your prompt")')
+    if state == "failed":
+        nxt.append(f'primenb.attach("{run.name}").logs()')
+    return Ending(
+        state=state,
+        step=step,
+        max_steps=status.get("max_steps"),
+        wall_s=_wall(status),
+        evals=evals,
+        tokens_per_s=sum(speeds) / len(speeds) if speeds else None,
+        checkpoint=checkpoint,
+        trace_id=trace_id,
+        error=str(status.get("error") or ""),
+        next_commands=nxt,
+    )
+
+
+def ending_lines(e: Ending) -> list[str]:
+    """The ending as short ``label: value`` lines (text view, and the facts of the HTML one)."""
+    lines = [f"steps: {e.step}/{e.max_steps or '?'}"]
+    if e.wall_s is not None:
+        lines.append(f"wall time: {duration(e.wall_s)}")
+    for key, (final, best, best_step) in e.evals.items():
+        lines.append(f"{key}: final {final:.4g}, best {best:.4g} (step {best_step})")
+    if e.tokens_per_s is not None:
+        lines.append(f"tokens/s: {e.tokens_per_s:.4g}")
+    if e.checkpoint:
+        lines.append(f"checkpoint: {e.checkpoint}")
+    if e.trace_id:
+        lines.append(f"trace: {e.trace_id}")
+    return lines
+
+
 def run_text(run: Run) -> str:
     status, rows = run.status, run.metric_rows()
-    h = headline(status, rows)
-    lines = [f"<primenb Run {run.name}: {h['state']}, step {h['step']}/{h['max_steps'] or '?'}>", f"  dir: {run.dir}"]
-    lines += [f"  {k}: {v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps")]
+    p = progress(status)
+    now = phase_line(p) if p.state in FINAL_STATES else f"{p.state}, {phase_line(p)}"
+    lines = [f"<primenb Run {run.name}: {now}>", f"  dir: {short_path(run.dir)}"]
+    if p.state in FINAL_STATES:
+        e = ending(run, status, rows)
+        lines += [f"  {line}" for line in ending_lines(e)]
+        lines += [f"  next: {c}" for c in e.next_commands]
+    else:
+        h = headline(status, rows)
+        lines += [f"  {k}: {v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps")]
     if status.get("error"):
         lines.append(f"  error: {status['error']}")
     return "\n".join(lines)
 
 
-def run_html(run: Run) -> str:
+def charts_html(rows: list[dict[str, Any]]) -> str:
+    """Static small multiples: SFT warm-up loss, train reward, eval reward, loss (those with data)."""
+    main = _rl_rows(rows)
+    warm = [r for r in rows if r not in main]
+    panels = [
+        ("SFT warm-up loss", series(warm, ["warmup/loss"])),
+        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k])),
+        ("eval reward", series(main, eval_keys(main))),
+        ("loss", series(main, ["loss"])),
+    ]
+    return "".join(
+        f'<div class="primenb-chart">{line_chart(data, title=title, width=300, height=150)}</div>'
+        for title, data in panels
+        if data
+    )
+
+
+def samples_html(samples: list[dict[str, Any]], n: int = 4) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(str(s.get('step', '')))}</td>"
+        f"<td style='text-align:left'><code>{html.escape(str(s.get('prompt', ''))[-60:])}</code></td>"
+        f"<td style='text-align:left'><code>{html.escape(str(s.get('completion', ''))[:100])}</code></td>"
+        f"<td>{s['reward']:.3f}</td></tr>"
+        if isinstance(s.get("reward"), (int, float))
+        else ""
+        for s in list(reversed(samples))[:n]
+    )
+    if not rows:
+        return ""
+    return (
+        '<div class="primenb-samples"><b>last samples</b><table><tr><th>step</th><th>prompt</th>'
+        f"<th>completion</th><th>reward</th></tr>{rows}</table></div>"
+    )
+
+
+def warnings_html(messages: list[str]) -> str:
+    return "".join(
+        '<div class="primenb-warning" style="background:#fff4e5;border-left:4px solid #b26a00;padding:4px 8px;'
+        f'margin:4px 0">⚠ {html.escape(m)}</div>'
+        for m in messages
+    )
+
+
+def run_html(
+    run: Run, *, samples: list[dict[str, Any]] | None = None, raw_rows: list[dict[str, Any]] | None = None
+) -> str:
+    """The static view of a run: the phase line and bar, and once it ended its summary (final and
+    best eval, steps, wall time, tokens/s, checkpoint, trace id, next commands), SVG charts, the
+    last samples and any warnings. No absolute path: it is what a saved notebook keeps."""
+    from primenb.protocol.rundir import read_jsonl
+    from primenb.render.health import check
+
     status, rows = run.status, run.metric_rows()
-    h = headline(status, rows)
-    color = STATE_COLORS.get(h["state"], "#888")
-    total = h["max_steps"] or 0
-    pct = min(100, 100 * h["step"] / total) if total else 0
+    raw = list(read_jsonl(run.files.metrics_path)) if raw_rows is None else raw_rows
+    if samples is None:
+        samples = list(read_jsonl(run.files.samples_path))[-8:]
+    p = progress(status)
+    color = STATE_COLORS.get(p.state, "#888")
     bar = (
         f'<div style="width:240px;height:8px;background:#eee;border-radius:4px;display:inline-block">'
-        f'<div style="width:{pct:.0f}%;height:8px;background:{color};border-radius:4px"></div></div>'
+        f'<div style="width:{100 * p.fraction:.0f}%;height:8px;background:{color};border-radius:4px"></div></div>'
     )
-    values = " · ".join(
-        f"{html.escape(k)} <b>{v:.4g}</b>" for k, v in h.items() if k not in ("state", "step", "max_steps")
-    )
-    reward = reward_key(rows[-1]) if rows else None
-    charts = "".join(
-        line_chart(series(rows, [key]), title=key)
-        for key in ([reward] if reward else []) + ["loss"]
-        if series(rows, [key])
-    )
+    body = ""
+    if p.state in FINAL_STATES:
+        e = ending(run, status, rows)
+        facts = "".join(f"<li>{html.escape(line)}</li>" for line in ending_lines(e))
+        nxt = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in e.next_commands)
+        body = f'<ul class="primenb-facts" style="margin:4px 0">{facts}</ul>' + (
+            f'<div class="primenb-next"><b>next</b><ul style="margin:2px 0">{nxt}</ul></div>' if nxt else ""
+        )
+    else:
+        h = headline(status, rows)
+        values = " · ".join(
+            f"{html.escape(k)} <b>{v:.4g}</b>" for k, v in h.items() if k not in ("state", "step", "max_steps")
+        )
+        body = (
+            f'<div>{values}</div><div class="primenb-next">follow it live: '
+            f"<code>%prime_train --attach {html.escape(run.name)}</code></div>"
+        )
     error = ""
     if status.get("error"):
         tail = status.get("log_tail") or ""
@@ -89,9 +270,9 @@ def run_html(run: Run) -> str:
             f'<pre style="max-height:12em;overflow:auto;font-size:85%">{html.escape(tail)}</pre>'
         )
     return (
-        f'<div class="primenb-run"><b>{html.escape(run.name)}</b> '
-        f'<span style="color:{color};font-weight:bold">{html.escape(h["state"])}</span> '
-        f"{bar} step {h['step']}/{total or '?'}<div>{values}</div>"
-        f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts}</div>{error}'
-        f'<div style="color:#888;font-size:85%">{html.escape(str(run.dir))}</div></div>'
+        f'<div class="primenb-run primenb-summary" data-state="{html.escape(p.state)}"><b>{html.escape(run.name)}</b> '
+        f'<span style="color:{color};font-weight:bold">{html.escape(p.state)}</span> {bar} '
+        f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{body}{warnings_html(check(raw))}'
+        f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts_html(rows)}</div>{samples_html(samples)}{error}'
+        f'<div style="color:#888;font-size:85%">{html.escape(short_path(run.dir))}</div></div>'
     )

@@ -30,7 +30,8 @@ def line_chart(
     width: int = 320,
     height: int = 160,
 ) -> str:
-    """One small chart per call; each series is scaled to its own range (labels show it)."""
+    """One small chart per call; each series is scaled to its own range (labels show it). A
+    one-point series is drawn as a dot (a polyline of one point is invisible)."""
     pad_l, pad_r, pad_t, pad_b = 8, 8, 18, 16
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
     all_x = [x for xs, _ in series.values() for x in xs]
@@ -56,7 +57,11 @@ def line_chart(
             for x, y in zip(xs, ys, strict=True)
         )
         color = COLORS[i % len(COLORS)]
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>')
+        if len(xs) == 1:
+            cx, cy = pts.split(",")
+            parts.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>')
+        else:
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>')
         label = f"{name}: {ys[-1]:.4g} ({lo:.3g}…{hi:.3g})"
         parts.append(
             f'<text x="{width - pad_r}" y="{legend_y}" text-anchor="end" font-size="10" '

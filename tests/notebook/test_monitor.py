@@ -1,0 +1,269 @@
+"""The monitor's logic without a browser: phase text, bar numbers, ETA, warnings, the ending,
+the static bundle that replaces the widget, the Stop button's label and `%prime_train --stop`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from primenb.render.health import check
+from primenb.render.phase import EtaClock, phase_line, progress
+from primenb.run import Run
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+# -- a synthetic run directory, as the engine writes it ---------------------------------------------
+def warmup_rows(n: int = 4) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"step": 0, "warmup/eval/rt/reward": 0.0, "phase": "sft warmup"}]
+    rows += [
+        {"step": i, "warmup/loss": 5.0 - i, "warmup/grad_norm": 2.0, "phase": "sft warmup"} for i in range(1, n + 1)
+    ]
+    return rows
+
+
+def rl_rows(rewards: list[float], std: float = 0.1) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"step": 0, "eval/rt/reward": 0.1, "phase": "rl"}]
+    for i, r in enumerate(rewards, start=1):
+        frac = 1.0 if std == 0 else 0.25
+        rows.append(
+            {
+                "step": i,
+                "reward": r,
+                "reward_std": std,
+                "frac_reward_zero_std": frac,
+                "loss": 0.01,
+                "grad_norm": 1.0,
+                "tokens/s": 100.0,
+                "phase": "rl",
+            }
+        )
+    rows.append({"step": len(rewards), "eval/rt/reward": 0.6, "phase": "rl"})
+    return rows
+
+
+def make_run(root: Path, status: dict[str, Any], rows: list[dict[str, Any]], samples: list[dict[str, Any]] = ()) -> Run:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "configs").mkdir(exist_ok=True)
+    (root / "configs" / "resolved.json").write_text("{}")
+    base = {
+        "name": root.name,
+        "backend": "local",
+        "mode": "rl",
+        "max_steps": 4,
+        "started_at": "2026-01-01T00:00:00+0000",
+    }
+    (root / "status.json").write_text(json.dumps({**base, **status}))
+    (root / "metrics.jsonl").write_text("".join(json.dumps({"time": 1.0, **r}) + "\n" for r in rows))
+    (root / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return Run(root)
+
+
+# -- phases -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("status", "line"),
+    [
+        ({"state": "queued"}, "queued: waiting for the backend to start the engine"),
+        ({"state": "running", "phase": "starting"}, "starting the engine process…"),
+        ({"state": "running", "phase": "importing"}, "importing torch, transformers and TRL…"),
+        ({"state": "running", "phase": "building model"}, "building the model…"),
+        (
+            {"state": "running", "phase": "sft warmup", "phase_step": 12, "phase_total": 40, "max_steps": 30},
+            "SFT warm-up · step 12/40",
+        ),
+        (
+            {"state": "running", "phase": "training", "mode": "rl", "step": 5, "max_steps": 30},
+            "training (GRPO) · step 5/30",
+        ),
+        # a run written before phase fields existed: step/max_steps and warmup_step/warmup_steps
+        ({"state": "running", "step": 3, "max_steps": 10}, "training · step 3/10"),
+        ({"state": "running", "phase": "sft warmup", "warmup_step": 7, "warmup_steps": 20}, "SFT warm-up · step 7/20"),
+        ({"state": "completed", "phase": "done", "step": 30, "max_steps": 30}, "completed at step 30/30"),
+    ],
+)
+def test_phase_line_says_what_happens(status: dict[str, Any], line: str) -> None:
+    assert phase_line(progress(status)) == line
+
+
+def test_bar_follows_the_phase_not_max_steps() -> None:
+    warm = progress({"state": "running", "phase": "sft warmup", "phase_step": 20, "phase_total": 40, "max_steps": 30})
+    assert warm.fraction == 0.5 and warm.counting
+    rl = progress({"state": "running", "phase": "training", "step": 3, "max_steps": 30})
+    assert rl.fraction == pytest.approx(0.1)
+    assert not progress({"state": "running", "phase": "building trainer"}).counting
+
+
+def test_eta_restarts_with_each_phase() -> None:
+    now = [0.0]
+    clock = EtaClock(lambda: now[0])
+    warm = {"state": "running", "phase": "sft warmup", "phase_total": 40}
+    assert clock.eta(progress({**warm, "phase_step": 0})) is None
+    now[0] = 10.0
+    assert clock.eta(progress({**warm, "phase_step": 10})) == pytest.approx(30.0)  # 1 step/s, 30 left
+    now[0] = 12.0  # GRPO starts at step 0 of 30: no rate yet, not "13m49s" from the warm-up's pace
+    rl = {"state": "running", "phase": "training", "max_steps": 30}
+    assert clock.eta(progress({**rl, "step": 0})) is None
+    now[0] = 16.0
+    assert clock.eta(progress({**rl, "step": 2})) == pytest.approx(56.0)
+    assert "ETA 56s" in phase_line(progress({**rl, "step": 2}), 56.0)
+
+
+# -- warnings -----------------------------------------------------------------------------------------
+def test_zero_signal_warns_after_n_steps_and_clears_on_variance() -> None:
+    flat = rl_rows([0.0] * 3, std=0.0)
+    assert not check(flat[:3])  # 2 flat steps: not yet
+    msgs = check(flat)
+    assert len(msgs) == 1 and msgs[0].startswith("no learning signal: every completion in a group gets the same reward")
+    assert "since step 1" in msgs[0]
+    recovered = flat + [{"step": 4, "reward": 0.3, "reward_std": 0.2, "frac_reward_zero_std": 0.5}]
+    assert not check(recovered)
+    # old logs without frac_reward_zero_std: reward_std == 0 counts too; warm-up rows never do
+    old = [{"step": i, "reward": 0.0, "reward_std": 0.0} for i in range(1, 4)]
+    assert check(old) and not check(warmup_rows())
+
+
+def test_nan_loss_and_exploding_grad_norm_warn() -> None:
+    rows = [{"step": i, "loss": 1.0, "grad_norm": 1.0 + i / 10} for i in range(1, 8)]
+    assert not check(rows)
+    nan = [*rows, {"step": 8, "grad_norm": 1.0, "nonfinite": ["loss"]}]
+    assert any(m.startswith("loss became NaN/inf at step 8") for m in check(nan))
+    boom = [*rows, {"step": 8, "loss": 3.0, "grad_norm": 5000.0}]
+    assert any("exploding gradients: grad norm 5e+03 at step 8" in m for m in check(boom))
+
+
+# -- the ending -----------------------------------------------------------------------------------------
+def test_summary_has_the_ending_and_no_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "outputs" / "demo"
+    status = {
+        "state": "completed",
+        "phase": "done",
+        "step": 4,
+        "wall_s": 75.0,
+        "trace_id": "abc123",
+        "final_checkpoint": str(root / "checkpoints" / "step_4"),
+    }
+    samples = [{"step": 4, "prompt": "abc=", "completion": "cba<x>", "reward": 1.0}]
+    run = make_run(root, status, warmup_rows() + rl_rows([0.1, 0.3, 0.2, 0.5]), samples)
+    html = run._repr_html_()
+    for text in (
+        "completed at step 4/4",
+        "wall time: 1m15s",
+        "eval/rt/reward: final 0.6, best 0.6 (step 4)",
+        "tokens/s: 100",
+        "checkpoint: outputs/demo/checkpoints/step_4",
+        "trace: abc123",
+        "%prime_harness apply abc123 --steps 4",
+        "primenb.generate(&quot;abc123&quot;",
+        "SFT warm-up loss",
+        "train reward",
+        "eval reward",
+        "cba&lt;x&gt;",
+    ):
+        assert text in html, text
+    assert html.count("<svg") == 4
+    assert str(tmp_path) not in html and str(tmp_path) not in repr(run)
+    assert "checkpoint: outputs/demo/checkpoints/step_4" in repr(run)
+
+
+def test_one_point_series_is_a_marker(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "one", {"state": "stopped", "step": 1}, [{"step": 1, "reward": 0.5, "phase": "rl"}])
+    assert "<circle" in run._repr_html_()
+
+
+# -- the monitor in a kernel-like shell -------------------------------------------------------------------
+class Handle:
+    def __init__(self) -> None:
+        self.updates: list[dict[str, Any]] = []
+
+    def update(self, bundle: dict[str, Any], raw: bool = False) -> None:
+        self.updates.append(bundle)
+
+
+def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) -> None:
+    from primenb.notebook.monitor import Monitor
+
+    root = tmp_path / "live"
+    run = make_run(root, {"state": "running", "phase": "importing", "pid": 1}, [])
+    monitor = Monitor(run)
+    assert not monitor.poll()
+    assert (
+        "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
+    )
+    assert monitor.chart_box.layout.display == "none"
+
+    with open(root / "metrics.jsonl", "a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in warmup_rows())
+    status = {"state": "running", "phase": "sft warmup", "phase_step": 4, "phase_total": 8, "max_steps": 4}
+    (root / "status.json").write_text(json.dumps({"name": "live", "mode": "rl", **status}))
+    monitor.poll()
+    assert "SFT warm-up · step 4/8" in monitor.phase.value and monitor.progress.value == 0.5
+    assert monitor.chart_box.layout.display == "flex"
+    titles = [a.text for a in monitor.figure.layout.annotations]
+    assert titles[0] == "SFT warm-up loss" and list(monitor.figure.data[2].y) == [4.0, 3.0, 2.0, 1.0]
+    assert "warmup/grad_norm" in monitor.picker.options
+
+    with open(root / "metrics.jsonl", "a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rl_rows([0.0] * 4, std=0.0))
+    (root / "status.json").write_text(
+        json.dumps({"name": "live", "mode": "rl", "state": "running", "phase": "training", "step": 4, "max_steps": 4})
+    )
+    monitor.poll()
+    assert [a.text for a in monitor.figure.layout.annotations][:3] == ["train reward (± std)", "eval reward", "loss"]
+    assert list(monitor.figure.data[2].y) == [0.0] * 4  # reward line; the band is slots 0-1
+    eval_trace = monitor.figure.data[3]
+    assert eval_trace.mode == "lines" and list(eval_trace.y) == [0.1, 0.6]
+    assert "no learning signal" in monitor.warnings.value
+    assert monitor.figure._config["displayModeBar"] is False
+    monitor.picker.value = "tokens/s"
+    assert monitor.figure.layout.annotations[3].text == "tokens/s"
+
+    monitor.request_stop()
+    assert monitor.stop_button.description == "Stopping…" and (root / "STOP").exists()
+    (root / "status.json").write_text(
+        json.dumps({"name": "live", "mode": "rl", "state": "stopped", "phase": "done", "step": 4, "max_steps": 4})
+    )
+    monitor._handle = handle = Handle()
+    assert monitor.poll()
+    assert monitor.stop_button.description == "Stopped"
+    monitor.finish()
+    monitor.finish()  # once only
+    assert len(handle.updates) == 1
+    bundle = handle.updates[0]
+    assert WIDGET_MIME not in bundle and "<svg" in bundle["text/html"] and "stopped" in bundle["text/plain"]
+
+
+def test_kernel_shutdown_turns_live_monitors_static(tmp_path: Path, shell: Any) -> None:
+    from primenb.notebook import monitor as mon
+
+    run = make_run(tmp_path / "going", {"state": "running", "phase": "training", "step": 2}, rl_rows([0.2, 0.4]))
+    m = mon.Monitor(run)
+    m.poll()
+    m._handle = handle = Handle()
+    mon._LIVE.add(m)
+    mon.finish_all()
+    assert len(handle.updates) == 1 and WIDGET_MIME not in handle.updates[0]
+    assert "%prime_train --attach going" in handle.updates[0]["text/html"]
+    assert m not in mon._LIVE
+
+
+def test_stop_magic_returns_at_once_with_one_line(
+    tmp_path: Path, shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path / "busy", {"state": "running", "phase": "training", "step": 2}, [])
+    t0 = time.monotonic()
+    result = shell.run_cell(f"%prime_train --stop {run.dir}")
+    assert result.success and result.result is None  # no Run for the displayhook: no second monitor
+    assert time.monotonic() - t0 < 5
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [
+        "asked busy to save a checkpoint and stop at its next step; %prime_train --stop busy --wait blocks until it has"
+    ]
+    assert (run.dir / "STOP").exists()
+    (run.dir / "status.json").write_text(json.dumps({"name": "busy", "state": "stopped"}))
+    shell.run_cell(f"%prime_train --stop {run.dir}")
+    assert capsys.readouterr().out.strip() == "busy already stopped"
