@@ -35,8 +35,11 @@ def test_quickstart_notebook_runs_and_learns(tmp_path, monkeypatch):
 
     train_cell = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "%prime_train" in c.source)
     bundles = [o["data"] for o in outputs[train_cell] if "data" in o]
-    monitor = next(b for b in bundles if "application/vnd.jupyter.widget-view+json" in b)
-    assert "text/html" in monitor  # static fallback for nbconvert / GitHub / VS Code
+    # with --wait the live widget was replaced in place by the static summary before the cell ended:
+    # no widget mime type left for a reopened notebook to fail on, no absolute path
+    assert bundles and not any("application/vnd.jupyter.widget-view+json" in b for b in bundles)
+    summary = bundles[0]["text/html"]
+    assert "completed at step 100/100" in summary and "<svg" in summary and str(tmp_path) not in summary
 
     final_view = nb.cells[-1].outputs[0]["data"]
     assert "completed" in final_view["text/html"] and "<svg" in final_view["text/html"]
