@@ -81,6 +81,7 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
+        self._poll_lock = threading.RLock()
         self._handle: Any = None
         self._finished = False
         self._stage: str | None = None
@@ -180,6 +181,10 @@ class Monitor:
     # -- updates -------------------------------------------------------------------------
     def poll(self) -> bool:
         """Read what is new and refresh the widgets; True once the run has ended."""
+        with self._poll_lock:  # the follower thread and a `--wait` cell's finish() may both poll
+            return self._poll()
+
+    def _poll(self) -> bool:
         raw = self._metrics_tail.read_new()
         rows = [r for r in map(metric_row, raw) if r is not None]
         new_samples = self._samples_tail.read_new()

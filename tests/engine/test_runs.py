@@ -345,6 +345,11 @@ def test_rl_with_sft_warmup_then_lora(tmp_path: Path) -> None:
     assert warm[-1]["warmup/loss"] < 0.7 * warm[0]["warmup/loss"]
     assert rows[0]["step"] == 0 and "warmup/eval/reverse-text/reward" in rows[0]  # before warm-up
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
+    # every row says its phase (viewers split warm-up and GRPO steps by it); the status ends "done"
+    is_warm = [any(k.startswith("warmup/") for k in r) for r in rows]
+    assert {r["phase"] for r, w in zip(rows, is_warm, strict=True) if w} == {"sft warmup"}
+    assert {r["phase"] for r, w in zip(rows, is_warm, strict=True) if not w} == {"rl"}
+    assert st["phase"] == "done"
     first_eval = next(r for r in rows if "eval/reverse-text/reward" in r)
     assert first_eval["step"] == 0  # GRPO's step 0 = after the warm-up
 

@@ -102,6 +102,7 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
             return seen
         rl = (snap["phase"] or "").startswith("training (GRPO)")
         if not live_shot and rl and snap["drawn"] >= 3 and snap["warning"]:
+            _dismiss_news(page)
             monitor = page.locator(".primenb-monitor").first
             monitor.scroll_into_view_if_needed()
             screenshot(page, "monitor-live-page")
@@ -121,12 +122,12 @@ def _step_lines(seen: list[dict[str, Any]], label: str) -> list[tuple[int, int, 
     return out
 
 
-def _dismiss_news(page: Any) -> None:
+def _dismiss_news(page: Any, timeout_ms: int = 1000) -> None:
     """JupyterLab asks about news in a toast over the outputs: answer it so screenshots are clean."""
     from playwright.sync_api import Error
 
     with contextlib.suppress(Error):
-        page.locator(".jp-Notification-Toast").get_by_role("button", name="No").click(timeout=5000)
+        page.get_by_role("button", name="No", exact=True).click(timeout=timeout_ms)
 
 
 def _shutdown_kernels(lab: Lab) -> None:
@@ -141,9 +142,8 @@ def _shutdown_kernels(lab: Lab) -> None:
 
 def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
     write_notebook(lab.root / "monitor.ipynb", CELLS)
-    with chromium_page() as page:
+    with chromium_page(height=1500) as page:  # tall enough for the whole monitor in one screenshot
         open_notebook(page, lab, "monitor.ipynb")
-        _dismiss_news(page)
         lab_command(page, "notebook:run-all-cells")
         seen = _watch(page, 300)
 
@@ -183,6 +183,7 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
             assert text in summary, (text, summary)
         assert str(lab.root) not in summary
         wait_for(lambda: page.locator(".primenb-monitor").count() == 0, 30, "the live widget to be replaced")
+        _dismiss_news(page)
         out = page.locator(".primenb-summary").first
         out.scroll_into_view_if_needed()
         screenshot(page, "monitor-summary-page")
