@@ -212,8 +212,9 @@ def samples_html(samples: list[dict[str, Any]], n: int = 4) -> str:
     if not rows:
         return ""
     return (
-        '<div class="primenb-samples"><b>last samples</b><table><tr><th>step</th><th style="text-align:left">prompt</th>'
-        f'<th style="text-align:left">completion</th><th>reward</th></tr>{rows}</table></div>"
+        '<div class="primenb-samples"><b>last samples</b><table><tr><th>step</th>'
+        '<th style="text-align:left">prompt</th><th style="text-align:left">completion</th><th>reward</th></tr>'
+        f"{rows}</table></div>"
     )
 
 
