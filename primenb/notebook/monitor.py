@@ -172,7 +172,9 @@ class Monitor:
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
         data = bundle[0] if isinstance(bundle, tuple) else bundle
-        return {**data, "text/plain": f"<primenb monitor of {self.run.name}>"}
+        # text/html for frontends without a widget manager (nbconvert); JupyterLab prefers the
+        # widget and shows an error once its model is gone, hence `finish` replacing this bundle
+        return {**data, **self.static_bundle()}
 
     def static_bundle(self) -> dict[str, Any]:
         """HTML (SVG charts, samples, no absolute paths) and text: never the widget mime type."""

@@ -208,6 +208,8 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         assert "Error displaying widget" not in body and "model not found" not in body
         assert f"completed at step {STEPS}/{STEPS}" in summary.inner_text()
         assert summary.locator("svg").count() >= 3
+        _dismiss_news(page)
+        summary.scroll_into_view_if_needed()
         screenshot(page, "monitor-reopened")
 
     docs_img = ROOT / "docs" / "img"
