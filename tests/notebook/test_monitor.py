@@ -267,3 +267,20 @@ def test_stop_magic_returns_at_once_with_one_line(
     (run.dir / "status.json").write_text(json.dumps({"name": "busy", "state": "stopped"}))
     shell.run_cell(f"%prime_train --stop {run.dir}")
     assert capsys.readouterr().out.strip() == "busy already stopped"
+
+
+def test_panels_follow_the_stage_and_old_runs_without_phase() -> None:
+    from primenb.notebook.charts import panels, stage_of
+
+    assert stage_of("importing", "rl", set()) is None  # nothing to draw yet: the phase line speaks
+    warm = {"warmup/loss", "warmup/grad_norm", "warmup/eval/rt/reward", "phase"}
+    assert stage_of("building trainer", "rl", warm) == "sft warmup"  # warm-up charts until GRPO logs
+    assert stage_of("training", "rl", warm | {"reward", "loss"}) == "rl"
+    # a run from before the phase fields: the keys tell; SFT runs get SFT panels
+    assert stage_of("", None, {"reward", "reward_std"}) == "rl"
+    assert stage_of("training", "sft", {"loss", "mean_token_accuracy"}) == "sft"
+    rl = panels("rl", {"reward", "reward_std", "loss", "eval/a/reward", "eval/b/reward", "eval/c/reward"}, None)
+    assert [p.title for p in rl] == ["train reward (± std)", "eval reward", "loss", "grad_norm"]
+    assert rl[0].band == "reward_std" and rl[1].keys == ("eval/a/reward", "eval/b/reward")
+    assert panels("sft", {"loss"}, "loss")[3].keys == ("loss",)  # the searched metric
+    assert panels("sft", {"loss"}, "no-such-key")[3].title == "grad_norm"
