@@ -22,6 +22,7 @@ from primenb.protocol.rundir import read_jsonl
 ROOT = Path(__file__).resolve().parent
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 STEPS = int(os.environ.get("BENCH_STEPS", "80"))
+MODES = os.environ.get("BENCH_MODES", "grpo,sft").split(",")  # e.g. BENCH_MODES=sft for the SFT half only
 SFT_CONFIG = f"""max_steps = {STEPS * 3}
 
 [model]
@@ -121,8 +122,10 @@ def compare(label: str, config: str, work: Path) -> None:
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="primenb-bench-engine-"))
     os.environ.setdefault("PRIME_HOME", str(work / "home"))
-    compare(f"GRPO, tiny-byte, batch 32 x group 8, {STEPS} steps", GRPO_CONFIG, work)
-    compare(f"SFT, tiny-byte, batch 64, {STEPS * 3} steps", SFT_CONFIG, work)
+    if "grpo" in MODES:
+        compare(f"GRPO, tiny-byte, batch 32 x group 8, {STEPS} steps", GRPO_CONFIG, work)
+    if "sft" in MODES:
+        compare(f"SFT, tiny-byte, batch 64, {STEPS * 3} steps", SFT_CONFIG, work)
 
 
 if __name__ == "__main__":
