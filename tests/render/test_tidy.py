@@ -197,3 +197,15 @@ def test_logs_read_as_lines_in_a_terminal_and_a_notebook(tmp_path: Path) -> None
 def test_frames_of_empty_or_broken_files(tmp_path: Path, bad: str) -> None:
     run = Run(_run_dir(tmp_path, bad))
     assert run.metrics.empty and run.samples.empty
+
+
+def test_a_trace_shows_the_same_tidy_frames(tmp_path: Path) -> None:
+    from primenb.protocol.record import write_trace
+    from primenb.traces.trace import Trace
+    from tests.harness.synth import make_doc
+
+    run_dir = _run_dir(tmp_path, WARMUP_THEN_RL, SAMPLES)
+    write_trace(run_dir, make_doc(1))
+    trace = Trace.load(run_dir)
+    pd.testing.assert_frame_equal(trace.metrics, Run(run_dir).metrics)
+    assert "rewards/lcs" in trace.samples.columns and "text-align:left" in trace.samples._repr_html_()
