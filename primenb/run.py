@@ -49,7 +49,8 @@ class RunControl(Protocol):
 
 
 class Run:
-    """A training run: `.status`, `.metrics`, `.samples`, `.stop()`, `.wait()`, `.logs()`, `.dir`."""
+    """A training run: `.status`, `.metrics`, `.samples`, `.stop()`, `.wait()`, `.logs()`, `.dir`
+    (`.metrics_raw`, `.samples_raw`, `.metric_rows()`: the rows as the engine wrote them)."""
 
     def __init__(
         self,
@@ -154,13 +155,33 @@ class Run:
 
     @property
     def metrics(self) -> pd.DataFrame:
+        """One row per (phase, step): train and eval values merged, ``time`` a UTC Timestamp, the
+        columns people look at first leading (`primenb.render.tidy.metrics_frame`)."""
+        from primenb.render.tidy import metrics_frame
+
+        self._sync()
+        return metrics_frame(read_jsonl(self.files.metrics_path))
+
+    @property
+    def metrics_raw(self) -> pd.DataFrame:
+        """metrics.jsonl as written: one row per record (train log, eval, end), epoch-second times."""
         import pandas as pd
 
-        rows = self.metric_rows()
-        return pd.DataFrame(rows).set_index("step") if rows else pd.DataFrame()
+        self._sync()
+        return pd.DataFrame(list(read_jsonl(self.files.metrics_path)))
 
     @property
     def samples(self) -> pd.DataFrame:
+        """Sampled completions: Timestamps, reward components as ``rewards/<name>`` columns, and a
+        notebook view with the text left-aligned and wrapped (`primenb.render.tidy.samples_frame`)."""
+        from primenb.render.tidy import samples_frame
+
+        self._sync()
+        return samples_frame(read_jsonl(self.files.samples_path))
+
+    @property
+    def samples_raw(self) -> pd.DataFrame:
+        """samples.jsonl as written."""
         import pandas as pd
 
         self._sync()
@@ -171,11 +192,15 @@ class Run:
         return [p for _, p in self.files.list_checkpoints()]
 
     def logs(self, n: int = 50) -> str:
+        """The last ``n`` log lines: a `str` that prints as lines and shows as a scrollable block
+        in a notebook (`primenb.render.tidy.LogText`)."""
+        from primenb.render.tidy import LogText, clean_log_lines
+
         lines = tail_lines(self.files.log_path, n)
         launcher = self.dir / "logs" / "launcher.log"
         if not lines and launcher.exists():
             lines = tail_lines(launcher, n)
-        return "\n".join(lines)
+        return LogText("\n".join(clean_log_lines(lines)))
 
     # -- control -------------------------------------------------------------------------
     def stop(self, *, wait: bool = True, timeout: float = 120.0, force: bool = False) -> str:

@@ -110,19 +110,20 @@ class Trace:
 
     @property
     def metrics(self) -> pd.DataFrame:
-        import pandas as pd
+        """One row per (phase, step), as `Run.metrics` (`primenb.render.tidy.metrics_frame`)."""
+        from primenb.render.tidy import metrics_frame
 
-        rows = self.metric_rows()
-        return pd.DataFrame(rows) if rows else pd.DataFrame()
+        return metrics_frame(read_jsonl(self.run_dir / "metrics.jsonl"))
 
     def sample_rows(self) -> list[dict[str, Any]]:
         return list(read_jsonl(self.run_dir / "samples.jsonl"))
 
     @property
     def samples(self) -> pd.DataFrame:
-        import pandas as pd
+        """Sampled completions, as `Run.samples` (`primenb.render.tidy.samples_frame`)."""
+        from primenb.render.tidy import samples_frame
 
-        return pd.DataFrame(self.sample_rows())
+        return samples_frame(self.sample_rows())
 
     def refresh(self) -> Trace:
         fresh = Trace.load(self.run_dir)

@@ -51,7 +51,7 @@ def test_magic_wait_trains_and_fills_the_run_directory(shell, workdir):
     for name in ("configs/resolved.json", "configs/config.toml", "status.json", "metrics.jsonl", "launcher.json"):
         assert (run.dir / name).exists(), name
     metrics = run.metrics
-    assert "loss" in metrics.columns and metrics.index.max() == 6
+    assert "loss" in metrics.columns and metrics["step"].max() == 6
     assert [p.name for p in run.checkpoints][-1] == "step_6"
     resolved = json.loads((run.dir / "configs" / "resolved.json").read_text())
     assert resolved["primenb"]["seed"] == 1 and resolved["run"]["name"] == "quick"
@@ -80,7 +80,7 @@ def test_attach_after_kernel_restart_sees_full_history_and_follows(workdir):
     again = attach("attachme")  # what a fresh kernel does: no process handle, only files
     assert again.dir == launched.dir and again._process is None
     assert again.wait(timeout=180) == "completed"
-    assert again.metrics.index.max() == 40
+    assert again.metrics["step"].max() == 40
     monitor = Monitor(again)
     assert monitor.poll() is True  # the whole history read from the files
     assert monitor.rows_seen == len(again.metric_rows())

@@ -53,7 +53,8 @@ def test_sft_run_learns_and_writes_the_run_directory(sft_run: Path) -> None:
     assert all(0.0 <= r["eval/reverse-text/exact_match"] <= 1.0 for r in evals)
 
     steps = sorted({s["step"] for s in samples(sft_run)})
-    assert steps == [0, 20, 40, 60, 80]
+    # at the start and the end always; every 20 steps in between as the time budget allows
+    assert steps[0] == 0 and steps[-1] == 80 and set(steps) <= {0, 20, 40, 60, 80}
     assert all({"prompt", "completion", "reward", "answer"} <= s.keys() for s in samples(sft_run))
 
     ckpts = sorted(p.name for p in (sft_run / "checkpoints").iterdir())
