@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -81,10 +81,11 @@ def decode_toml(data: bytes, name: str) -> str:
         ) from None
 
 
-def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> Outcome:
-    """Every diagnostic of ``text``; never raises for anything in the text."""
+def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1) -> Outcome:
+    """Every diagnostic of ``text``; never raises for anything in the text. ``first_line`` is the
+    editor's number of the text's first line (2 in a `%%rltoml` cell): diagnostics use it."""
     try:
-        return _validate(text, source=source, mode=mode)
+        return _validate(text, source=source, mode=mode, first_line=first_line)
     except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
         d = Diagnostic(
             "error",
@@ -96,21 +97,23 @@ def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> 
             None,
             None,
         )
-        return Outcome(Report([d], source, text.splitlines()), mode or "rl", None, None, None)
+        return Outcome(Report([d], source, text.splitlines(), first_line), mode or "rl", None, None, None)
 
 
-def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
+def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> Outcome:
     lines = text.splitlines()
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        return Outcome(Report([_syntax(exc, lines)], source, lines), mode or "rl", None, None, None)
+        syntax = _in_editor([_syntax(exc, lines)], first_line)
+        return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
     migration = migrate(raw, pos)
     diagnostics = list(migration.diagnostics)
     if migration.hosted_shape:
-        return Outcome(Report(diagnostics, source, lines), "rl", None, raw, migration)
+        shown = _in_editor(diagnostics, first_line)
+        return Outcome(Report(shown, source, lines, first_line), "rl", None, raw, migration)
     data = migration.data
     mode = mode or detect_mode(data)
     root: type[RLConfig] | type[SFTConfig] = SFTConfig if mode == "sft" else RLConfig
@@ -127,7 +130,7 @@ def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
     if not schema_errors:
         prop = propagate_sft(data) if mode == "sft" else propagate_rl(data)
         origins = {**migration.origins, **prop.origins}
-        diagnostics += _conflicts(prop, pos, origins)
+        diagnostics += _conflicts(prop, pos, origins, first_line)
         try:
             model = root.model_validate(prop.data)
         except ValidationError as exc:  # a propagated value the sub-config rejects
@@ -151,7 +154,8 @@ def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
                     _at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id")
                 )
     diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
-    report = Report(diagnostics, source, _redacted(lines, diagnostics))
+    shown_lines = _redacted(lines, diagnostics)
+    report = Report(_in_editor(diagnostics, first_line), source, shown_lines, first_line)
     if not report.ok:
         model = None
     return Outcome(report, mode, model, raw, migration)
@@ -313,11 +317,17 @@ def _type_hint(kind: str, value: Any) -> str:
     return ""
 
 
-def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
+def _in_editor(diagnostics: list[Diagnostic], first_line: int) -> list[Diagnostic]:
+    """Diagnostics renumbered from the text's lines to the editor's (see `Report.first_line`)."""
+    shift = first_line - 1
+    return [replace(d, line=d.line + shift) if d.line and shift else d for d in diagnostics]
+
+
+def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path], first_line: int) -> list[Diagnostic]:
     out = []
     for c in prop.conflicts:
         shared_line = pos.spans.get(c.shared)
-        at = f" (line {shared_line.line})" if shared_line else ""
+        at = f" (line {shared_line.line + first_line - 1})" if shared_line else ""
         out.append(
             _at(
                 pos,
