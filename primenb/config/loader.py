@@ -19,7 +19,8 @@ from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
 from primenb.config.rules import rl_rules, secrets, sft_rules
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
-from primenb.config.schema_walk import key_index, keys_at
+from primenb.config.schema_walk import keys_at
+from primenb.config.synonyms import suggest
 from primenb.protocol.fields import Mode, detect_mode
 
 # a key right before `=`; the lookbehind starts a match only at a word's first character, so a
@@ -247,15 +248,14 @@ def _schema_errors(
         if kind == "extra_forbidden":
             key = str(path[-1])
             message = f"unknown key `{key}` in {where}"
+            mode: Mode = "sft" if issubclass(root, SFTConfig) else "rl"
+            suggestion = suggest(root, mode, path[:-1], key, value, data, written=_written(pos, path))
             options = keys_at(root, path[:-1], data)
-            hint = _suggest(key, options)
-            if not hint:
-                homes = [h for h in key_index(root).get(key, []) if h != (table or "top level")]
-                hint = (
-                    f"`{key}` belongs in [{homes[0]}]"
-                    if homes
-                    else "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
-                )
+            hint = (
+                suggestion.hint
+                if suggestion
+                else "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
+            )
             on_value = False
         elif kind == "missing":
             message = f"missing required key `{path[-1]}` in {where}"
@@ -371,6 +371,16 @@ def _at(
             text = pos.lines[span.line - 1]
             col, end = span.value_col, _value_end(text, span.value_col)
     return Diagnostic(severity, code, format_path(path), message, hint, line, col, end)
+
+
+def _written(pos: Positions, path: Path) -> str | None:
+    """The value at ``path`` as the text spells it, when it fits on its key's line."""
+    span = pos.spans.get(path)
+    if span is None or span.value_col is None:
+        return None
+    text = pos.lines[span.line - 1]
+    value = text[span.value_col - 1 : _value_end(text, span.value_col) - 1].strip()
+    return value if value and value[-1] not in "[{" and not value.startswith(('"""', "'''")) else None
 
 
 def _value_end(line: str, value_col: int) -> int:
