@@ -16,10 +16,11 @@ from primenb.config.limits import value_problems
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
-from primenb.config.rules import rl_rules, secrets, sft_rules
+from primenb.config.rules import RL_CHECKS, SFT_CHECKS, rl_rules, secrets, sft_rules
+from primenb.config.salvage import run_checks, salvage
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
-from primenb.config.schema_walk import keys_at
+from primenb.config.schema_walk import keys_at, loc_to_path
 from primenb.config.synonyms import suggest
 from primenb.protocol.fields import Mode, detect_mode
 
@@ -123,9 +124,16 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
     for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
         diagnostics.append(_at(pos, migration.origins, v.path, "error", v.code, v.message, v.hint, on_value=True))
-    schema_errors = _schema(root, data, pos, migration.origins)
+    try:
+        root.model_validate(data)
+        invalid: ValidationError | None = None
+    except ValidationError as exc:
+        invalid = exc
+    schema_errors = _schema_errors(invalid, root, data, pos, migration.origins) if invalid else []
     diagnostics += schema_errors
-    if not schema_errors:
+    if invalid is not None:  # the cross-field rules still run on the parts that are valid
+        diagnostics += _salvaged(root, mode, data, invalid, pos, migration.origins, first_line)
+    else:
         diagnostics += _sanity(root, data, pos, migration.origins)
     model: RLConfig | SFTConfig | None = None
     if not schema_errors:
@@ -179,12 +187,27 @@ def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
     return Diagnostic("error", "syntax", "", f"TOML syntax error: {message}", hint, line, col, (col or 0) + 1)
 
 
-def _schema(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
-    try:
-        root.model_validate(data)
-    except ValidationError as exc:
-        return _schema_errors(exc, root, data, pos, origins)
-    return []
+def _salvaged(
+    root: type[BaseModel],
+    mode: Mode,
+    data: dict[str, Any],
+    invalid: ValidationError,
+    pos: Positions,
+    origins: dict[Path, Path],
+    first_line: int,
+) -> list[Diagnostic]:
+    """Shared-value conflicts and cross-field rules on what is valid in a config with schema
+    errors (`primenb.config.salvage`): every problem in one validation."""
+    saved = salvage(root, mode, data, invalid)
+    if saved is None:
+        return []
+    origins = {**origins, **saved.propagated.origins}
+    out = _conflicts(saved.propagated, pos, origins, first_line)
+    for p in run_checks(SFT_CHECKS if mode == "sft" else RL_CHECKS, saved.view):
+        if p.code == "no-env" and any(u[: len(p.path) - 2] == p.path[:-2] for u in saved.unusable):
+            continue  # the env table has its own errors; upstream reports those, not a missing id
+        out.append(_at(pos, origins, p.path, p.severity, p.code, p.message, p.hint))
+    return out
 
 
 def _sanity(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
@@ -199,21 +222,6 @@ def _sanity(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins
             d.message += " (prime-rl accepts it)" if d.code == "type" else ""
         return out
     return []
-
-
-def _loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
-    """Map a pydantic error location onto the data, dropping union tags and validator names."""
-    path: list[str | int] = []
-    cur = data
-    for i, part in enumerate(loc):
-        is_key = isinstance(cur, dict) and isinstance(part, str) and part in cur
-        is_index = isinstance(cur, list) and isinstance(part, int) and part < len(cur)
-        if is_key or is_index:
-            path.append(part)
-            cur = cur[part]
-        elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):
-            path.append(part)  # a missing key
-    return tuple(path)
 
 
 def _describe(value: Any) -> str:
@@ -240,7 +248,7 @@ def _schema_errors(
 ) -> list[Diagnostic]:
     out = []
     for err in exc.errors():
-        path = _loc_to_path(err["loc"], data)
+        path = loc_to_path(err["loc"], data)
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
         table = format_path(path[:-1])
         where = f"[{table}]" if table else "the top level"

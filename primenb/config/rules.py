@@ -119,8 +119,20 @@ def _rl_model_names(c: Any) -> Iterator[Problem]:
         )
 
 
-def _rl_trainer(c: Any) -> Iterator[Problem]:
-    yield from _trainer_rules(c.trainer, ("trainer",))
+def _rl_scheduler(c: Any) -> Iterator[Problem]:
+    yield from _scheduler_rules(c.trainer.scheduler, c.trainer.max_steps, ("trainer", "scheduler"))
+
+
+def _rl_model(c: Any) -> Iterator[Problem]:
+    yield from _model_rules(c.trainer.model, c.trainer.optim, ("trainer", "model"))
+
+
+def _rl_trace_path(c: Any) -> Iterator[Problem]:
+    t = c.trainer
+    if t.trace_path is not None and (t.max_steps is None or t.max_steps >= 10):
+        yield Problem(
+            ("trainer", "trace_path"), "trace_path needs max_steps below 10", "set max_steps = 5 for a traced run"
+        )
 
 
 def _rl_lora_broadcast(c: Any) -> Iterator[Problem]:
@@ -404,13 +416,6 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
             )
 
 
-def _trainer_rules(t: Any, at: Path) -> Iterator[Problem]:
-    yield from _scheduler_rules(t.scheduler, t.max_steps, at + ("scheduler",))
-    yield from _model_rules(t.model, t.optim, at + ("model",))
-    if t.trace_path is not None and (t.max_steps is None or t.max_steps >= 10):
-        yield Problem(at + ("trace_path",), "trace_path needs max_steps below 10", "set max_steps = 5 for a traced run")
-
-
 def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
     if model.full_offload and optim.type not in ("adamw", "sign_sgd"):
         yield Problem(at + ("full_offload",), f"full_offload supports only adamw and sign_sgd, not {optim.type}")
@@ -490,7 +495,9 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_wandb,
     _rl_model_names,
     _deployment_rules,
-    _rl_trainer,
+    _rl_scheduler,
+    _rl_model,
+    _rl_trace_path,
     _rl_lora_broadcast,
     _rl_quantized,
     _resume,
