@@ -207,6 +207,10 @@ def _salvaged(
         if p.code == "no-env" and any(u[: len(p.path) - 2] == p.path[:-2] for u in saved.unusable):
             continue  # the env table has its own errors; upstream reports those, not a missing id
         out.append(_at(pos, origins, p.path, p.severity, p.code, p.message, p.hint))
+    from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
+
+    for e in run_checks([lambda c: env_problems(c, mode)], saved.view):
+        out.append(_at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id"))
     return out
 
 

@@ -10,19 +10,19 @@ such a path is skipped, so a rule never judges a stand-in value (and never crash
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from primenb.config.positions import Path
 from primenb.config.propagate import Propagated, fed_by, propagate_rl, propagate_sft
-from primenb.config.rules import Check, Problem
 from primenb.config.schema_walk import loc_to_path
 from primenb.config.synonyms import suggest
 from primenb.protocol.fields import Mode
 
+T = TypeVar("T")
 _ROUNDS = 12  # each round sets at least one part aside; real configs need one or two
 
 
@@ -102,7 +102,7 @@ def _remove(data: dict[str, Any], path: Path) -> bool:
     return False
 
 
-def run_checks(checks: Iterable[Check], config: Any) -> Iterator[Problem]:
+def run_checks(checks: Iterable[Callable[[Any], Iterator[T]]], config: Any) -> Iterator[T]:
     """Every problem the checks find; a check that reads an unusable value ends there, alone."""
     for check in checks:
         try:

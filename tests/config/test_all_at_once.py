@@ -73,3 +73,10 @@ def test_a_config_broken_everywhere_reports_its_schema_errors_without_crashing()
     report = check(text, mode="rl").report
     assert {d.path for d in report.errors} == {"trainer", "orchestrator", "deployment", "model.name", "ckpt.interval"}
     assert all(d.code != "rule" for d in report.errors)  # every rule here would read a stand-in
+
+
+def test_an_unknown_environment_is_reported_next_to_schema_errors():
+    text = VALID.replace('id = "reverse-text"', 'id = "revers-text"').replace("lr = 1e-5", 'lr = "x"')
+    errors = _errors(text)
+    assert "trainer.optim.lr" in errors
+    assert "unknown environment `revers-text`" in errors["orchestrator.train.source[0].env.taskset.id"]
