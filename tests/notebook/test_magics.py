@@ -154,3 +154,36 @@ def test_conflict_message_names_the_cells_line_of_the_shared_value(shell, capsys
     assert not _cell(shell, "cfg", text).success
     out = capsys.readouterr().out
     assert f"disagrees with the shared `max_steps` = 20 (line {shared + 1})" in out, out
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test, and put the old one back."""
+    import os
+
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_configs_the_user_asked_for_get_ordinary_file_modes(shell, tmp_path, umask):
+    """init, --save and Config.save write 0644 under umask 022 (not 0600), and follow the umask."""
+    from primenb.cli import main
+
+    assert shell.run_cell(f"%prime_train init --out {tmp_path / 'rl.toml'}").success
+    assert _mode(tmp_path / "rl.toml") == 0o644
+    assert main(["init", "--out", str(tmp_path / "cli.toml")]) == 0
+    assert _mode(tmp_path / "cli.toml") == 0o644
+    assert _cell(shell, f"cfg --save {tmp_path / 'saved.toml'}", VALID).success
+    assert _mode(tmp_path / "saved.toml") == 0o644
+    shell.user_ns["cfg"].save(str(tmp_path / "method.toml"))
+    assert _mode(tmp_path / "method.toml") == 0o644
+    umask(0o077)  # a user who wants private files gets them
+    assert shell.run_cell(f"%prime_train init --out {tmp_path / 'private.toml'}").success
+    assert _mode(tmp_path / "private.toml") == 0o600
