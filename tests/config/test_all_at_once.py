@@ -80,3 +80,27 @@ def test_an_unknown_environment_is_reported_next_to_schema_errors():
     errors = _errors(text)
     assert "trainer.optim.lr" in errors
     assert "unknown environment `revers-text`" in errors["orchestrator.train.source[0].env.taskset.id"]
+
+
+def _accepted_upstream_configs():
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "upstream"
+    for line in (data / "configs.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        accepted = row["accepted_as"] or ""
+        if "RLConfig" in accepted or "SFTConfig" in accepted:
+            yield data / "configs" / row["file"], "rl" if "RLConfig" in accepted else "sft"
+
+
+def test_one_schema_error_in_a_config_upstream_accepts_adds_no_rule_error():
+    """Salvage never invents a problem: each of upstream's valid configs, with one unknown key
+    added, reports exactly that key."""
+    checked = 0
+    for path, mode in _accepted_upstream_configs():
+        text = "zzq_not_a_key = 1\n" + path.read_text()
+        errors = check(text, mode=mode).report.errors
+        assert [d.path for d in errors] == ["zzq_not_a_key"], (path, [(d.path, d.message) for d in errors])
+        checked += 1
+    assert checked >= 50

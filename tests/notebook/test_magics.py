@@ -187,3 +187,11 @@ def test_configs_the_user_asked_for_get_ordinary_file_modes(shell, tmp_path, uma
     umask(0o077)  # a user who wants private files gets them
     assert shell.run_cell(f"%prime_train init --out {tmp_path / 'private.toml'}").success
     assert _mode(tmp_path / "private.toml") == 0o600
+
+
+def test_a_syntax_error_is_reported_on_the_cells_line(shell, capsys):
+    text = VALID.replace("group_size = 8", "group_size = = 8")
+    toml_line = _line_of(text, "group_size = = 8")
+    assert not _cell(shell, "cfg", text).success
+    out = capsys.readouterr().out
+    assert f"<cell>:{toml_line + 1}:" in out and f"{toml_line + 1:>4} | group_size = = 8" in out, out
