@@ -5,8 +5,10 @@ Imports pandas: load lazily (``primenb.harness.traces()`` does).
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -110,18 +112,22 @@ class TraceFrame(pd.DataFrame):
         return text
 
 
-def short_ids(ids: list[str], minimum: int = MIN_ID) -> dict[str, str]:
-    """Each id -> its shortest prefix (at least ``minimum`` characters) that no other id starts
-    with, as git shortens hashes. Sorted, an id shares its longest prefix with a neighbour."""
-    ordered = sorted(set(ids))
+def short_ids(ids: Iterable[str], universe: Iterable[str], minimum: int = MIN_ID) -> dict[str, str]:
+    """Each of ``ids`` -> its shortest prefix (at least ``minimum`` characters) that no other id
+    of ``universe`` starts with, as git shortens hashes. In sorted order an id shares its longest
+    prefix with a neighbour, so two comparisons per id suffice."""
+    ordered = sorted(set(universe))
     out = {}
-    for i, tid in enumerate(ordered):
-        shared = max((_common(tid, ordered[j]) for j in (i - 1, i + 1) if 0 <= j < len(ordered)), default=0)
+    for tid in ids:
+        i = bisect.bisect_left(ordered, tid)
+        neighbours = [ordered[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ordered) and ordered[j] != tid]
+        shared = max((_common(tid, n) for n in neighbours), default=0)
         out[tid] = tid[: max(minimum, shared + 1)]
     return out
 
 
 def _common(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -199,9 +205,13 @@ def query(
     rows = refresh_live(rows, index)
     df = TraceFrame.from_records(rows, columns=list(COLUMNS)) if rows else TraceFrame(columns=list(COLUMNS))
     df = TraceFrame(df)
-    # short ids are unique among every trace in the index, not only the rows shown: the
-    # prefix must open this trace in `%prime_harness show ID` whatever the filter was
-    df.attrs["short_ids"] = short_ids([r[0] for r in index.query("SELECT trace FROM traces")])
+    # short ids for the rows a display shows, unique among every trace in the index (the prefix
+    # must open this trace in `%prime_harness show ID` whatever the filter); kept small, since
+    # pandas copies `attrs` into every frame derived from this one
+    at = [COLUMNS.index("trace"), COLUMNS.index("parent")]
+    shown = [row[i] for row in rows[:SHOWN_ROWS] for i in at if isinstance(row[i], str)]
+    universe = [r[0] for r in index.query("SELECT trace FROM traces ORDER BY trace")]
+    df.attrs["short_ids"] = short_ids(shown, universe)
     if len(df):
         df["created"] = (
             pd.to_datetime(df["created"], unit="s", utc=True).dt.tz_convert(_local_tz()).dt.tz_localize(None)

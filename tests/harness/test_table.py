@@ -40,7 +40,7 @@ def _write(home: Path, ids: list[str], *, name: Any = None) -> None:
 
 
 def test_short_ids_are_the_shortest_unique_prefixes() -> None:
-    short = short_ids(IDS)
+    short = short_ids(IDS, IDS)
     assert short == {
         "3fa9c0d1e2": "3fa9c0d",
         "3fa9c0ffff": "3fa9c0f",
@@ -48,7 +48,9 @@ def test_short_ids_are_the_shortest_unique_prefixes() -> None:
         "7b10000000": "7b10",
         "c0ffee0001": "c0ff",
     }
-    assert short_ids(["abcd", "abcdef12"]) == {"abcd": "abcd", "abcdef12": "abcde"}  # never another's full id
+    both = ["abcd", "abcdef12"]
+    assert short_ids(both, both) == {"abcd": "abcd", "abcdef12": "abcde"}  # never another's full id
+    assert short_ids(["7b00000000"], IDS + ["7b0000ffff"]) == {"7b00000000": "7b00000"}  # among all ids
 
 
 def test_every_short_id_shown_opens_its_trace(home: Path, shell: Any) -> None:
