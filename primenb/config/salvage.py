@@ -68,25 +68,27 @@ def _set_aside(
     root: type[BaseModel], mode: Mode, data: dict[str, Any], error: ValidationError, unusable: set[Path]
 ) -> bool:
     """Remove what ``error`` rejects from ``data``; False when nothing could be removed."""
-    removed = False
-    for err in error.errors():
-        path = loc_to_path(tuple(err["loc"]), data)
-        kind = err["type"]
+    # every location is read against the data as it was: a removal must not shift the next one
+    found = [(err["type"], loc_to_path(tuple(err["loc"]), data), err.get("input")) for err in error.errors()]
+    removed: list[Path] = []
+    for kind, path, value in found:
         if kind == "extra_forbidden":
             # the key the user probably meant is not set (or set twice): rules must not trust it
-            hint = suggest(root, mode, path[:-1], str(path[-1]), err.get("input"), data)
+            hint = suggest(root, mode, path[:-1], str(path[-1]), value, data)
             if hint is not None:
                 unusable.add(hint.path)
         target = path[:-1] if kind == "missing" else path
         while target and isinstance(target[-1], int):  # an element itself: the whole list goes
             target = target[:-1]
+        if any(target[: len(r)] == r for r in removed):
+            continue  # inside a table already set aside
         while target and not _remove(data, target):
             target = target[:-1]  # a location that maps to no key: set its table aside
         if not target:
             return False  # the top level itself is broken: nothing sensible is left
         unusable.add(target)
-        removed = True
-    return removed
+        removed.append(target)
+    return bool(removed)
 
 
 def _remove(data: dict[str, Any], path: Path) -> bool:

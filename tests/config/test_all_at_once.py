@@ -104,3 +104,12 @@ def test_one_schema_error_in_a_config_upstream_accepts_adds_no_rule_error():
         assert [d.path for d in errors] == ["zzq_not_a_key"], (path, [(d.path, d.message) for d in errors])
         checked += 1
     assert checked >= 50
+
+
+def test_two_errors_in_one_table_set_aside_only_that_table():
+    """A missing key and a bad value in [deployment]: the table goes, the rest is still judged."""
+    text = VALID.replace("batch_size = 32", "batch_size = 30") + (
+        '\n[deployment]\ntype = "multi_node"\nnum_infer_nodes = "x"\n'
+    )
+    errors = _errors(text)
+    assert {"deployment.num_train_nodes", "deployment.num_infer_nodes", "orchestrator.batch_size"} <= set(errors)
