@@ -196,13 +196,14 @@ def _salvaged(
     origins: dict[Path, Path],
     first_line: int,
 ) -> list[Diagnostic]:
-    """Shared-value conflicts and cross-field rules on what is valid in a config with schema
-    errors (`primenb.config.salvage`): every problem in one validation."""
+    """Sanity warnings, shared-value conflicts, cross-field rules and environment ids on what is
+    valid in a config with schema errors (`primenb.config.salvage`): every problem at once."""
     saved = salvage(root, mode, data, invalid)
     if saved is None:
         return []
+    out = _sanity(root, saved.cleaned, pos, origins)  # warnings about the valid parts
     origins = {**origins, **saved.propagated.origins}
-    out = _conflicts(saved.propagated, pos, origins, first_line)
+    out += _conflicts(saved.propagated, pos, origins, first_line)
     for p in run_checks(SFT_CHECKS if mode == "sft" else RL_CHECKS, saved.view):
         if p.code == "no-env" and any(u[: len(p.path) - 2] == p.path[:-2] for u in saved.unusable):
             continue  # the env table has its own errors; upstream reports those, not a missing id

@@ -33,6 +33,7 @@ class Unusable(Exception):
 @dataclass
 class Salvaged:
     model: BaseModel  # an RLConfig / SFTConfig built from the valid parts
+    cleaned: dict[str, Any]  # the config's data without them (what the model was built from)
     unusable: set[Path]  # paths (in the propagated config) that rules must not read
     propagated: Propagated  # where propagated values came from, and shared-value conflicts
 
@@ -60,7 +61,7 @@ def salvage(root: type[BaseModel], mode: Mode, data: dict[str, Any], error: Vali
             return None  # a propagated value a sub-config rejects: rare, and its own error says so
         for path in list(unusable):
             unusable.update(fed_by(path, mode))
-        return Salvaged(model, unusable, prop)
+        return Salvaged(model, cleaned, unusable, prop)
     return None
 
 
@@ -75,7 +76,7 @@ def _set_aside(
         if kind == "extra_forbidden":
             # the key the user probably meant is not set (or set twice): rules must not trust it
             hint = suggest(root, mode, path[:-1], str(path[-1]), value, data)
-            if hint is not None:
+            if hint is not None and not _present(data, hint.path):  # set by the user, it stands
                 unusable.add(hint.path)
         target = path[:-1] if kind == "missing" else path
         while target and isinstance(target[-1], int):  # an element itself: the whole list goes
@@ -89,6 +90,15 @@ def _set_aside(
         unusable.add(target)
         removed.append(target)
     return bool(removed)
+
+
+def _present(data: dict[str, Any], path: Path) -> bool:
+    cur: Any = data
+    for part in path:
+        if not isinstance(cur, dict) or part not in cur:
+            return False
+        cur = cur[part]
+    return True
 
 
 def _remove(data: dict[str, Any], path: Path) -> bool:

@@ -113,3 +113,19 @@ def test_two_errors_in_one_table_set_aside_only_that_table():
     )
     errors = _errors(text)
     assert {"deployment.num_train_nodes", "deployment.num_infer_nodes", "orchestrator.batch_size"} <= set(errors)
+
+
+def test_a_synonym_next_to_the_real_key_leaves_the_real_key_judged():
+    """`num_generations = 8` beside `group_size = 8`: the user's group_size stands, so 30 % 8 is reported."""
+    text = VALID.replace("batch_size = 32", "batch_size = 30").replace(
+        "group_size = 8", "group_size = 8\nnum_generations = 8"
+    )
+    assert set(_errors(text)) == {"orchestrator.num_generations", "orchestrator.batch_size"}
+
+
+def test_sanity_warnings_of_the_valid_parts_come_with_the_errors():
+    """`weight_decay = "0.1"` is a warning (prime-rl coerces it) even when another key is an error."""
+    text = VALID.replace("lr = 1e-5", 'lr = 1e-5\nweight_decay = "0.1"\nlerning_rate = 2')
+    report = check(text).report
+    assert [d.path for d in report.errors] == ["trainer.optim.lerning_rate"]
+    assert any(d.path == "trainer.optim.weight_decay" and "prime-rl accepts it" in d.message for d in report.warnings)
