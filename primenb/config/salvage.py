@@ -24,6 +24,9 @@ from primenb.protocol.fields import Mode
 
 T = TypeVar("T")
 _ROUNDS = 12  # each round sets at least one part aside; real configs need one or two
+# past this many schema errors the text is not a config being edited (a paste of something else,
+# generated junk): its own errors are the story, and salvaging it would cost time for nothing
+MAX_ERRORS = 100
 
 
 class Unusable(Exception):
@@ -44,6 +47,8 @@ class Salvaged:
 
 def salvage(root: type[BaseModel], mode: Mode, data: dict[str, Any], error: ValidationError) -> Salvaged | None:
     """The config without its invalid parts, or None when too little of it is left."""
+    if error.error_count() > MAX_ERRORS:
+        return None
     cleaned = copy.deepcopy(data)
     unusable: set[Path] = set()
     for _ in range(_ROUNDS):
@@ -71,7 +76,7 @@ def _set_aside(
     """Remove what ``error`` rejects from ``data``; False when nothing could be removed."""
     # every location is read against the data as it was: a removal must not shift the next one
     found = [(err["type"], loc_to_path(tuple(err["loc"]), data), err.get("input")) for err in error.errors()]
-    removed: list[Path] = []
+    removed: set[Path] = set()
     for kind, path, value in found:
         if kind == "extra_forbidden":
             # the key the user probably meant is not set (or set twice): rules must not trust it
@@ -81,14 +86,14 @@ def _set_aside(
         target = path[:-1] if kind == "missing" else path
         while target and isinstance(target[-1], int):  # an element itself: the whole list goes
             target = target[:-1]
-        if any(target[: len(r)] == r for r in removed):
+        if any(target[:n] in removed for n in range(1, len(target) + 1)):
             continue  # inside a table already set aside
         while target and not _remove(data, target):
             target = target[:-1]  # a location that maps to no key: set its table aside
         if not target:
             return False  # the top level itself is broken: nothing sensible is left
         unusable.add(target)
-        removed.append(target)
+        removed.add(target)
     return bool(removed)
 
 
@@ -126,29 +131,37 @@ def run_checks(checks: Iterable[Callable[[Any], Iterator[T]]], config: Any) -> I
 class Guarded:
     """A read-only view of a config model that raises `Unusable` on reading an unusable path."""
 
-    __slots__ = ("_model", "_path", "_unusable")
+    __slots__ = ("_blocked", "_model", "_path")
 
-    def __init__(self, model: BaseModel, unusable: set[Path], path: Path = ()) -> None:
+    def __init__(self, model: BaseModel, unusable: set[Path] | _Blocked, path: Path = ()) -> None:
         self._model = model
-        self._unusable = unusable
+        self._blocked = unusable if isinstance(unusable, _Blocked) else _Blocked(unusable)
         self._path = path
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._model, name)  # AttributeError passes through (getattr(x, n, default))
-        return _guard(value, self._path + (name,), self._unusable)
+        return _guard(value, self._path + (name,), self._blocked)
 
     def __repr__(self) -> str:
         return f"Guarded({type(self._model).__name__} at {'.'.join(map(str, self._path)) or 'top level'})"
 
 
-def _guard(value: Any, path: Path, unusable: set[Path]) -> Any:
-    if any(path[:n] in unusable for n in range(1, len(path) + 1)):
+class _Blocked:
+    """Unusable paths, and every table above one (for values read whole: lists, dicts)."""
+
+    def __init__(self, unusable: set[Path]) -> None:
+        self.paths = frozenset(unusable)
+        self.above = frozenset(u[:n] for u in unusable for n in range(1, len(u)))
+
+
+def _guard(value: Any, path: Path, blocked: _Blocked) -> Any:
+    if any(path[:n] in blocked.paths for n in range(1, len(path) + 1)):
         raise Unusable(path)
     if isinstance(value, BaseModel):
-        return Guarded(value, unusable, path)
+        return Guarded(value, blocked, path)
     if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
-        return [_guard(v, path + (i,), unusable) for i, v in enumerate(value)]
-    if any(u[: len(path)] == path for u in unusable):
+        return [_guard(v, path + (i,), blocked) for i, v in enumerate(value)]
+    if path in blocked.above:
         raise Unusable(path)  # a plain value (a list, a dict) with an unusable part inside
     return value
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -149,13 +150,19 @@ def _move(target: Path, value: Any, written: str | None, *, here: Path, note: st
     return f"did you mean `{_dotted(target)}`? {fix}" + (f" ({note})" if note else "")
 
 
-def _synonym(key: str, mode: Mode, *, cutoff: float | None) -> tuple[Path, str] | None:
+@lru_cache(maxsize=1024)
+def _close_synonym(name: str) -> str | None:
+    close = difflib.get_close_matches(name, list(SYNONYMS), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _synonym(key: str, mode: Mode, *, misspelt: bool) -> tuple[Path, str] | None:
     name = _normal(key)
-    if cutoff is not None:  # a misspelt synonym (`lerning_rate`)
-        close = difflib.get_close_matches(name, list(SYNONYMS), n=1, cutoff=cutoff)
-        if not close:
+    if misspelt:  # a misspelt synonym (`lerning_rate`)
+        close = _close_synonym(name)
+        if close is None:
             return None
-        name = close[0]
+        name = close
     target = SYNONYMS.get(name)
     dotted = target and (target.sft if mode == "sft" else target.rl)
     return (_split(dotted), target.note) if target and dotted else None
@@ -171,14 +178,14 @@ def suggest(
     if is_secret_name(key):
         value, written = None, None
     here = keys_at(root, table, data)
-    found = _synonym(key, mode, cutoff=None)
+    found = _synonym(key, mode, misspelt=False)
     if found and found[0] != table + (key,):
         path, note = found
         return Suggestion(path, _move(path, value, written, here=table, note=note))
     close = difflib.get_close_matches(key, here, n=1, cutoff=0.6)
     if close:
         return Suggestion(table + (close[0],), f"did you mean `{close[0]}`?")
-    found = _synonym(key, mode, cutoff=0.8)
+    found = _synonym(key, mode, misspelt=True)
     if found:
         path, note = found
         return Suggestion(path, _move(path, value, written, here=table, note=note))
