@@ -42,7 +42,10 @@ def _umask() -> int:
 
 
 def _mode_for(target: Path) -> int:
-    """The existing file's mode when replacing one, else 0666 minus the umask."""
+    """The existing file's mode when replacing one (a user's chmod stands), else 0666 minus the
+    umask: configs, exports and run files are the user's ordinary files (0644 under umask 022).
+    Only files that can hold a secret are 0600, and they are made where they are written (the
+    private hashing key: `primenb.protocol.hashing`)."""
     try:
         return target.stat().st_mode & 0o7777
     except OSError:

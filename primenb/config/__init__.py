@@ -13,10 +13,11 @@ from primenb.protocol.fields import Mode
 __all__ = ["Config", "ConfigError", "Diagnostic", "Report", "check", "load_config"]
 
 
-def check(source: str | Path, *, mode: Mode | None = None) -> Outcome:
-    """Validate TOML text or a path; never raises for config problems."""
+def check(source: str | Path, *, mode: Mode | None = None, first_line: int = 1) -> Outcome:
+    """Validate TOML text or a path; never raises for config problems. ``first_line``: the
+    editor's number of the text's first line (2 in a `%%rltoml` cell), for diagnostics."""
     text, name = read_source(source)
-    return validate(text, source=name, mode=mode)
+    return validate(text, source=name, mode=mode, first_line=first_line)
 
 
 def load_config(source: str | Path, *, mode: Mode | None = None) -> Config:

@@ -27,7 +27,7 @@ class Diagnostic:
     path: str
     message: str
     hint: str = ""
-    line: int | None = None
+    line: int | None = None  # in the editor's numbering: see `Report.first_line`
     col: int | None = None
     end_col: int | None = None
 
@@ -43,6 +43,14 @@ class Report:
     diagnostics: list[Diagnostic]
     source: str = "<cell>"
     lines: list[str] = field(default_factory=list)
+    # the editor's number of the text's first line: 1 for a file; 2 for a `%%rltoml` cell, whose
+    # line 1 is the magic itself. Diagnostic lines are in the editor's numbering.
+    first_line: int = 1
+
+    def quoted(self, d: Diagnostic) -> str | None:
+        """The source line a diagnostic points at, or None when it points at none."""
+        i = (d.line or 0) - self.first_line
+        return self.lines[i] if d.line and 0 <= i < len(self.lines) else None
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -72,8 +80,8 @@ class Report:
         for d in self.diagnostics:
             where = f"{self.source}:{d.line}:{d.col}" if d.line else self.source
             out.append(f"{where}: {d.severity}: {d.path or '(top level)'}: {d.message}")
-            if d.line and 0 < d.line <= len(self.lines):
-                text = self.lines[d.line - 1]
+            text = self.quoted(d)
+            if text is not None:
                 out.append(f"  {d.line:>4} | {text}")
                 start = (d.col or 1) - 1
                 width = max(1, (d.end_col or d.col or 1) - (d.col or 1))
@@ -94,8 +102,8 @@ class Report:
             color = "#c62828" if d.is_error else "#b26a00"
             where = f"line {d.line}" if d.line else "config"
             quote = ""
-            if d.line and 0 < d.line <= len(self.lines):
-                text = self.lines[d.line - 1]
+            text = self.quoted(d)
+            if text is not None:
                 start = (d.col or 1) - 1
                 end = max(start + 1, (d.end_col or d.col or 1) - 1)
                 marked = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -16,10 +16,12 @@ from primenb.config.limits import value_problems
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
-from primenb.config.rules import rl_rules, secrets, sft_rules
+from primenb.config.rules import RL_CHECKS, SFT_CHECKS, rl_rules, secrets, sft_rules
+from primenb.config.salvage import run_checks, salvage
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
-from primenb.config.schema_walk import key_index, keys_at
+from primenb.config.schema_walk import keys_at, loc_to_path
+from primenb.config.synonyms import suggest
 from primenb.protocol.fields import Mode, detect_mode
 
 # a key right before `=`; the lookbehind starts a match only at a word's first character, so a
@@ -81,10 +83,11 @@ def decode_toml(data: bytes, name: str) -> str:
         ) from None
 
 
-def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> Outcome:
-    """Every diagnostic of ``text``; never raises for anything in the text."""
+def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1) -> Outcome:
+    """Every diagnostic of ``text``; never raises for anything in the text. ``first_line`` is the
+    editor's number of the text's first line (2 in a `%%rltoml` cell): diagnostics use it."""
     try:
-        return _validate(text, source=source, mode=mode)
+        return _validate(text, source=source, mode=mode, first_line=first_line)
     except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
         d = Diagnostic(
             "error",
@@ -96,21 +99,23 @@ def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None) -> 
             None,
             None,
         )
-        return Outcome(Report([d], source, text.splitlines()), mode or "rl", None, None, None)
+        return Outcome(Report([d], source, text.splitlines(), first_line), mode or "rl", None, None, None)
 
 
-def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
+def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> Outcome:
     lines = text.splitlines()
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        return Outcome(Report([_syntax(exc, lines)], source, lines), mode or "rl", None, None, None)
+        syntax = _in_editor([_syntax(exc, lines)], first_line)
+        return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
     migration = migrate(raw, pos)
     diagnostics = list(migration.diagnostics)
     if migration.hosted_shape:
-        return Outcome(Report(diagnostics, source, lines), "rl", None, raw, migration)
+        shown = _in_editor(diagnostics, first_line)
+        return Outcome(Report(shown, source, lines, first_line), "rl", None, raw, migration)
     data = migration.data
     mode = mode or detect_mode(data)
     root: type[RLConfig] | type[SFTConfig] = SFTConfig if mode == "sft" else RLConfig
@@ -119,15 +124,22 @@ def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
     for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
         diagnostics.append(_at(pos, migration.origins, v.path, "error", v.code, v.message, v.hint, on_value=True))
-    schema_errors = _schema(root, data, pos, migration.origins)
+    try:
+        root.model_validate(data)
+        invalid: ValidationError | None = None
+    except ValidationError as exc:
+        invalid = exc
+    schema_errors = _schema_errors(invalid, root, data, pos, migration.origins) if invalid else []
     diagnostics += schema_errors
-    if not schema_errors:
+    if invalid is not None:  # the cross-field rules still run on the parts that are valid
+        diagnostics += _salvaged(root, mode, data, invalid, pos, migration.origins, first_line)
+    else:
         diagnostics += _sanity(root, data, pos, migration.origins)
     model: RLConfig | SFTConfig | None = None
     if not schema_errors:
         prop = propagate_sft(data) if mode == "sft" else propagate_rl(data)
         origins = {**migration.origins, **prop.origins}
-        diagnostics += _conflicts(prop, pos, origins)
+        diagnostics += _conflicts(prop, pos, origins, first_line)
         try:
             model = root.model_validate(prop.data)
         except ValidationError as exc:  # a propagated value the sub-config rejects
@@ -151,7 +163,8 @@ def _validate(text: str, *, source: str, mode: Mode | None) -> Outcome:
                     _at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id")
                 )
     diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
-    report = Report(diagnostics, source, _redacted(lines, diagnostics))
+    shown_lines = _redacted(lines, diagnostics)
+    report = Report(_in_editor(diagnostics, first_line), source, shown_lines, first_line)
     if not report.ok:
         model = None
     return Outcome(report, mode, model, raw, migration)
@@ -174,12 +187,32 @@ def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
     return Diagnostic("error", "syntax", "", f"TOML syntax error: {message}", hint, line, col, (col or 0) + 1)
 
 
-def _schema(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
-    try:
-        root.model_validate(data)
-    except ValidationError as exc:
-        return _schema_errors(exc, root, data, pos, origins)
-    return []
+def _salvaged(
+    root: type[BaseModel],
+    mode: Mode,
+    data: dict[str, Any],
+    invalid: ValidationError,
+    pos: Positions,
+    origins: dict[Path, Path],
+    first_line: int,
+) -> list[Diagnostic]:
+    """Sanity warnings, shared-value conflicts, cross-field rules and environment ids on what is
+    valid in a config with schema errors (`primenb.config.salvage`): every problem at once."""
+    saved = salvage(root, mode, data, invalid)
+    if saved is None:
+        return []
+    out = _sanity(root, saved.cleaned, pos, origins)  # warnings about the valid parts
+    origins = {**origins, **saved.propagated.origins}
+    out += _conflicts(saved.propagated, pos, origins, first_line)
+    for p in run_checks(SFT_CHECKS if mode == "sft" else RL_CHECKS, saved.view):
+        if p.code == "no-env" and any(u[: len(p.path) - 2] == p.path[:-2] for u in saved.unusable):
+            continue  # the env table has its own errors; upstream reports those, not a missing id
+        out.append(_at(pos, origins, p.path, p.severity, p.code, p.message, p.hint))
+    from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
+
+    for e in run_checks([lambda c: env_problems(c, mode)], saved.view):
+        out.append(_at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id"))
+    return out
 
 
 def _sanity(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
@@ -194,21 +227,6 @@ def _sanity(root: type[BaseModel], data: dict[str, Any], pos: Positions, origins
             d.message += " (prime-rl accepts it)" if d.code == "type" else ""
         return out
     return []
-
-
-def _loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
-    """Map a pydantic error location onto the data, dropping union tags and validator names."""
-    path: list[str | int] = []
-    cur = data
-    for i, part in enumerate(loc):
-        is_key = isinstance(cur, dict) and isinstance(part, str) and part in cur
-        is_index = isinstance(cur, list) and isinstance(part, int) and part < len(cur)
-        if is_key or is_index:
-            path.append(part)
-            cur = cur[part]
-        elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):
-            path.append(part)  # a missing key
-    return tuple(path)
 
 
 def _describe(value: Any) -> str:
@@ -235,7 +253,7 @@ def _schema_errors(
 ) -> list[Diagnostic]:
     out = []
     for err in exc.errors():
-        path = _loc_to_path(err["loc"], data)
+        path = loc_to_path(err["loc"], data)
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
         table = format_path(path[:-1])
         where = f"[{table}]" if table else "the top level"
@@ -243,15 +261,14 @@ def _schema_errors(
         if kind == "extra_forbidden":
             key = str(path[-1])
             message = f"unknown key `{key}` in {where}"
+            mode: Mode = "sft" if issubclass(root, SFTConfig) else "rl"
+            suggestion = suggest(root, mode, path[:-1], key, value, data, written=_written(pos, path))
             options = keys_at(root, path[:-1], data)
-            hint = _suggest(key, options)
-            if not hint:
-                homes = [h for h in key_index(root).get(key, []) if h != (table or "top level")]
-                hint = (
-                    f"`{key}` belongs in [{homes[0]}]"
-                    if homes
-                    else "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
-                )
+            hint = (
+                suggestion.hint
+                if suggestion
+                else "keys allowed here: " + ", ".join(options[:12]) + (", ..." if len(options) > 12 else "")
+            )
             on_value = False
         elif kind == "missing":
             message = f"missing required key `{path[-1]}` in {where}"
@@ -313,11 +330,17 @@ def _type_hint(kind: str, value: Any) -> str:
     return ""
 
 
-def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path]) -> list[Diagnostic]:
+def _in_editor(diagnostics: list[Diagnostic], first_line: int) -> list[Diagnostic]:
+    """Diagnostics renumbered from the text's lines to the editor's (see `Report.first_line`)."""
+    shift = first_line - 1
+    return [replace(d, line=d.line + shift) if d.line and shift else d for d in diagnostics]
+
+
+def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path], first_line: int) -> list[Diagnostic]:
     out = []
     for c in prop.conflicts:
         shared_line = pos.spans.get(c.shared)
-        at = f" (line {shared_line.line})" if shared_line else ""
+        at = f" (line {shared_line.line + first_line - 1})" if shared_line else ""
         out.append(
             _at(
                 pos,
@@ -361,6 +384,16 @@ def _at(
             text = pos.lines[span.line - 1]
             col, end = span.value_col, _value_end(text, span.value_col)
     return Diagnostic(severity, code, format_path(path), message, hint, line, col, end)
+
+
+def _written(pos: Positions, path: Path) -> str | None:
+    """The value at ``path`` as the text spells it, when it fits on its key's line."""
+    span = pos.spans.get(path)
+    if span is None or span.value_col is None:
+        return None
+    text = pos.lines[span.line - 1]
+    value = text[span.value_col - 1 : _value_end(text, span.value_col) - 1].strip()
+    return value if value and value[-1] not in "[{" and not value.startswith(('"""', "'''")) else None
 
 
 def _value_end(line: str, value_col: int) -> int:

@@ -39,6 +39,22 @@ _TABLES: list[tuple[TablePath, list[TablePath]]] = [
 ]
 
 
+def fed_by(path: Path, mode: str) -> list[Path]:
+    """Sub-config paths whose value propagation takes from ``path`` or from inside it: when
+    ``path`` is unusable, so are they (the shared value never reached them)."""
+    if mode == "sft":
+        return [("inference", "vllm", "model")] if ("model", "name")[: len(path)] == path[:2] else []
+    out: list[Path] = []
+    links = _SCALARS + _TABLES + [(("trainer", "model", "lora"), [("orchestrator", "model", "lora")])]
+    links += [(("orchestrator", "token_batch_size"), [("orchestrator", "batch_size")])]  # the 128 default
+    for shared, targets in links:
+        if shared[: len(path)] == path:  # path is the shared value or a table above it
+            out += targets
+        elif path[: len(shared)] == shared:  # a key inside a shared table
+            out += [t + path[len(shared) :] for t in targets]
+    return out
+
+
 @dataclass
 class Conflict:
     path: Path  # the sub-config key that disagrees

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,24 +21,52 @@ class Problem:
     severity: str = "error"
 
 
+# Each check reads a few fields and may yield problems. They run one by one, so when a config
+# has schema errors a check whose inputs are invalid is skipped alone (`primenb.config.salvage`).
+Check = Callable[[Any], Iterator[Problem]]
+
+
 def rl_rules(c: RLConfig) -> Iterator[Problem]:
-    o, t = c.orchestrator, c.trainer
-    yield from _batch_rules(o, ("orchestrator",))
-    yield from _source_rules(o.train.source, ("orchestrator", "train", "source"), required=True)
-    if o.eval is not None:
-        yield from _eval_rules(o.eval, ("orchestrator", "eval"))
+    for check in RL_CHECKS:
+        yield from check(c)
+
+
+def sft_rules(c: SFTConfig) -> Iterator[Problem]:
+    for check in SFT_CHECKS:
+        yield from check(c)
+
+
+def _rl_sources(c: Any) -> Iterator[Problem]:
+    yield from _source_rules(c.orchestrator.train.source, ("orchestrator", "train", "source"), required=True)
+
+
+def _rl_eval(c: Any) -> Iterator[Problem]:
+    if c.orchestrator.eval is not None:
+        yield from _eval_rules(c.orchestrator.eval, ("orchestrator", "eval"))
+
+
+def _rl_max_steps(c: Any) -> Iterator[Problem]:
+    t, o = c.trainer, c.orchestrator
     if t.max_steps != o.max_steps:
         yield Problem(
             ("orchestrator", "max_steps"),
             f"trainer.max_steps ({t.max_steps}) and orchestrator.max_steps ({o.max_steps}) differ",
             "set max_steps once at the top level",
         )
+
+
+def _rl_seq_len(c: Any) -> Iterator[Problem]:
+    t, o = c.trainer, c.orchestrator
     if t.model.seq_len < o.seq_len:
         yield Problem(
             ("trainer", "model", "seq_len"),
             f"trainer.model.seq_len ({t.model.seq_len}) is smaller than orchestrator.seq_len ({o.seq_len})",
             "set seq_len once at the top level, or raise trainer.model.seq_len",
         )
+
+
+def _rl_ckpt(c: Any) -> Iterator[Problem]:
+    t, o = c.trainer, c.orchestrator
     if (t.ckpt is None) != (o.ckpt is None):
         yield Problem(
             ("trainer", "ckpt") if t.ckpt else ("orchestrator", "ckpt"),
@@ -51,7 +79,10 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
             f"trainer and orchestrator checkpoint intervals differ ({t.ckpt.interval} vs {o.ckpt.interval})",
             "set [ckpt] interval once at the top level",
         )
-    tw, ow = t.monitors.wandb, o.monitors.wandb
+
+
+def _rl_wandb(c: Any) -> Iterator[Problem]:
+    tw, ow = c.trainer.monitors.wandb, c.orchestrator.monitors.wandb
     if (tw is None) != (ow is None):
         yield Problem(
             ("monitors", "wandb"),
@@ -70,6 +101,10 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
             "offline W&B is not supported for RL runs",
             "remove `offline = true`, or drop [monitors.wandb]",
         )
+
+
+def _rl_model_names(c: Any) -> Iterator[Problem]:
+    t, o = c.trainer, c.orchestrator
     if c.inference is not None and c.inference.vllm.model != o.model.name:
         yield Problem(
             ("inference", "vllm", "model"),
@@ -82,8 +117,26 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
             f"trainer trains `{t.model.name}` but the orchestrator samples `{o.model.name}`",
             "set [model] name once at the top level",
         )
-    yield from _deployment_rules(c)
-    yield from _trainer_rules(t, ("trainer",))
+
+
+def _rl_scheduler(c: Any) -> Iterator[Problem]:
+    yield from _scheduler_rules(c.trainer.scheduler, c.trainer.max_steps, ("trainer", "scheduler"))
+
+
+def _rl_model(c: Any) -> Iterator[Problem]:
+    yield from _model_rules(c.trainer.model, c.trainer.optim, ("trainer", "model"))
+
+
+def _rl_trace_path(c: Any) -> Iterator[Problem]:
+    t = c.trainer
+    if t.trace_path is not None and (t.max_steps is None or t.max_steps >= 10):
+        yield Problem(
+            ("trainer", "trace_path"), "trace_path needs max_steps below 10", "set max_steps = 5 for a traced run"
+        )
+
+
+def _rl_lora_broadcast(c: Any) -> Iterator[Problem]:
+    t = c.trainer
     lora = t.model.lora is not None
     for path, wb in (
         (("weight_broadcast",), c.weight_broadcast),
@@ -96,6 +149,10 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
                 'use `type = "filesystem"`, or drop [trainer.model.lora]',
             )
             break
+
+
+def _rl_quantized(c: Any) -> Iterator[Problem]:
+    t = c.trainer
     wb = c.weight_broadcast or t.weight_broadcast
     quantized = wb is not None and wb.type == "nccl" and getattr(wb, "quantize_in_weight_transfer", False)
     if quantized and (c.inference is None or t.model.impl != "custom"):
@@ -103,10 +160,13 @@ def rl_rules(c: RLConfig) -> Iterator[Problem]:
             ("weight_broadcast", "quantize_in_weight_transfer"),
             'quantize_in_weight_transfer needs [inference] and trainer.model.impl = "custom"',
         )
+
+
+def _resume(c: Any) -> Iterator[Problem]:
     yield from _resume_rules(c.resume, ("resume",))
 
 
-def sft_rules(c: SFTConfig) -> Iterator[Problem]:
+def _sft_batch(c: Any) -> Iterator[Problem]:
     d = c.data
     if d.micro_batch_size > d.batch_size:
         yield Problem(
@@ -120,6 +180,10 @@ def sft_rules(c: SFTConfig) -> Iterator[Problem]:
             f"batch_size ({d.batch_size}) must be divisible by micro_batch_size ({d.micro_batch_size})",
             f"try batch_size = {d.batch_size - d.batch_size % d.micro_batch_size or d.micro_batch_size}",
         )
+
+
+def _sft_subsets(c: Any) -> Iterator[Problem]:
+    d = c.data
     if d.type == "sft":
         lengths = {
             k: len(v)
@@ -132,73 +196,113 @@ def sft_rules(c: SFTConfig) -> Iterator[Problem]:
                 "subsets, splits and probabilities must have the same length "
                 + ", ".join(f"({k}: {n})" for k, n in lengths.items()),
             )
+
+
+def _sft_seq_len(c: Any) -> Iterator[Problem]:
+    d = c.data
     if d.seq_len % c.model.cp:
         yield Problem(("data", "seq_len"), f"seq_len ({d.seq_len}) must be divisible by model.cp ({c.model.cp})")
+
+
+def _sft_inference(c: Any) -> Iterator[Problem]:
     if c.inference is not None and c.eval is None:
         yield Problem(
             ("inference",),
             "[inference] is only used for online evals, and there is no [eval]",
             "drop [inference], or add an [eval] table with a source",
         )
+
+
+def _sft_inference_model(c: Any) -> Iterator[Problem]:
     if c.inference is not None and c.inference.vllm.model != c.model.name:
         yield Problem(
             ("inference", "vllm", "model"),
             f"inference serves `{c.inference.vllm.model}` but the trainer trains `{c.model.name}`",
             "drop inference.vllm.model; it follows [model] name",
         )
+
+
+def _sft_eval(c: Any) -> Iterator[Problem]:
     if c.eval is not None:
         yield from _eval_rules(c.eval, ("eval",))
+
+
+def _sft_deployment(c: Any) -> Iterator[Problem]:
     dep = c.deployment
     if dep.type == "single_node":
         infer = dep.num_infer_gpus if c.inference is not None else 0  # SFT serves only online evals
         yield from _single_node_rules(dep, infer, c.inference)
     else:
         yield from _slurm_rule(c.slurm)
+
+
+def _sft_scheduler(c: Any) -> Iterator[Problem]:
     yield from _scheduler_rules(c.scheduler, c.max_steps, ("scheduler",))
+
+
+def _sft_model(c: Any) -> Iterator[Problem]:
     yield from _model_rules(c.model, c.optim, ("model",))
+
+
+def _sft_trace_path(c: Any) -> Iterator[Problem]:
     if c.trace_path is not None and (c.max_steps is None or c.max_steps >= 10):
         yield Problem(("trace_path",), "trace_path needs max_steps below 10", "set max_steps = 5 for a traced run")
-    yield from _resume_rules(c.resume, ("resume",))
 
 
-def _batch_rules(o: Any, at: Path) -> Iterator[Problem]:
+def _rl_batch_kind(c: Any) -> Iterator[Problem]:
+    o = c.orchestrator
     if o.batch_size is not None and o.token_batch_size is not None:
         yield Problem(
-            at + ("token_batch_size",), "Set exactly one of batch_size or token_batch_size", "remove one of the two"
+            ("orchestrator", "token_batch_size"),
+            "Set exactly one of batch_size or token_batch_size",
+            "remove one of the two",
         )
+
+
+def _rl_batch_groups(c: Any) -> Iterator[Problem]:
+    o = c.orchestrator
     if o.batch_size is not None and o.batch_size % o.group_size:
         yield Problem(
-            at + ("batch_size",),
+            ("orchestrator", "batch_size"),
             f"batch_size ({o.batch_size}) must be divisible by group_size ({o.group_size}), "
             "the number of samples per problem",
             f"try batch_size = {max(o.group_size, o.batch_size - o.batch_size % o.group_size)}",
         )
+
+
+def _rl_source_groups(c: Any) -> Iterator[Problem]:
+    o = c.orchestrator
     for i, src in enumerate(o.train.source):
         if src.group_size is not None and o.batch_size is not None and o.batch_size % src.group_size:
             yield Problem(
-                at + ("train", "source", i, "group_size"),
+                ("orchestrator", "train", "source", i, "group_size"),
                 f"batch_size ({o.batch_size}) must be divisible by this source's group_size ({src.group_size})",
             )
+
+
+def _rl_inflight(c: Any) -> Iterator[Problem]:
+    o = c.orchestrator
+    at: Path = ("orchestrator", "concurrency")
     cc = o.concurrency
     if cc.max_inflight < o.group_size:
         yield Problem(
-            at + ("concurrency", "max_inflight"),
+            at + ("max_inflight",),
             f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})",
         )
     if cc.initial_inflight is not None:
         if cc.initial_inflight < o.group_size:
             yield Problem(
-                at + ("concurrency", "initial_inflight"),
+                at + ("initial_inflight",),
                 f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
             )
         if cc.initial_inflight > cc.max_inflight:
             yield Problem(
-                at + ("concurrency", "initial_inflight"),
+                at + ("initial_inflight",),
                 f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
             )
     if cc.min_inflight > cc.max_inflight:
         yield Problem(
-            at + ("concurrency", "min_inflight"),
+            at + ("min_inflight",),
             f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})",
         )
 
@@ -273,7 +377,7 @@ def _slurm_rule(slurm: Any) -> Iterator[Problem]:
         )
 
 
-def _deployment_rules(c: RLConfig) -> Iterator[Problem]:
+def _deployment_rules(c: Any) -> Iterator[Problem]:
     dep = c.deployment
     tp = c.inference.vllm.tensor_parallel_size if c.inference else 1
     if dep.type == "single_node":
@@ -310,13 +414,6 @@ def _deployment_rules(c: RLConfig) -> Iterator[Problem]:
                 ("inference", "vllm", "tensor_parallel_size"),
                 f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp})",
             )
-
-
-def _trainer_rules(t: Any, at: Path) -> Iterator[Problem]:
-    yield from _scheduler_rules(t.scheduler, t.max_steps, at + ("scheduler",))
-    yield from _model_rules(t.model, t.optim, at + ("model",))
-    if t.trace_path is not None and (t.max_steps is None or t.max_steps >= 10):
-        yield Problem(at + ("trace_path",), "trace_path needs max_steps below 10", "set max_steps = 5 for a traced run")
 
 
 def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
@@ -383,3 +480,38 @@ def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
 
 def _fmt(path: Path) -> str:
     return ".".join(str(p) for p in path)
+
+
+RL_CHECKS: tuple[Check, ...] = (
+    _rl_batch_kind,
+    _rl_batch_groups,
+    _rl_source_groups,
+    _rl_inflight,
+    _rl_sources,
+    _rl_eval,
+    _rl_max_steps,
+    _rl_seq_len,
+    _rl_ckpt,
+    _rl_wandb,
+    _rl_model_names,
+    _deployment_rules,
+    _rl_scheduler,
+    _rl_model,
+    _rl_trace_path,
+    _rl_lora_broadcast,
+    _rl_quantized,
+    _resume,
+)
+SFT_CHECKS: tuple[Check, ...] = (
+    _sft_batch,
+    _sft_subsets,
+    _sft_seq_len,
+    _sft_inference,
+    _sft_inference_model,
+    _sft_eval,
+    _sft_deployment,
+    _sft_scheduler,
+    _sft_model,
+    _sft_trace_path,
+    _resume,
+)

@@ -69,3 +69,18 @@ def key_index(root: type[BaseModel]) -> dict[str, list[str]]:
 
     walk(root, "", 0, ())
     return {k: sorted(set(v), key=len) for k, v in index.items()}
+
+
+def loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
+    """Map a pydantic error location onto the data, dropping union tags and validator names."""
+    path: list[str | int] = []
+    cur = data
+    for i, part in enumerate(loc):
+        is_key = isinstance(cur, dict) and isinstance(part, str) and part in cur
+        is_index = isinstance(cur, list) and isinstance(part, int) and part < len(cur)
+        if is_key or is_index:
+            path.append(part)
+            cur = cur[part]
+        elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):
+            path.append(part)  # a missing key
+    return tuple(path)

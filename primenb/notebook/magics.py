@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from primenb.protocol.fields import Mode
 
 
+# a cell's line 1 is `%%rltoml NAME`: the TOML starts on line 2, and diagnostics say so
+CELL_FIRST_LINE = 2
+
+
 class MagicFailed(PrimenbError):
     """Ends a cell (so "Run all" stops) after its problem was displayed; no Python traceback."""
 
@@ -69,14 +73,14 @@ class PrimeMagics(Magics):
         mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
         text = cell
         if args.fix:
-            fix = fix_text(cell, mode=mode)
+            fix = fix_text(cell, mode=mode, first_line=CELL_FIRST_LINE)
             display(fix)
             if fix.changed:
                 self._ipython.set_next_input(f"%%rltoml {line.strip().replace('--fix', '').strip()}\n{fix.after}")
                 text = fix.after
             outcome = fix.outcome
         else:
-            outcome = check(text, mode=mode)
+            outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE)
         if outcome.model is None:
             display(outcome.report)
             raise MagicFailed(f"{args.name} not updated: {outcome.report.summary().split(': ', 1)[1]} (listed above)")

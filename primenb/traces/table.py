@@ -5,8 +5,10 @@ Imports pandas: load lazily (``primenb.harness.traces()`` does).
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -38,28 +40,57 @@ COLUMNS = DISPLAY + tuple(c for c in NAMES if c not in DISPLAY and c != "revisio
 SHOWN_ROWS = 50
 
 
+# Column widths (characters) past which a cell is shortened in the middle (`reverse-t…run-12`: the
+# end, where names of a sweep differ, stays); the full text is the cell's tooltip in HTML.
+CLIP = {"name": 28, "model": 24, "env": 20, "backend": 14}
+MIN_ID = 4  # `get` resolves id prefixes of 4+ characters
+
+
 class TraceFrame(pd.DataFrame):
     """A DataFrame of traces whose notebook display is a readable table (formatted numbers,
-    durations, colored status, the newest `SHOWN_ROWS` rows). Derived frames are plain."""
+    durations, colored status, the newest `SHOWN_ROWS` rows). Derived frames are plain.
+
+    The display fits a notebook: ids shown as their shortest unique prefix (like git), long
+    names shortened with an ellipsis (full text on hover), empty columns left out, one line per
+    row, and a table wider than the output scrolls sideways instead of being cut off."""
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
         return pd.DataFrame
 
-    def _rows(self, n: int) -> list[list[Any]]:
+    def _columns(self, rows: list[dict[str, str]]) -> list[str]:
+        """Display columns that have something to show (always the id, name and status)."""
+        cols = [c for c in DISPLAY if c in self.columns]
+        return [c for c in cols if c in ("trace", "name", "status") or any(r[c] for r in rows)]
+
+    def _rows(self, n: int) -> list[dict[str, str]]:
         head = self.head(n)
         cols = [c for c in DISPLAY if c in head.columns]
         out = []
         for rec in head[cols].itertuples(index=False):
             row = dict(zip(cols, rec, strict=True))
-            out.append([_cell(c, row) for c in cols])
+            out.append({c: _cell(c, row) for c in cols})
         return out
 
+    def _shown(self, col: str, text: str) -> str:
+        """What a cell shows: an id as its short prefix, a long name clipped."""
+        if col in ("trace", "parent"):
+            return str((self.attrs.get("short_ids") or {}).get(text, text))
+        return V.clip(text, CLIP.get(col))
+
+    def _html_cell(self, col: str, text: str) -> str:
+        if col == "status":
+            return V.status_badge(text)
+        shown = self._shown(col, text)
+        return f'<span title="{V.esc(text)}">{V.esc(shown)}</span>' if shown != text else V.esc(text)
+
     def _repr_html_(self) -> str:
-        cols = [c for c in DISPLAY if c in self.columns]
         if not len(self):
             return "<i>no traces yet: every run launched with %prime_train leaves one</i>"
-        body = V.table([_HEADERS.get(c, c) for c in cols], self._html_rows(SHOWN_ROWS), raw=True)
+        rows = self._rows(SHOWN_ROWS)
+        cols = self._columns(rows)
+        cells = [[self._html_cell(c, r[c]) for c in cols] for r in rows]
+        body = V.table([_HEADERS.get(c, c) for c in cols], cells, raw=True, nowrap=True)
         more = len(self) - SHOWN_ROWS
         foot = (
             f'<div style="color:#888;font-size:11px">{len(self)} traces; the newest {SHOWN_ROWS} shown '
@@ -67,24 +98,42 @@ class TraceFrame(pd.DataFrame):
             if more > 0
             else f'<div style="color:#888;font-size:11px">{len(self)} trace(s)</div>'
         )
-        return f'<div class="primenb-traces">{body}{foot}</div>'
-
-    def _html_rows(self, n: int) -> list[list[str]]:
-        cols = [c for c in DISPLAY if c in self.columns]
-        out = []
-        for cells in self._rows(n):
-            row = dict(zip(cols, cells, strict=True))
-            out.append([V.status_badge(v) if c == "status" else V.esc(v) for c, v in row.items()])
-        return out
+        return f'<div class="primenb-traces">{V.scrolling(body)}{foot}</div>'
 
     def __repr__(self) -> str:
         if not len(self):
             return "(no traces)"
-        cols = [c for c in DISPLAY if c in self.columns]
-        text = V.text_table([_HEADERS.get(c, c) for c in cols], self._rows(SHOWN_ROWS), max_width=28)
+        rows = self._rows(SHOWN_ROWS)
+        cols = self._columns(rows)
+        cells = [[self._shown(c, r[c]) for c in cols] for r in rows]
+        text = V.text_table([_HEADERS.get(c, c) for c in cols], cells, max_width=None)
         if len(self) > SHOWN_ROWS:
             text += f"\n... {len(self) - SHOWN_ROWS} more (of {len(self)})"
         return text
+
+
+def short_ids(ids: Iterable[str], universe: Iterable[str], minimum: int = MIN_ID) -> dict[str, str]:
+    """Each of ``ids`` -> its shortest prefix (at least ``minimum`` characters) that no other id
+    of ``universe`` starts with, as git shortens hashes. In sorted order an id shares its longest
+    prefix with a neighbour, so two comparisons per id suffice."""
+    ordered = sorted(set(universe))
+    out = {}
+    for tid in ids:
+        i = bisect.bisect_left(ordered, tid)
+        neighbours = [ordered[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ordered) and ordered[j] != tid]
+        shared = max((_common(tid, n) for n in neighbours), default=0)
+        out[tid] = tid[: max(minimum, shared + 1)]
+    return out
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 _HEADERS = {"group_size": "group", "lora_rank": "LoRA", "final_reward": "reward", "best_eval": "best eval"}
@@ -156,6 +205,13 @@ def query(
     rows = refresh_live(rows, index)
     df = TraceFrame.from_records(rows, columns=list(COLUMNS)) if rows else TraceFrame(columns=list(COLUMNS))
     df = TraceFrame(df)
+    # short ids for the rows a display shows, unique among every trace in the index (the prefix
+    # must open this trace in `%prime_harness show ID` whatever the filter); kept small, since
+    # pandas copies `attrs` into every frame derived from this one
+    at = [COLUMNS.index("trace"), COLUMNS.index("parent")]
+    shown = [row[i] for row in rows[:SHOWN_ROWS] for i in at if isinstance(row[i], str)]
+    universe = [r[0] for r in index.query("SELECT trace FROM traces ORDER BY trace")]
+    df.attrs["short_ids"] = short_ids(shown, universe)
     if len(df):
         df["created"] = (
             pd.to_datetime(df["created"], unit="s", utc=True).dt.tz_convert(_local_tz()).dt.tz_localize(None)
@@ -192,4 +248,4 @@ def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, .
     return out
 
 
-__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "query", "refresh_live"]
+__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "query", "refresh_live", "short_ids"]

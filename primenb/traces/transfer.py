@@ -21,11 +21,13 @@ _COPY = ("trace.json", "status.json", "metrics.jsonl", "samples.jsonl", "configs
 
 
 def _copy(src: Path, dst: Path) -> None:
+    """Copy contents only: a bundle is for sharing, so its files get the usual (umask) mode, not
+    the mode they had in the run directory (a 0600 file there would stay private in the bundle)."""
     if src.is_dir():
-        shutil.copytree(src, dst)
+        shutil.copytree(src, dst, copy_function=shutil.copyfile)
     elif src.is_file():
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)
 
 
 def export(ref: Any, path: str | os.PathLike[str]) -> Path:

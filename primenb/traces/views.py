@@ -70,11 +70,14 @@ def status_badge(state: Any) -> str:
     return f'<span style="color:{color};font-weight:600">{esc(state)}</span>'
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = False) -> str:
-    """An HTML table; cells are escaped unless ``raw`` (then they are HTML already)."""
-    head = "".join(f'<th style="{HEAD}">{esc(h)}</th>' for h in header)
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = False, nowrap: bool = False) -> str:
+    """An HTML table; cells are escaped unless ``raw`` (then they are HTML already). ``nowrap``:
+    one line per row (inline styles: a notebook's sanitizer keeps them, unlike a <style> block)."""
+    one_line = ";white-space:nowrap" if nowrap else ""
+    head = "".join(f'<th style="{HEAD}{one_line}">{esc(h)}</th>' for h in header)
     body = "".join(
-        f"<tr{ROW}>" + "".join(f'<td style="{CELL}">{c if raw else esc(c)}</td>' for c in row) + "</tr>" for row in rows
+        f"<tr{ROW}>" + "".join(f'<td style="{CELL}{one_line}">{c if raw else esc(c)}</td>' for c in row) + "</tr>"
+        for row in rows
     )
     return (
         f'<table style="{TABLE_STYLE}"><thead><tr style="border-bottom:1px solid #ccc">{head}</tr></thead>'
@@ -96,14 +99,29 @@ def details(summary: str, body: str, *, open_: bool = False) -> str:
     )
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 40) -> str:
-    """A fixed-width text table for terminals and ``text/plain``."""
-    cells = [[fmt(c)[:max_width] for c in row] for row in rows]
+def clip(text: str, width: int | None) -> str:
+    """``text`` at most ``width`` characters, shortened in the middle with an ellipsis (the start
+    and the end of a name are what tell runs apart)."""
+    if width is None or len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
+
+
+def scrolling(html_: str) -> str:
+    """A wide table scrolls sideways in its output area rather than being cut off."""
+    return f'<div style="overflow-x:auto;max-width:100%">{html_}</div>'
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int | None = 40) -> str:
+    """A fixed-width text table for terminals and ``text/plain``; a cell wider than ``max_width``
+    is clipped with an ellipsis, never silently cut."""
+    cells = [[clip(fmt(c), max_width) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(out)
+    return "\n".join(row.rstrip() for row in out)
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -183,6 +201,7 @@ def svg_chart(
 
 
 __all__ = [
+    "clip",
     "details",
     "esc",
     "flatten",
@@ -190,6 +209,7 @@ __all__ = [
     "fmt_duration",
     "fmt_time",
     "kv_table",
+    "scrolling",
     "short",
     "status_badge",
     "svg_chart",

@@ -76,7 +76,7 @@ CASES = [
         HEAD + ORCH + "lr = 1e-5 # <-\n" + SOURCE,
         "error",
         "orchestrator.lr",
-        "belongs in [trainer.optim]",
+        "did you mean `trainer.optim.lr`? write `lr = 1e-5` under [trainer.optim]",
     ),
     (
         "unknown-source-key",

@@ -450,7 +450,7 @@ def test_show_lists_traces_newest_first_with_filters(runs: dict[str, Any], shell
     assert len(h.traces(last=2)) == 2 and len(h.traces(env="reverse-text")) >= 8
     html = df._repr_html_()
     assert ids["C2"] in html and "completed" in html and "<table" in html
-    assert ids["A"] in repr(df)
+    assert df.attrs["short_ids"][ids["A"]] in repr(df)  # ids as their shortest unique prefix
     # the magic: a DataFrame, a detail view, errors without a traceback
     result = shell.run_cell("df = %prime_harness show --last 3 --status completed")
     assert result.success and len(shell.user_ns["df"]) == 3

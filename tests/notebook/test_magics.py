@@ -113,3 +113,85 @@ def test_loading_the_extension_imports_no_training_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def _line_of(text: str, fragment: str) -> int:
+    """1-based line of the first line of ``text`` holding ``fragment``."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
+
+
+def test_rltoml_reports_the_cells_line_numbers(shell, capsys):
+    """Line 1 of the cell is `%%rltoml cfg`: a problem on TOML line N is on the cell's line N + 1."""
+    text = VALID.replace("lr = 1e-5", 'lr = "fast"')
+    toml_line = _line_of(text, 'lr = "fast"')
+    assert not _cell(shell, "cfg", text).success
+    out = capsys.readouterr().out
+    cell_line = toml_line + 1
+    assert f"<cell>:{cell_line}:" in out, out
+    assert f'{cell_line:>4} | lr = "fast"' in out, out  # the quoted text is that line's
+    assert f"<cell>:{toml_line}:" not in out
+
+
+def test_rltoml_html_and_warnings_use_cell_lines_and_files_keep_toml_lines(shell, tmp_path):
+    from primenb.config import check
+
+    text = VALID.replace("group_size = 8", "rollouts_per_example = 8")  # legacy key: a warning
+    toml_line = _line_of(text, "rollouts_per_example")
+    assert _cell(shell, "cfg", text).success
+    [warning] = shell.user_ns["cfg"].warnings
+    assert warning.line == toml_line + 1
+    assert f"line {toml_line + 1})" in shell.user_ns["cfg"]._repr_html_()
+    assert ">rollouts_per_example</mark> = 8" in shell.user_ns["cfg"]._repr_html_()  # the quoted line
+    path = tmp_path / "rl.toml"
+    path.write_text(text)
+    [in_file] = check(path).report.warnings
+    assert in_file.line == toml_line  # a file's own numbering
+
+
+def test_conflict_message_names_the_cells_line_of_the_shared_value(shell, capsys):
+    text = VALID.replace("[orchestrator]\n", "[orchestrator]\nmax_steps = 7\n")
+    shared = _line_of(text, "max_steps = 20")
+    assert not _cell(shell, "cfg", text).success
+    out = capsys.readouterr().out
+    assert f"disagrees with the shared `max_steps` = 20 (line {shared + 1})" in out, out
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test, and put the old one back."""
+    import os
+
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+def _mode(path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_configs_the_user_asked_for_get_ordinary_file_modes(shell, tmp_path, umask):
+    """init, --save and Config.save write 0644 under umask 022 (not 0600), and follow the umask."""
+    from primenb.cli import main
+
+    assert shell.run_cell(f"%prime_train init --out {tmp_path / 'rl.toml'}").success
+    assert _mode(tmp_path / "rl.toml") == 0o644
+    assert main(["init", "--out", str(tmp_path / "cli.toml")]) == 0
+    assert _mode(tmp_path / "cli.toml") == 0o644
+    assert _cell(shell, f"cfg --save {tmp_path / 'saved.toml'}", VALID).success
+    assert _mode(tmp_path / "saved.toml") == 0o644
+    shell.user_ns["cfg"].save(str(tmp_path / "method.toml"))
+    assert _mode(tmp_path / "method.toml") == 0o644
+    umask(0o077)  # a user who wants private files gets them
+    assert shell.run_cell(f"%prime_train init --out {tmp_path / 'private.toml'}").success
+    assert _mode(tmp_path / "private.toml") == 0o600
+
+
+def test_a_syntax_error_is_reported_on_the_cells_line(shell, capsys):
+    text = VALID.replace("group_size = 8", "group_size = = 8")
+    toml_line = _line_of(text, "group_size = = 8")
+    assert not _cell(shell, "cfg", text).success
+    out = capsys.readouterr().out
+    assert f"<cell>:{toml_line + 1}:" in out and f"{toml_line + 1:>4} | group_size = = 8" in out, out
