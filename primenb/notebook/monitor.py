@@ -173,9 +173,11 @@ class Monitor:
         error = (
             f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
         )
+        # a remote backend's one-line note: queue position, cost so far, "platform unreachable, retrying"
+        note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
         self.status.value = (
             f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{state}</b> '
-            f"step {step}/{total or '?'}{eta}{error}"
+            f"step {step}/{total or '?'}{eta}{note}{error}"
         )
         self.stop_button.disabled = state in ("completed", "failed", "stopped")
 

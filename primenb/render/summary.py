@@ -56,6 +56,8 @@ def run_text(run: Run) -> str:
     h = headline(status, rows)
     lines = [f"<primenb Run {run.name}: {h['state']}, step {h['step']}/{h['max_steps'] or '?'}>", f"  dir: {run.dir}"]
     lines += [f"  {k}: {v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps")]
+    if status.get("note"):
+        lines.append(f"  {status['note']}")
     if status.get("error"):
         lines.append(f"  error: {status['error']}")
     return "\n".join(lines)
@@ -80,6 +82,7 @@ def run_html(run: Run) -> str:
         for key in ([reward] if reward else []) + ["loss"]
         if series(rows, [key])
     )
+    note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
     error = ""
     if status.get("error"):
         tail = status.get("log_tail") or ""
@@ -91,7 +94,7 @@ def run_html(run: Run) -> str:
     return (
         f'<div class="primenb-run"><b>{html.escape(run.name)}</b> '
         f'<span style="color:{color};font-weight:bold">{html.escape(h["state"])}</span> '
-        f"{bar} step {h['step']}/{total or '?'}<div>{values}</div>"
+        f"{bar} step {h['step']}/{total or '?'}{note}<div>{values}</div>"
         f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts}</div>{error}'
         f'<div style="color:#888;font-size:85%">{html.escape(str(run.dir))}</div></div>'
     )
