@@ -53,7 +53,12 @@ _JSON = arg("--json", action="store_true", faces=(CLI,), help="machine-readable 
 
 # Prime Intellect's hosted training (--backend modelfactory); the API key is never an argument.
 _HOSTED = (
-    arg("--gpu-type", default=None, metavar="T", help="modelfactory: GPU type, e.g. H200_141GB (default: the platform's)"),
+    arg(
+        "--gpu-type",
+        default=None,
+        metavar="T",
+        help="modelfactory: GPU type, e.g. H200_141GB (default: the platform's)",
+    ),
     arg("--volume", default=None, metavar="V", help="modelfactory: named volume for outputs (and SFT data)"),
     arg("--team", default=None, metavar="ID", help="modelfactory: team that pays (PRIME_TEAM_ID for this launch only)"),
     arg("--yes", action="store_true", help="modelfactory: launch the billable run without asking"),

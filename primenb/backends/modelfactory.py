@@ -61,7 +61,7 @@ STATES = {
     "STOPPED": STOPPED,
     "PAUSED": STOPPED,  # a paused run id never runs again: `resume` starts a new one
 }
-LOG_COMPONENTS = ("orchestrator", "trainer", "inference")
+LOG_COMPONENTS = ("orchestrator", "trainer")  # each is one CLI call at the end of a run
 
 
 class HostedConfigError(PrimenbError):
@@ -94,9 +94,11 @@ class Quote:
         if self.price_per_gpu_hour is None:
             cost = "price unknown (no on-demand quote for this GPU type)"
         else:
-            cost = f"${self.price_per_gpu_hour:.2f}/GPU-hour × {self.gpus} GPUs ≈ ${self.per_hour:.2f}/hour"
+            cost = f"${self.price_per_gpu_hour:.2f}/GPU-hour x {self.gpus} GPUs ≈ ${self.per_hour:.2f}/hour"
         who = f"team {self.team}" if self.team else "the account's default team (or personal account)"
-        return f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. Billing starts when the pods are ready."
+        return (
+            f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. Billing starts when the pods are ready."
+        )
 
 
 def gpu_count(config: Config) -> int:
@@ -158,9 +160,9 @@ class ModelFactoryBackend(Backend):
         if "404" in text or "405" in text or "Not Found" in text:
             return []  # this platform has no local validation: it validates on submission
         lines = [ln for ln in text.splitlines() if ":" in ln and not ln.startswith(("Error", "Config validation"))]
-        return [Diagnostic("error", "hosted", ln.split(":", 1)[0].strip(), ln.split(":", 1)[1].strip()) for ln in lines] or [
-            Diagnostic("error", "hosted", "", f"prime train validate: {text[-300:]}")
-        ]
+        return [
+            Diagnostic("error", "hosted", ln.split(":", 1)[0].strip(), ln.split(":", 1)[1].strip()) for ln in lines
+        ] or [Diagnostic("error", "hosted", "", f"prime train validate: {text[-300:]}")]
 
     def quote(self, config: Config) -> Quote:
         data = self.cli.json("train", "models", "-o", "json")
@@ -230,14 +232,19 @@ class ModelFactoryBackend(Backend):
         if not info.get("run_id"):
             raise PrimenbError(f"{run.name} is not a hosted run: only hosted runs can be resumed")
         if run.refresh().get("platform_status") != "PAUSED":
-            raise PrimenbError(f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes")
+            raise PrimenbError(
+                f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
+            )
         config = load_config(run.dir / "configs" / "config.toml")
         quote = Quote(info.get("gpu_type"), info.get("price_per_gpu_hour"), int(info.get("gpus") or 1), self.cli.team)
         if not self.yes and (self.confirm is None or not self.confirm(quote)):
             raise LaunchCancelled(f"{quote.text()}\nNot resumed: confirm it, or pass --yes")
         parent = (read_trace(run.dir) or {}).get("trace_id")
         child = prepare(
-            config, name=name or f"{run.name}-resumed-{random.token_hex(2)}", lineage=Lineage(parent=parent), backend=self.name
+            config,
+            name=name or f"{run.name}-resumed-{random.token_hex(2)}",
+            lineage=Lineage(parent=parent),
+            backend=self.name,
         ).resolve()
         record_run(child)
         (child / "logs").mkdir(exist_ok=True)
@@ -257,7 +264,9 @@ class ModelFactoryBackend(Backend):
 
             report = platform_report(config.text, exc.errors, source=config.report.source)
             _mark(run_dir, FAILED, error=str(exc))
-            raise HostedConfigError(f"not launched: the platform rejected the config ({report.summary()})", report) from None
+            raise HostedConfigError(
+                f"not launched: the platform rejected the config ({report.summary()})", report
+            ) from None
         except PrimeCLIError as exc:
             _mark(run_dir, FAILED, error=str(exc))
             raise
@@ -381,13 +390,16 @@ class HostedControl:
         if platform in ("QUEUED", "PENDING"):
             ahead, reason = record.get("runs_ahead"), record.get("queue_reason")
             fields["queue"] = {"position": ahead, "reason": reason}
-            note = "queued" + (f": {ahead} run(s) ahead" if ahead is not None else "") + (f" ({reason})" if reason else "")
+            note = (
+                "queued" + (f": {ahead} run(s) ahead" if ahead is not None else "") + (f" ({reason})" if reason else "")
+            )
         if state != QUEUED:
             self._pull_progress(fields)
             cost = _cost(record, info)
             if cost is not None:
                 fields["cost"] = cost
-                note = f"{platform.lower()} on {info.get('gpu_type') or 'GPUs'} · ${cost['usd']:.2f} so far (${cost['per_hour']:.2f}/hour)"
+                gpu = info.get("gpu_type") or "GPUs"
+                note = f"{platform.lower()} on {gpu} · ${cost['usd']:.2f} so far (${cost['per_hour']:.2f}/hour)"
         if platform == "PAUSED":
             fields["paused"] = True
             note = f"paused: continue it with %prime_train --resume {self.files.root.name} (a new run, a child trace)"
@@ -414,7 +426,7 @@ class HostedControl:
             fields["step"] = latest
         seen = read_jsonl_steps(self.files.samples_path)
         with_samples = [s for s in progress.get("steps_with_samples") or [] if isinstance(s, int) and s not in seen]
-        for step in with_samples[-2:]:  # the newest two: older ones stay one `prime train rollouts` away
+        for step in with_samples[-1:]:  # the newest: older ones stay one `prime train rollouts` away
             got = self.cli.json("train", "rollouts", self.run_id, "--step", str(step), "--num", "8")
             _append(self.files.samples_path, [sample_record(s, step) for s in got.get("samples") or []])
 
@@ -460,7 +472,8 @@ def metric_record(rec: Any) -> dict[str, Any] | None:
 
     if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
         return None
-    values = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else rec
+    nested = rec.get("metrics")
+    values: dict[str, Any] = nested if isinstance(nested, dict) else rec
     row: dict[str, Any] = {"step": rec["step"], **finite_numbers({k: v for k, v in values.items() if k != "step"})}
     for short in ("reward", "loss"):
         if short not in row and f"{short}/mean" in row:
@@ -477,7 +490,11 @@ def sample_record(sample: Any, step: int) -> dict[str, Any]:
         return "" if value is None else str(value)
 
     sample = sample if isinstance(sample, dict) else {}
-    row = {"step": sample.get("step", step), "prompt": text(sample.get("prompt")), "completion": text(sample.get("completion"))}
+    row = {
+        "step": sample.get("step", step),
+        "prompt": text(sample.get("prompt")),
+        "completion": text(sample.get("completion")),
+    }
     if isinstance(sample.get("reward"), (int, float)):
         row["reward"] = sample["reward"]
     return row
@@ -504,7 +521,11 @@ def _cost(record: dict[str, Any], info: dict[str, Any]) -> dict[str, Any] | None
         return None
     ended = _when(record.get("completed_at")) or datetime.now(started.tzinfo)
     hours = max(0.0, (ended - started).total_seconds() / 3600)
-    return {"usd": round(hours * float(price) * gpus, 4), "per_hour": float(price) * gpus, "elapsed_s": round(hours * 3600)}
+    return {
+        "usd": round(hours * float(price) * gpus, 4),
+        "per_hour": float(price) * gpus,
+        "elapsed_s": round(hours * 3600),
+    }
 
 
 def _when(value: Any) -> datetime | None:
@@ -517,7 +538,17 @@ def _when(value: Any) -> datetime | None:
 
 
 def _public(info: dict[str, Any]) -> dict[str, Any]:
-    keep = ("run_id", "team", "gpu_type", "gpus", "price_per_gpu_hour", "estimated_cost_per_hour", "volume", "dashboard", "resumed_from")
+    keep = (
+        "run_id",
+        "team",
+        "gpu_type",
+        "gpus",
+        "price_per_gpu_hour",
+        "estimated_cost_per_hour",
+        "volume",
+        "dashboard",
+        "resumed_from",
+    )
     return {k: info.get(k) for k in keep if info.get(k) is not None}
 
 
@@ -562,8 +593,12 @@ def fetch_checkpoint(run_dir: Path, cli: PrimeCLI | None = None) -> Path:
     data = cli.json("train", "checkpoints", str(info["run_id"]), "-o", "json")
     ready = [c for c in data.get("checkpoints") or [] if str(c.get("status")).upper() == "READY"]
     if not ready:
-        states = ", ".join(f"step {c.get('step')}: {c.get('status')}" for c in data.get("checkpoints") or []) or "none yet"
-        raise PrimenbError(f"hosted run {info['run_id']} has no READY checkpoint ({states}); try again once one is READY")
+        states = (
+            ", ".join(f"step {c.get('step')}: {c.get('status')}" for c in data.get("checkpoints") or []) or "none yet"
+        )
+        raise PrimenbError(
+            f"hosted run {info['run_id']} has no READY checkpoint ({states}); try again once one is READY"
+        )
     best = max(ready, key=lambda c: int(c.get("step") or 0))
     url = str(best.get("storage_url") or best.get("storageUrl") or "")
     target = RunDir(run_dir).checkpoint_dir(int(best.get("step") or 0))
@@ -596,9 +631,7 @@ class Account:
     def __repr__(self) -> str:
         rows = [f"  {t.get('teamId')}  {t.get('name')} ({t.get('role')})" for t in self.teams] or ["  (no teams)"]
         chosen = self.team or "the CLI's configured team (or the personal account)"
-        return "\n".join(
-            [self.config_view.rstrip(), "", "Teams:", *rows, "", f"A hosted run is billed to: {chosen}"]
-        )
+        return "\n".join([self.config_view.rstrip(), "", "Teams:", *rows, "", f"A hosted run is billed to: {chosen}"])
 
     def _repr_html_(self) -> str:
         import html

@@ -55,6 +55,9 @@ _PASSED = (
 )
 
 
+_VERSIONS: dict[tuple[str, int], tuple[int, ...]] = {}
+
+
 class PrimeCLIError(PrimenbError):
     """The CLI failed in a way the user must act on; ``kind`` says which."""
 
@@ -242,8 +245,15 @@ class PrimeCLI:
         return tuple(int(x) for x in m.groups())
 
     def require(self) -> tuple[int, ...]:
-        """The CLI's version; `CLIMissing` with the command to install or upgrade it."""
-        found = self.version()
+        """The CLI's version; `CLIMissing` with the command to install or upgrade it (asked once
+        per executable and modification time: each `prime` start costs about a second)."""
+        exe = self._exe()
+        try:
+            stamp = (exe, os.stat(exe).st_mtime_ns)
+        except OSError:
+            raise CLIMissing(f"the `prime` CLI ({exe}) is gone; install it with: {INSTALL}") from None
+        found = _VERSIONS.get(stamp) or self.version()
+        _VERSIONS[stamp] = found
         if found < MIN_VERSION:
             have = ".".join(map(str, found))
             need = ".".join(map(str, MIN_VERSION))

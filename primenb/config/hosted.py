@@ -36,7 +36,14 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
     """``(severity, path, message, hint)`` for each hosted-only rule ``raw`` breaks."""
     out: list[tuple[str, Path, str, str]] = []
     if raw.get("clean") is True:
-        out.append(("error", ("clean",), "a hosted run cannot use `clean = true`", "remove `clean`: every hosted run starts in a fresh directory"))
+        out.append(
+            (
+                "error",
+                ("clean",),
+                "a hosted run cannot use `clean = true`",
+                "remove `clean`: every hosted run starts in a fresh directory",
+            )
+        )
     if "k8s" in raw:
         out.append(("error", ("k8s",), "[k8s] is the platform's business on a hosted run", "remove the [k8s] table"))
     if _get(raw, ("inference", "deployment", "type")) == "disaggregated":
@@ -72,7 +79,14 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
     if mode == "sft":
         for table in ("eval", "inference", "weight_broadcast"):
             if table in raw:
-                out.append(("error", (table,), f"hosted SFT is trainer-only: [{table}] is rejected", f"remove the [{table}] table"))
+                out.append(
+                    (
+                        "error",
+                        (table,),
+                        f"hosted SFT is trainer-only: [{table}] is rejected",
+                        f"remove the [{table}] table",
+                    )
+                )
         name = _get(raw, ("data", "name"))
         fake = _get(raw, ("data", "type")) == "fake"
         if isinstance(name, str) and not fake and _looks_local(name) and not name.startswith(ON_VOLUME):
@@ -87,7 +101,12 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
             )
         elif isinstance(name, str) and not fake and name.startswith(ON_VOLUME) and not volume:
             out.append(
-                ("error", ("data", "name"), f"data.name {name!r} is on a volume, but no volume is given", "pass --volume VOLUME")
+                (
+                    "error",
+                    ("data", "name"),
+                    f"data.name {name!r} is on a volume, but no volume is given",
+                    "pass --volume VOLUME",
+                )
             )
     for key, what in ((("output_dir",), "output_dir"), (("run", "dir"), "run.dir"), (("slurm",), "[slurm]")):
         if _get(raw, key) is not None:

@@ -30,7 +30,10 @@ FINISHING = (
     {"status": "COMPLETED", "step": 4},
 )
 # A run that keeps running until stopped or paused.
-RUNNING_ON = ({"status": "QUEUED", "runsAhead": 1, "queueReason": "provisioning", "step": None}, {"status": "RUNNING", "step": 1})
+RUNNING_ON = (
+    {"status": "QUEUED", "runsAhead": 1, "queueReason": "provisioning", "step": None},
+    {"status": "RUNNING", "step": 1},
+)
 
 
 @dataclass
@@ -183,10 +186,27 @@ class FakePlatform:
             return 404, {"detail": "Not Found"}  # an API without local validation: "validates on submission"
         if p == "/training/available-fft-models":
             return 200, {
-                "models": [{"name": "Qwen/Qwen3-0.6B", "clusters": [{"clusterId": "c1", "clusterName": "fake", "gpuType": "H200_141GB"}]}],
+                "models": [
+                    {
+                        "name": "Qwen/Qwen3-0.6B",
+                        "clusters": [{"clusterId": "c1", "clusterName": "fake", "gpuType": "H200_141GB"}],
+                    }
+                ],
                 "onDemand": [
-                    {"gpuType": "H200_141GB", "pricePerGpuHour": PRICE, "discountLabel": None, "availableNow": True, "isBeta": False},
-                    {"gpuType": "B200_180GB", "pricePerGpuHour": 5.5, "discountLabel": None, "availableNow": False, "isBeta": True},
+                    {
+                        "gpuType": "H200_141GB",
+                        "pricePerGpuHour": PRICE,
+                        "discountLabel": None,
+                        "availableNow": True,
+                        "isBeta": False,
+                    },
+                    {
+                        "gpuType": "B200_180GB",
+                        "pricePerGpuHour": 5.5,
+                        "discountLabel": None,
+                        "availableNow": False,
+                        "isBeta": True,
+                    },
                 ],
                 "onDemandBetaAccess": True,
             }
@@ -221,7 +241,12 @@ class FakePlatform:
             if run.status != "PAUSED":
                 return 409, {"detail": "Only a PAUSED run can be resumed"}
             child = FakeRun(
-                id=f"{run.id}r", config=run.config, script=self.script, team=run.team, gpu_type=run.gpu_type, resumed_from=run.id
+                id=f"{run.id}r",
+                config=run.config,
+                script=self.script,
+                team=run.team,
+                gpu_type=run.gpu_type,
+                resumed_from=run.id,
             )
             self.runs[child.id] = child
             return 200, self._created(child)
@@ -240,7 +265,12 @@ class FakePlatform:
             return 200, {"run": run.record()}
         if what == "progress":
             samples = list(range(1, run.step + 1))
-            return 200, {"latestStep": run.step or None, "stepsWithSamples": samples, "stepsWithDistributions": samples, "lastUpdatedAt": T0}
+            return 200, {
+                "latestStep": run.step or None,
+                "stepsWithSamples": samples,
+                "stepsWithDistributions": samples,
+                "lastUpdatedAt": T0,
+            }
         if what == "metrics":
             lo = int(q.get("min_step", 0))
             rows = [
@@ -251,7 +281,12 @@ class FakePlatform:
         if what == "samples":
             step = int(q["step"])
             samples = [
-                {"step": step, "prompt": [{"role": "user", "content": f"reverse: abc{step}"}], "completion": [{"role": "assistant", "content": f"{step}cba"}], "reward": 0.1 * step}
+                {
+                    "step": step,
+                    "prompt": [{"role": "user", "content": f"reverse: abc{step}"}],
+                    "completion": [{"role": "assistant", "content": f"{step}cba"}],
+                    "reward": 0.1 * step,
+                }
             ]
             return 200, {"run_id": run.id, "samples": samples, "total": 1, "page": 1, "limit": 100, "total_pages": 1}
         if what == "checkpoints":
@@ -261,7 +296,9 @@ class FakePlatform:
                     "rftRunId": run.id,
                     "step": s,
                     "storageUrl": run.storage.format(run=run.id, step=s),
-                    "status": "READY" if run.status in ("COMPLETED", "STOPPED", "PAUSED") or s < run.step else "UPLOADING",
+                    "status": "READY"
+                    if run.status in ("COMPLETED", "STOPPED", "PAUSED") or s < run.step
+                    else "UPLOADING",
                     "sizeBytes": 1234,
                     "createdAt": T0,
                     "uploadedAt": T0,
@@ -290,7 +327,14 @@ class FakePlatform:
 
     @staticmethod
     def _volume(name: str, size: str | None) -> dict[str, Any]:
-        return {"id": f"vol_{name}", "name": name, "size": size, "status": "RUNNING", "clusterId": "c1", "pvcName": f"pvc-{name}"}
+        return {
+            "id": f"vol_{name}",
+            "name": name,
+            "size": size,
+            "status": "RUNNING",
+            "clusterId": "c1",
+            "pvcName": f"pvc-{name}",
+        }
 
 
 __all__ = ["FINISHING", "PRICE", "RUNNING_ON", "FakePlatform", "FakeRun"]

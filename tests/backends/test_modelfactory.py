@@ -5,6 +5,7 @@ run directory, stop, pause/resume as a child trace, 401/402/422/500, and the API
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -91,7 +92,10 @@ def test_launch_asks_then_follows_queued_running_completed(platform: FakePlatfor
     assert run.status["state"] == "queued"
 
     status = tick(run)  # QUEUED, two runs ahead
-    assert status["state"] == "queued" and status["queue"] == {"position": 2, "reason": "waiting for H200_141GB capacity"}
+    assert status["state"] == "queued" and status["queue"] == {
+        "position": 2,
+        "reason": "waiting for H200_141GB capacity",
+    }
     assert "2 run(s) ahead" in status["note"]
 
     status = tick(run)  # RUNNING at step 2
@@ -99,7 +103,7 @@ def test_launch_asks_then_follows_queued_running_completed(platform: FakePlatfor
     assert [r["step"] for r in run.metric_rows()] == [1, 2]
     assert run.metric_rows()[-1]["reward"] == pytest.approx(0.2)
     assert "cost" in status and status["cost"]["per_hour"] == pytest.approx(PRICE * 2) and "so far" in status["note"]
-    assert {s["step"] for _, s in run.samples.iterrows()} == {1, 2}
+    assert list(run.samples["step"]) == [2] and run.samples["completion"][0] == "2cba"  # the newest step's rollouts
 
     status = tick(run)  # COMPLETED at step 4
     assert status["state"] == "completed"
@@ -120,6 +124,19 @@ def test_launch_asks_then_follows_queued_running_completed(platform: FakePlatfor
     assert scan_for(os.environ["HF_TOKEN"], tmp_path / "outputs") == []
     assert all(r["authorized"] for r in platform.requests)
 
+    # its checkpoints: READY on the platform's storage, which this machine cannot read...
+    with pytest.raises(PrimenbError, match="cannot read the platform's storage"):
+        fetch_checkpoint(run.dir)
+    # ...unless it can (a file:// URL): then the latest READY one is copied to checkpoints/step_N
+    for step in (2, 4):
+        (tmp_path / "store" / f"step_{step}").mkdir(parents=True)
+    (tmp_path / "store" / "step_4" / "adapter_config.json").write_text("{}")
+    for r in platform.runs.values():
+        r.storage = f"file://{tmp_path}/store/step_{{step}}"
+    got = fetch_checkpoint(run.dir)
+    assert got == run.dir / "checkpoints" / "step_4" and (got / "adapter_config.json").exists()
+    assert run.checkpoints == [got] and run.status["final_checkpoint"] == str(got)
+
 
 def test_no_answer_no_launch(platform: FakePlatform) -> None:
     with pytest.raises(LaunchCancelled, match="pass --yes"):
@@ -132,8 +149,7 @@ def test_no_answer_no_launch(platform: FakePlatform) -> None:
 def test_stop(platform: FakePlatform) -> None:
     platform.script = RUNNING_ON
     run = backend(yes=True).submit(load_config(HOSTED_RL), name="to-stop")
-    tick(run)
-    assert tick(run)["state"] == "running"
+    assert tick(run)["state"] == "queued"  # a queued run stops too (and is never billed)
     assert run.stop(wait=True, timeout=60) == "stopped"
     assert any(p.endswith("/stop") for p in platform.paths("PUT"))
     assert read_trace(run.dir)["status"] == "stopped"  # type: ignore[index]
@@ -178,10 +194,14 @@ def test_401_while_watching_keeps_the_run(platform: FakePlatform) -> None:
     status = tick(run)
     assert status["state"] == "queued" and status["connection"]["ok"] is False and "prime login" in status["note"]
     assert tick(run)["connection"]["ok"] is True  # logged in again: it carries on
+    with pytest.raises(PrimenbError, match="no READY checkpoint"):
+        fetch_checkpoint(run.dir)
 
 
 def test_422_is_located_in_the_config(platform: FakePlatform) -> None:
-    detail = [{"loc": ["body", "config", "trainer", "optim", "lr"], "msg": "must be at most 1e-3", "type": "value_error"}]
+    detail = [
+        {"loc": ["body", "config", "trainer", "optim", "lr"], "msg": "must be at most 1e-3", "type": "value_error"}
+    ]
     platform.fail(r"^/api/v1/training/runs$", 422, body={"detail": detail}, method="POST")
     with pytest.raises(HostedConfigError) as exc:
         backend(yes=True).submit(load_config(HOSTED_RL), name="rejected")
@@ -195,8 +215,8 @@ def test_500_is_retried_then_recovers(platform: FakePlatform) -> None:
     notes: list[str] = []
     mf = backend(yes=True)
     mf.cli.on_retry = notes.append
+    platform.script = ({"status": "RUNNING", "step": 2},)
     run = mf.submit(load_config(HOSTED_RL), name="flaky")
-    tick(run)
     platform.fail(r"/progress$", 500, times=2)
     status = tick(run)
     assert status["state"] == "running" and [r["step"] for r in run.metric_rows()] == [1, 2]
@@ -237,26 +257,6 @@ def test_rules_stop_a_launch_before_the_platform(platform: FakePlatform) -> None
     assert "/api/v1/training/runs" not in platform.paths("POST")
 
 
-def test_checkpoint_fetch_says_why_not(platform: FakePlatform, tmp_path: Path) -> None:
-    run = backend(yes=True).submit(load_config(HOSTED_RL), name="ckpt")
-    with pytest.raises(PrimenbError, match="no READY checkpoint"):
-        fetch_checkpoint(run.dir)
-    for _ in range(3):
-        tick(run)
-    with pytest.raises(PrimenbError, match="cannot read the platform's storage"):
-        fetch_checkpoint(run.dir)
-    # storage this machine can read (a file:// URL) is copied into checkpoints/step_N
-    src = tmp_path / "store" / "step_4"
-    src.mkdir(parents=True)
-    (src / "adapter_config.json").write_text("{}")
-    for r in platform.runs.values():
-        r.storage = f"file://{tmp_path}/store/step_{{step}}"
-    (tmp_path / "store" / "step_2").mkdir()
-    got = fetch_checkpoint(run.dir)
-    assert got == run.dir / "checkpoints" / "step_4" and (got / "adapter_config.json").exists()
-    assert run.checkpoints == [got]
-
-
 def _fake_prime(tmp_path: Path, body: str) -> str:
     exe = tmp_path / "prime"
     exe.write_text(f"#!/bin/sh\n{body}\n")
@@ -265,7 +265,7 @@ def _fake_prime(tmp_path: Path, body: str) -> str:
 
 
 def test_missing_old_and_chatty_clis(tmp_path: Path) -> None:
-    with pytest.raises(CLIMissing, match="pip install 'prime>=0.18'"):
+    with pytest.raises(CLIMissing, match=re.escape("pip install 'prime>=0.18'")):
         PrimeCLI(executable=str(tmp_path / "absent")).require()
     old = PrimeCLI(executable=_fake_prime(tmp_path, 'echo "Prime CLI version: 0.6.26"'))
     with pytest.raises(CLIMissing, match=r"0\.6\.26.*pip install -U"):
