@@ -307,3 +307,38 @@ def test_terminal_launch_needs_an_answer(platform: FakePlatform, tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "started term" in done.stdout
     assert os.environ["PRIME_API_KEY"] not in done.stdout + done.stderr
+
+
+def test_notebook_confirm_widget_monitor_and_no_key_in_outputs(platform: FakePlatform, tmp_path: Path) -> None:
+    """The same workflow in a real kernel (nbclient): the confirm widget answered from a later cell,
+    the monitor following the run to the end, and the saved notebook free of the key."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = [
+        "%load_ext primenb",
+        f"%%rltoml cfg\n{HOSTED_RL}",
+        "%prime_train cfg --backend modelfactory --name nb-hosted --gpu-type H200_141GB",
+        "from primenb.notebook.confirm import pending\nask = pending()[-1]\nask.launch_button.click()\n"
+        "run = ask.run\nprint(ask.answer, run.name, ask.error)",
+        "print('final', run.wait(timeout=300), [r['step'] for r in run.metric_rows()])",
+        "run",
+        "%prime_backend show modelfactory",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=400, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    saved = tmp_path / "hosted.ipynb"
+    nbformat.write(nb, saved)
+
+    outs = [c.get("outputs", []) for c in nb.cells]
+    assert not [o for cell in outs for o in cell if o.output_type == "error"]
+    asked = next(o["data"] for o in outs[2] if "data" in o)
+    assert "application/vnd.jupyter.widget-view+json" in asked and f"${PRICE:.2f}/GPU-hour" in asked["text/plain"]
+    assert "launched nb-hosted None" in "".join(o.get("text", "") for o in outs[3])
+    assert "final completed [1, 2, 3, 4]" in "".join(o.get("text", "") for o in outs[4])
+    monitor = next(o["data"] for o in outs[5] if "data" in o)
+    assert "application/vnd.jupyter.widget-view+json" in monitor and "completed" in monitor["text/html"]
+    assert "team_fake" in "".join(o.get("data", {}).get("text/plain", "") for o in outs[6])
+    key = os.environ["PRIME_API_KEY"]
+    assert scan_for(key, saved, tmp_path / "outputs", Path(os.environ["PRIME_HOME"])) == []
+    assert key[:6] not in saved.read_text()
