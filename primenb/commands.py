@@ -191,6 +191,7 @@ COMMANDS: tuple[Command, ...] = (
             _NAME,
             _WAIT,
             _DETACH,
+            arg("--yes", action="store_true", help="a hosted (modelfactory) trace: launch the billed continuation"),
         ),
     ),
     Command(

@@ -80,10 +80,20 @@ def open_run(run_dir: str | os.PathLike[str]) -> Run:
 
 
 def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:
-    """Re-attach to a run (e.g. after a kernel restart) by its name or directory."""
+    """Re-attach to a run (e.g. after a kernel restart) by its name or directory, or a hosted
+    run by its platform run id."""
     from primenb.run import find_run
 
-    return open_run(find_run(name_or_dir, output_dir))
+    try:
+        found = find_run(name_or_dir, output_dir)
+    except PrimenbError:
+        from primenb.backends.modelfactory import find_hosted
+
+        hosted = find_hosted(str(name_or_dir))
+        if hosted is None:
+            raise
+        found = hosted
+    return open_run(found)
 
 
 __all__ = ["BACKENDS", "Backend", "Lineage", "attach", "get_backend", "open_run", "submit"]

@@ -616,6 +616,38 @@ def fetch_checkpoint(run_dir: Path, cli: PrimeCLI | None = None) -> Path:
     )
 
 
+def find_hosted(run_id: str) -> Path | None:
+    """The local mirror of the hosted run ``run_id`` (newest launch first), from the run index."""
+    from primenb.home import prime_home
+    from primenb.protocol.rundir import RUN_INDEX
+
+    index = prime_home() / RUN_INDEX
+    if not run_id or not index.exists():
+        return None
+    for line in reversed(index.read_text().splitlines()):
+        path = Path(line)
+        if path.is_dir() and read_remote(path).get("run_id") == run_id:
+            return path
+    return None
+
+
+def continuation(backend: ModelFactoryBackend, parent_dir: Path, config: Config, *, name: str, parent_id: str) -> Run:
+    """``%prime_harness apply`` on a hosted trace: ``prime train run --resume-from`` its PAUSED
+    platform run with ``config``; the new trace's parent is ``parent_id``."""
+    info = read_remote(parent_dir)
+    if not info.get("run_id"):
+        raise PrimenbError(f"{parent_dir} is not a hosted run (no {parent_dir / 'remote.json'})")
+    status = backend.open(parent_dir).refresh()
+    platform = status.get("platform_status") or str(status.get("state", "")).upper()
+    if platform != "PAUSED":
+        raise PrimenbError(
+            f"hosted run {info['run_id']} is {platform}: the platform continues only a PAUSED run (pause it while "
+            "it runs with %prime_train --pause NAME); to train the config again use %prime_harness rerun"
+        )
+    quote = backend.prepare(config)
+    return backend.launch(config, quote, name=name, lineage=Lineage(parent=parent_id), resume_from=str(info["run_id"]))
+
+
 def quote_as_dict(quote: Quote) -> dict[str, Any]:
     return {**asdict(quote), "per_hour": quote.per_hour}
 
@@ -657,7 +689,9 @@ __all__ = [
     "ModelFactoryBackend",
     "Quote",
     "account",
+    "continuation",
     "fetch_checkpoint",
+    "find_hosted",
     "metric_record",
     "sample_record",
 ]

@@ -124,16 +124,19 @@ def test_launch_asks_then_follows_queued_running_completed(platform: FakePlatfor
     assert scan_for(os.environ["HF_TOKEN"], tmp_path / "outputs") == []
     assert all(r["authorized"] for r in platform.requests)
 
-    # its checkpoints: READY on the platform's storage, which this machine cannot read...
+    # primenb.load / generate on the trace fetch its latest READY checkpoint: here it is on the
+    # platform's storage, which this machine cannot read, and the error says so...
+    from primenb.harness.inference import trained
+
     with pytest.raises(PrimenbError, match="cannot read the platform's storage"):
-        fetch_checkpoint(run.dir)
+        trained(trace["trace_id"])
     # ...unless it can (a file:// URL): then the latest READY one is copied to checkpoints/step_N
     for step in (2, 4):
         (tmp_path / "store" / f"step_{step}").mkdir(parents=True)
     (tmp_path / "store" / "step_4" / "adapter_config.json").write_text("{}")
     for r in platform.runs.values():
         r.storage = f"file://{tmp_path}/store/step_{{step}}"
-    got = fetch_checkpoint(run.dir)
+    got = trained(trace["trace_id"]).checkpoint
     assert got == run.dir / "checkpoints" / "step_4" and (got / "adapter_config.json").exists()
     assert run.checkpoints == [got] and run.status["final_checkpoint"] == str(got)
 
@@ -150,6 +153,14 @@ def test_stop(platform: FakePlatform) -> None:
     platform.script = RUNNING_ON
     run = backend(yes=True).submit(load_config(HOSTED_RL), name="to-stop")
     assert tick(run)["state"] == "queued"  # a queued run stops too (and is never billed)
+    # after a kernel restart: found again by its name or its platform run id, wired to the platform
+    from primenb.backends import attach
+    from primenb.backends.modelfactory import HostedControl
+
+    run_id = run.status["hosted"]["run_id"]
+    for ref in ("to-stop", run_id):
+        again = attach(ref)
+        assert again.dir == run.dir and isinstance(again._control, HostedControl) and again._control.run_id == run_id
     assert run.stop(wait=True, timeout=60) == "stopped"
     assert any(p.endswith("/stop") for p in platform.paths("PUT"))
     assert read_trace(run.dir)["status"] == "stopped"  # type: ignore[index]
@@ -169,6 +180,16 @@ def test_pause_then_resume_is_a_child_trace(platform: FakePlatform) -> None:
     assert child_trace["hosted"]["resumed_from"] == parent_trace["hosted"]["run_id"]  # type: ignore[index]
     assert any(p.endswith("/resume") for p in platform.paths("POST"))
     assert tick(child)["state"] == "queued"
+
+    # %prime_harness apply on the paused trace: a billed continuation, so only with --yes
+    import primenb.harness as h
+
+    with pytest.raises(LaunchCancelled, match="pass --yes"):
+        h.apply(parent_trace["trace_id"], steps=2)  # type: ignore[index]
+    applied = h.apply(parent_trace["trace_id"], steps=2, yes=True, name="applied")  # type: ignore[index]
+    sent = [r["body"] for r in platform.requests if r["path"] == "/api/v1/training/runs"][-1]
+    assert sent["resumeFrom"] == parent_trace["hosted"]["run_id"] and sent["config"]["max_steps"] == 3  # type: ignore[index]
+    assert read_trace(applied.dir)["parent"] == parent_trace["trace_id"]  # type: ignore[index]
 
 
 def test_401_402_at_launch_are_clear_and_recorded(platform: FakePlatform) -> None:
