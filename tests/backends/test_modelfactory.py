@@ -271,6 +271,17 @@ def test_hosted_rules_are_located() -> None:
     assert on_volume.ok
 
 
+def test_rules_show_in_the_cell_when_the_config_names_modelfactory() -> None:
+    from primenb.config import check
+
+    text = "clean = true\n" + rl_toml(primenb='backend = "modelfactory"', extra="[inference]\n")
+    outcome = check(text)
+    assert outcome.model is None
+    (d,) = outcome.report.errors
+    assert d.path == "clean" and d.line == 1
+    assert check("clean = true\n" + rl_toml()).model is not None  # a local run may clean
+
+
 def test_rules_stop_a_launch_before_the_platform(platform: FakePlatform) -> None:
     with pytest.raises(HostedConfigError) as exc:
         backend(yes=True).submit(load_config(rl_toml(model="primenb/tiny-byte-xs")), name="no-infer")
