@@ -387,6 +387,7 @@ class HostedControl:
             "hosted": _public(info),
         }
         note = f"{platform.lower()} on the platform"
+        fields["queue"] = None
         if platform in ("QUEUED", "PENDING"):
             ahead, reason = record.get("runs_ahead"), record.get("queue_reason")
             fields["queue"] = {"position": ahead, "reason": reason}
@@ -399,7 +400,8 @@ class HostedControl:
             if cost is not None:
                 fields["cost"] = cost
                 gpu = info.get("gpu_type") or "GPUs"
-                note = f"{platform.lower()} on {gpu} · ${cost['usd']:.2f} so far (${cost['per_hour']:.2f}/hour)"
+                spent = "in total" if state in FINAL_STATES else "so far"
+                note = f"{platform.lower()} on {gpu} · ${cost['usd']:.2f} {spent} (${cost['per_hour']:.2f}/hour)"
         if platform == "PAUSED":
             fields["paused"] = True
             note = f"paused: continue it with %prime_train --resume {self.files.root.name} (a new run, a child trace)"

@@ -130,7 +130,7 @@ _TRANSIENT = re.compile(r"HTTP (429|5\d\d)\b|Request failed|timed out|ConnectErr
 
 def classify(text: str, code: int, args: Sequence[str]) -> PrimeCLIError:
     """The `PrimeCLIError` for a failed CLI call, from what it printed."""
-    what = "prime " + " ".join(a for a in args if not a.startswith("-"))[:80]
+    what = "prime " + " ".join(args[:2])
     detail = _error_lines(text)
     low = text.lower()
     if "api key unauthorized" in low or "no api key configured" in low:

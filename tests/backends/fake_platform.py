@@ -79,7 +79,9 @@ class FakeRun:
             "runsAhead": tick.get("runsAhead") if queued else None,
             "queueReason": tick.get("queueReason") if queued else None,
             "startedAt": None if queued else T0,
-            "completedAt": T0 if self.status in ("COMPLETED", "STOPPED", "FAILED", "PAUSED") else None,
+            "completedAt": "2026-12-03T04:30:00Z"
+            if self.status in ("COMPLETED", "STOPPED", "FAILED", "PAUSED")
+            else None,
             "errorMessage": tick.get("errorMessage"),
             "createdAt": T0,
             "updatedAt": T0,
