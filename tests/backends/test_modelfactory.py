@@ -151,7 +151,10 @@ def test_no_answer_no_launch(platform: FakePlatform) -> None:
 
 def test_stop(platform: FakePlatform) -> None:
     platform.script = RUNNING_ON
-    run = backend(yes=True).submit(load_config(HOSTED_RL), name="to-stop")
+    run = backend(yes=True, team="team_fake").submit(load_config(HOSTED_RL), name="to-stop")
+    # the chosen team reached the platform through PRIME_TEAM_ID in the CLI's environment only
+    assert [r["body"]["teamId"] for r in platform.requests if r["path"] == "/api/v1/training/runs"] == ["team_fake"]
+    assert "PRIME_TEAM_ID" not in os.environ and read_trace(run.dir)["hosted"]["team"] == "team_fake"  # type: ignore[index]
     assert tick(run)["state"] == "queued"  # a queued run stops too (and is never billed)
     # after a kernel restart: found again by its name or its platform run id, wired to the platform
     from primenb.backends import attach
