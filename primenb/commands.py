@@ -51,6 +51,21 @@ _WAIT = arg("--wait", action="store_true", faces=(MAGIC,), help="block the cell 
 _DETACH = arg("--detach", action="store_true", faces=(CLI,), help="start the run and return at once")
 _JSON = arg("--json", action="store_true", faces=(CLI,), help="machine-readable output")
 
+# Prime Intellect's hosted training (--backend modelfactory); the API key is never an argument.
+_HOSTED = (
+    arg(
+        "--gpu-type",
+        default=None,
+        metavar="T",
+        help="modelfactory: GPU type, e.g. H200_141GB (default: the platform's)",
+    ),
+    arg("--volume", default=None, metavar="V", help="modelfactory: named volume for outputs (and SFT data)"),
+    arg("--team", default=None, metavar="ID", help="modelfactory: team that pays (PRIME_TEAM_ID for this launch only)"),
+    arg("--yes", action="store_true", help="modelfactory: launch the billable run without asking"),
+    arg("--pause", metavar="RUN", faces=(MAGIC,), help="modelfactory: pause a hosted run at a checkpoint"),
+    arg("--resume", metavar="RUN", faces=(MAGIC,), help="modelfactory: continue a paused hosted run (a child run)"),
+)
+
 COMMANDS: tuple[Command, ...] = (
     # -- configs and runs ----------------------------------------------------------------------
     Command(
@@ -107,6 +122,7 @@ COMMANDS: tuple[Command, ...] = (
             arg(
                 "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"
             ),
+            *_HOSTED,
         ),
     ),
     Command(
@@ -175,6 +191,7 @@ COMMANDS: tuple[Command, ...] = (
             _NAME,
             _WAIT,
             _DETACH,
+            arg("--yes", action="store_true", help="a hosted (modelfactory) trace: launch the billed continuation"),
         ),
     ),
     Command(

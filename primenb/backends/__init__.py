@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from primenb.backends.base import Backend, Lineage
 from primenb.errors import PrimenbError
@@ -15,14 +15,19 @@ if TYPE_CHECKING:
     from primenb.config import Config
     from primenb.run import Run
 
-BACKENDS = ("local", "ssh", "slurm")
+BACKENDS = ("local", "ssh", "slurm", "modelfactory")
 
 
-def get_backend(name: str) -> Backend:
+def get_backend(name: str, **options: Any) -> Backend:
     """The backend called ``name``: ``local``, ``ssh``/``slurm`` (re-opening recorded runs), an
-    ``ssh://`` or ``slurm://`` URL, or a name saved with ``%prime_backend add``."""
+    ``ssh://`` or ``slurm://`` URL, a name saved with ``%prime_backend add``, or ``modelfactory``
+    (Prime Intellect's hosted training; ``options``: gpu_type, volume, team, yes, confirm)."""
     from primenb.backends.spec import resolve
 
+    if name == "modelfactory":
+        from primenb.backends.modelfactory import ModelFactoryBackend
+
+        return ModelFactoryBackend(**options)
     spec = resolve(name)
     if spec.kind == "local":
         from primenb.backends.local import LocalBackend
@@ -54,10 +59,18 @@ def default_backend(config: Config) -> str:
 
 
 def submit(
-    config: Config, *, name: str | None = None, backend: str | None = None, lineage: Lineage | None = None
+    config: Config,
+    *,
+    name: str | None = None,
+    backend: str | None = None,
+    lineage: Lineage | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Run:
-    """Start ``config`` on ``backend`` (default: the config's ``[primenb] backend``)."""
-    return get_backend(backend or default_backend(config)).submit(config, name=name, lineage=lineage)
+    """Start ``config`` on ``backend`` (default: the config's ``[primenb] backend``); ``options``
+    go to a backend that takes them (modelfactory)."""
+    chosen = backend or default_backend(config)
+    extra = options if chosen == "modelfactory" else {}
+    return get_backend(chosen, **(extra or {})).submit(config, name=name, lineage=lineage)
 
 
 def open_run(run_dir: str | os.PathLike[str]) -> Run:
@@ -67,10 +80,20 @@ def open_run(run_dir: str | os.PathLike[str]) -> Run:
 
 
 def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:
-    """Re-attach to a run (e.g. after a kernel restart) by its name or directory."""
+    """Re-attach to a run (e.g. after a kernel restart) by its name or directory, or a hosted
+    run by its platform run id."""
     from primenb.run import find_run
 
-    return open_run(find_run(name_or_dir, output_dir))
+    try:
+        found = find_run(name_or_dir, output_dir)
+    except PrimenbError:
+        from primenb.backends.modelfactory import find_hosted
+
+        hosted = find_hosted(str(name_or_dir))
+        if hosted is None:
+            raise
+        found = hosted
+    return open_run(found)
 
 
 __all__ = ["BACKENDS", "Backend", "Lineage", "attach", "get_backend", "open_run", "submit"]

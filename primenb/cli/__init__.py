@@ -57,7 +57,23 @@ def _train(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc.report.to_text())
         return 1
-    run = submit(config, name=args.name, backend=args.backend)
+    from primenb.backends import default_backend
+
+    options: dict[str, Any] = {}
+    if (args.backend or default_backend(config)) == "modelfactory":
+        from primenb.cli.hosted import ask_in_terminal
+
+        options = {"gpu_type": args.gpu_type, "volume": args.volume, "team": args.team, "yes": args.yes}
+        options["confirm"] = ask_in_terminal
+    try:
+        run = submit(config, name=args.name, backend=args.backend, options=options)
+    except PrimenbError as exc:
+        report = getattr(exc, "report", None)  # a config the hosted platform would reject
+        if report is None:
+            raise
+        print(report.to_text())
+        print(exc)
+        return 1
     print(f"started {run.name} in {run.dir}", flush=True)
     if args.detach:
         return 0

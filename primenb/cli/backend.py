@@ -28,6 +28,11 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from primenb.backends.spec import load, names
 
+    if args.name == "modelfactory":
+        from primenb.backends.modelfactory import account
+
+        print(repr(account()))
+        return 0
     spec = load(args.name)
     if spec is None:
         print(f"no backend named {args.name!r} (saved: {', '.join(names()) or 'none'})")

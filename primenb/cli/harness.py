@@ -47,7 +47,9 @@ def _apply(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run = h.apply(args.trace, steps=args.steps, overrides=args.overrides, backend=args.backend, name=args.name)
+        run = h.apply(
+            args.trace, steps=args.steps, overrides=args.overrides, backend=args.backend, name=args.name, yes=args.yes
+        )
     _print_warnings(caught)
     print(f"started {run.name} in {run.dir}", flush=True)
     return _wait(run, args.detach)

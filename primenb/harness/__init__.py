@@ -60,11 +60,13 @@ def apply(
     overrides: Sequence[str] = (),
     backend: str | None = None,
     name: str | None = None,
+    yes: bool = False,
 ) -> Run:
-    """Continue a trace from its final checkpoint with its config plus ``overrides``."""
+    """Continue a trace from its final checkpoint with its config plus ``overrides`` (a hosted
+    trace: on the platform, billed, so only with ``yes``)."""
     from primenb.harness.refine import apply as _apply
 
-    return _apply(ref, steps=steps, overrides=overrides, backend=backend, name=name)
+    return _apply(ref, steps=steps, overrides=overrides, backend=backend, name=name, yes=yes)
 
 
 def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:

@@ -35,6 +35,10 @@ def trained(ref: Any, checkpoint: str | None = None) -> Trained:
 
     trace = get(ref)
     ckpt = Path(checkpoint) if checkpoint else trace.final_checkpoint
+    if checkpoint is None and (ckpt is None or not ckpt.is_dir()) and trace.get("backend") == "modelfactory":
+        from primenb.backends.modelfactory import fetch_checkpoint
+
+        ckpt = fetch_checkpoint(trace.run_dir)  # the latest READY one, or exactly why not
     if ckpt is None or not ckpt.is_dir():
         missing = f" ({ckpt} is missing)" if ckpt else ""
         raise PrimenbError(f"trace {trace.id} ({trace.name}) has no checkpoint to load{missing}")

@@ -251,12 +251,15 @@ def apply(
     overrides: Sequence[str] = (),
     backend: str | None = None,
     name: str | None = None,
+    yes: bool = False,
 ) -> Run:
     """A new run continuing ``ref`` from its final checkpoint (model or adapter): its config plus
     ``overrides`` (``key=value``), ``steps`` more steps (default: as many as the parent trained),
     step numbers counting on from the parent's last. Refuses when the checkpoint is missing or
     the architecture does not match; warns (`HarnessWarning`) when the training data differs."""
     parent = get(ref)
+    if parent.get("backend") == "modelfactory":  # continued on the platform, from its checkpoint
+        return _apply_hosted(parent, steps=steps, overrides=overrides, name=name, yes=yes)
     _require_final(parent, "apply")
     ckpt = _require_checkpoint(parent)
     last = int((parent.get("final") or {}).get("step") or parent.last_step or 0)
@@ -281,6 +284,26 @@ def apply(
         warnings.warn(f"the training data differs from trace {parent.id}'s: {note}", HarnessWarning, stacklevel=2)
     lineage = Lineage(parent=parent.id)
     return _launch(config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", backend=backend, lineage=lineage)
+
+
+def _apply_hosted(parent: Trace, *, steps: int | None, overrides: Sequence[str], name: str | None, yes: bool) -> Run:
+    """A hosted trace continues on the platform: ``prime train run --resume-from`` its PAUSED run
+    (the platform's checkpoint, not one here), ``steps`` more steps, recorded as a child trace."""
+    from primenb.backends.modelfactory import ModelFactoryBackend, continuation
+
+    last = int(parent.last_step or 0)
+    start = int((parent.get("steps") or {}).get("start") or 0)
+    n = int(steps) if steps is not None else max(1, last - start)
+    if n < 1:
+        raise PrimenbError(f"--steps must be at least 1, got {n}")
+    pairs = parse_overrides(overrides)
+    settable = {k for k, _ in pairs}
+    auto: list[tuple[str, Any]] = [("max_steps", last + n)]
+    config = edited_config(_config_text(parent), [p for p in auto if p[0] not in settable] + pairs, mode=parent.mode)
+    backend = ModelFactoryBackend(yes=yes, team=(parent.get("hosted") or {}).get("team"))
+    return continuation(
+        backend, parent.run_dir, config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", parent_id=parent.id
+    )
 
 
 def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:

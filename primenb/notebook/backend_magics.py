@@ -40,6 +40,10 @@ class BackendMagics(Magics):
                 saved = store.add(args.name, args.url, args.options, force=args.force)
                 print(f"saved backend {saved.name!r} ({saved.url}): %prime_train CONFIG --backend {saved.name}")
                 return saved
+            if sub == "show" and args.name == "modelfactory":
+                from primenb.backends.modelfactory import account
+
+                return account()
             if sub == "show":
                 found = store.load(args.name)
                 if found is None:

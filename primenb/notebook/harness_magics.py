@@ -76,7 +76,12 @@ class HarnessMagics(Magics):
         from primenb.notebook.monitor import follow_in_cell
 
         run = h.apply(
-            self._ref(args.trace), steps=args.steps, overrides=args.overrides, backend=args.backend, name=args.name
+            self._ref(args.trace),
+            steps=args.steps,
+            overrides=args.overrides,
+            backend=args.backend,
+            name=args.name,
+            yes=args.yes,
         )
         print(f"started {run.name} (parent {h.get(self._ref(args.trace)).id}) in {run.dir}")
         return follow_in_cell(run, wait=args.wait)

@@ -61,6 +61,9 @@ class PrimeMagics(Magics):
         except MagicFailed:
             raise
         except PrimenbError as exc:
+            report = getattr(exc, "report", None)  # e.g. a config the hosted platform would reject
+            if report is not None:
+                display(report)
             raise MagicFailed(str(exc)) from None
 
     def _rltoml(self, line: str, cell: str) -> None:
@@ -106,12 +109,23 @@ class PrimeMagics(Magics):
             run = attach(args.attach)
             show_monitor(run)
             return run
+        if args.pause or args.resume:
+            from primenb.notebook.hosted import pause_or_resume
+
+            return pause_or_resume(args)
         if not args.config:
             raise MagicFailed(
                 "usage: %prime_train CONFIG [--name RUN] [--wait] [--backend local]; "
                 "or %prime_train init to write a starter config"
             )
-        return follow_in_cell(submit(self._config(args.config), name=args.name, backend=args.backend), wait=args.wait)
+        config = self._config(args.config)
+        from primenb.backends import default_backend
+
+        if (args.backend or default_backend(config)) == "modelfactory":
+            from primenb.notebook.hosted import launch
+
+            return launch(config, args)
+        return follow_in_cell(submit(config, name=args.name, backend=args.backend), wait=args.wait)
 
     def _config(self, ref: str) -> Any:
         from primenb.config import Config, load_config

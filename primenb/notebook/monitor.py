@@ -227,7 +227,9 @@ class Monitor:
             f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
         )
         self.title.value = f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{html.escape(p.state)}</b>'
-        self.phase.value = f'<span class="primenb-phase-text">{html.escape(line)}</span>{error}'
+        # a remote backend's one-line note: queue position, cost so far, "platform unreachable, retrying"
+        note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
+        self.phase.value = f'<span class="primenb-phase-text">{html.escape(line)}</span>{note}{error}'
         if p.state in FINAL_STATES:
             self.stop_button.disabled = True
             self.stop_button.description = p.state.capitalize()  # never left at "Stopping…"

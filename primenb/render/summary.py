@@ -177,6 +177,8 @@ def run_text(run: Run) -> str:
     else:
         h = headline(status, rows)
         lines += [f"  {k}: {v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps")]
+    if status.get("note"):  # a remote backend's line: queue position, cost, "platform unreachable, retrying"
+        lines.append(f"  {status['note']}")
     if status.get("error"):
         lines.append(f"  error: {status['error']}")
     return "\n".join(lines)
@@ -262,6 +264,7 @@ def run_html(
             f'<div>{values}</div><div class="primenb-next">follow it live: '
             f"<code>%prime_train --attach {html.escape(run.name)}</code></div>"
         )
+    note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
     error = ""
     if status.get("error"):
         tail = status.get("log_tail") or ""
@@ -273,7 +276,7 @@ def run_html(
     return (
         f'<div class="primenb-run primenb-summary" data-state="{html.escape(p.state)}"><b>{html.escape(run.name)}</b> '
         f'<span style="color:{color};font-weight:bold">{html.escape(p.state)}</span> {bar} '
-        f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{body}{warnings_html(check(raw))}'
+        f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{note}{body}{warnings_html(check(raw))}'
         f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts_html(rows)}</div>{samples_html(samples)}{error}'
         f'<div style="color:#888;font-size:85%">{html.escape(short_path(run.dir))}</div></div>'
     )

@@ -1,0 +1,375 @@
+"""The Model Factory backend: Prime Intellect's hosted training, through the real ``prime`` CLI.
+
+``submit`` checks the hosted-only rules, quotes the GPU price, asks (unless ``yes``), and runs
+``prime train run CONFIG -o json --yes`` on the config without its ``[primenb]`` table. The run
+directory here is a mirror that `HostedControl.sync` keeps current from ``prime train get /
+progress / metrics / rollouts / checkpoints / logs``, so `Run`, the monitor, the harness and the
+sidebar read a hosted run like any other. The API key never passes through primenb: the CLI reads
+it from the environment or its own login.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from primenb.backends.base import Backend, Lineage
+from primenb.backends.hosted_mirror import (
+    HostedControl,
+    fetch_checkpoint,
+    mark_status,
+    metric_record,
+    public_info,
+    record_hosted_in_trace,
+    sample_record,
+)
+from primenb.backends.primecli import (
+    FORWARDED_SECRETS,
+    PlatformRejected,
+    PrimeCLI,
+    PrimeCLIError,
+)
+from primenb.backends.remote import read_remote, write_remote
+from primenb.errors import PrimenbError
+from primenb.fsutil import atomic_write_text
+from primenb.protocol.rundir import (
+    FAILED,
+    QUEUED,
+    now_iso,
+    record_run,
+)
+from primenb.run import Run
+
+if TYPE_CHECKING:
+    from primenb.config import Config
+    from primenb.config.diagnostics import Report
+
+DASHBOARD = "https://app.primeintellect.ai/dashboard/training/{run_id}"
+
+
+class HostedConfigError(PrimenbError):
+    """A config the platform would reject; ``report`` locates each problem in the text."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class LaunchCancelled(PrimenbError):
+    pass
+
+
+@dataclass
+class Quote:
+    """What a launch costs, from ``prime train models -o json`` (shown before a billable launch)."""
+
+    gpu_type: str | None
+    price_per_gpu_hour: float | None
+    gpus: int
+    team: str | None = None
+
+    @property
+    def per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpus
+
+    def text(self) -> str:
+        gpu = self.gpu_type or "the platform's default GPU type"
+        if self.price_per_gpu_hour is None:
+            cost = "price unknown (no on-demand quote for this GPU type)"
+        else:
+            cost = f"${self.price_per_gpu_hour:.2f}/GPU-hour x {self.gpus} GPUs ≈ ${self.per_hour:.2f}/hour"
+        who = f"team {self.team}" if self.team else "the account's default team (or personal account)"
+        return (
+            f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. Billing starts when the pods are ready."
+        )
+
+
+def gpu_count(config: Config) -> int:
+    dep: Any = config.model.deployment
+    if getattr(dep, "type", "") == "multi_node":
+        nodes = int(getattr(dep, "num_train_nodes", 1) or 1) + int(getattr(dep, "num_infer_nodes", 0) or 0)
+        return nodes * int(getattr(dep, "gpus_per_node", 8) or 8)
+    return int(getattr(dep, "num_train_gpus", 1) or 1) + int(getattr(dep, "num_infer_gpus", 0) or 0)
+
+
+class ModelFactoryBackend(Backend):
+    name = "modelfactory"
+
+    def __init__(
+        self,
+        *,
+        gpu_type: str | None = None,
+        volume: str | None = None,
+        team: str | None = None,
+        yes: bool = False,
+        confirm: Callable[[Quote], bool] | None = None,
+        cli: PrimeCLI | None = None,
+        min_interval: float = 5.0,
+    ) -> None:
+        self.gpu_type = gpu_type
+        self.volume = volume
+        self.team = team
+        self.yes = yes
+        self.confirm = confirm
+        self.cli = cli or PrimeCLI(team=team)
+        if team and not self.cli.team:
+            self.cli.team = team
+        self.min_interval = min_interval
+
+    # -- before a launch -----------------------------------------------------------------------
+    def check(self, config: Config) -> Report:
+        """The hosted-only rules, plus ``prime train validate`` where the CLI has it and uv is here."""
+        from primenb.config.hosted import hosted_report
+
+        report = hosted_report(config.text, config.mode, source=config.report.source, volume=self.volume)
+        if report.ok:
+            report.diagnostics += self._cli_validate(config)
+        return report
+
+    def _cli_validate(self, config: Config) -> list[Any]:
+        import shutil
+
+        from primenb.config.diagnostics import Diagnostic
+
+        if shutil.which("uv") is None or not self.cli.has("train", "validate"):
+            return []
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "config.toml"
+            path.write_text(config.upstream_toml())
+            # builds a cached venv with uv on first use: minutes, not seconds
+            sft = ["--sft"] if config.mode == "sft" else []
+            proc = self.cli.run("train", "validate", str(path), *sft, timeout=600)
+        if proc.returncode == 0:
+            return [Diagnostic("info", "hosted", "", "prime train validate: " + proc.stdout.strip().splitlines()[-1])]
+        text = (proc.stdout + proc.stderr).strip()
+        if "404" in text or "405" in text or "Not Found" in text:
+            return []  # this platform has no local validation: it validates on submission
+        lines = [ln for ln in text.splitlines() if ":" in ln and not ln.startswith(("Error", "Config validation"))]
+        return [
+            Diagnostic("error", "hosted", ln.split(":", 1)[0].strip(), ln.split(":", 1)[1].strip()) for ln in lines
+        ] or [Diagnostic("error", "hosted", "", f"prime train validate: {text[-300:]}")]
+
+    def quote(self, config: Config) -> Quote:
+        data = self.cli.json("train", "models", "-o", "json")
+        offers = data.get("on_demand") or data.get("onDemand") or []
+        chosen = None
+        for offer in offers:
+            gpu = offer.get("gpu_type") or offer.get("gpuType")
+            if (self.gpu_type and gpu == self.gpu_type) or (
+                not self.gpu_type and chosen is None and offer.get("available_now", offer.get("availableNow"))
+            ):
+                chosen = offer
+        price = None if chosen is None else chosen.get("price_per_gpu_hour", chosen.get("pricePerGpuHour"))
+        gpu_type = self.gpu_type or (None if chosen is None else chosen.get("gpu_type") or chosen.get("gpuType"))
+        return Quote(gpu_type, None if price is None else float(price), gpu_count(config), self.cli.team)
+
+    # -- Backend -------------------------------------------------------------------------------
+    def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
+        return self.launch(config, self.prepare(config), name=name, lineage=lineage)
+
+    def prepare(self, config: Config) -> Quote:
+        """Everything before the billable step: CLI version, hosted rules, the quote, the question."""
+        self.cli.require()
+        report = self.check(config)
+        if not report.ok:
+            raise HostedConfigError(f"not launched: {report.summary()} for a hosted run", report)
+        quote = self.quote(config)
+        if not self.yes:
+            if self.confirm is None:
+                raise LaunchCancelled(f"{quote.text()}\nNot launched: confirm it, or pass --yes")
+            if not self.confirm(quote):
+                raise LaunchCancelled("not launched (cancelled at the confirmation)")
+        return quote
+
+    def launch(
+        self,
+        config: Config,
+        quote: Quote,
+        *,
+        name: str | None = None,
+        lineage: Lineage | None = None,
+        resume_from: str | None = None,
+    ) -> Run:
+        """The billable step: ``prime train run`` (or ``--resume-from``); no question asked here."""
+        from primenb.backends.local import prepare
+
+        run_dir = prepare(config, name=name, lineage=lineage, backend=self.name).resolve()
+        record_run(run_dir)
+        (run_dir / "logs").mkdir(exist_ok=True)
+        hosted_toml = run_dir / "configs" / "hosted.toml"
+        atomic_write_text(hosted_toml, config.upstream_toml())  # without [primenb]
+        args = ["train", "run", str(hosted_toml), "-o", "json", "--yes"]
+        args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
+        args += ["--volume", self.volume] if self.volume else []
+        args += ["--resume-from", resume_from] if resume_from else []
+        return self._start(config, run_dir, args, quote, resumed_from=resume_from)
+
+    def resume(self, run: Run, *, name: str | None = None) -> Run:
+        """Continue a PAUSED hosted run (``prime train resume``): a new platform run, recorded here
+        as a new run directory whose trace is a child of the paused run's."""
+        import secrets as random
+
+        from primenb.backends.local import prepare
+        from primenb.config import load_config
+        from primenb.protocol.record import read_trace
+
+        info = read_remote(run.dir)
+        if not info.get("run_id"):
+            raise PrimenbError(f"{run.name} is not a hosted run: only hosted runs can be resumed")
+        if run.refresh().get("platform_status") != "PAUSED":
+            raise PrimenbError(
+                f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
+            )
+        config = load_config(run.dir / "configs" / "config.toml")
+        quote = Quote(info.get("gpu_type"), info.get("price_per_gpu_hour"), int(info.get("gpus") or 1), self.cli.team)
+        if not self.yes and (self.confirm is None or not self.confirm(quote)):
+            raise LaunchCancelled(f"{quote.text()}\nNot resumed: confirm it, or pass --yes")
+        parent = (read_trace(run.dir) or {}).get("trace_id")
+        child = prepare(
+            config,
+            name=name or f"{run.name}-resumed-{random.token_hex(2)}",
+            lineage=Lineage(parent=parent),
+            backend=self.name,
+        ).resolve()
+        record_run(child)
+        (child / "logs").mkdir(exist_ok=True)
+        args = ["train", "resume", str(info["run_id"]), "-o", "json", "--yes"]
+        args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
+        return self._start(config, child, args, quote, resumed_from=str(info["run_id"]))
+
+    def _start(self, config: Config, run_dir: Path, args: list[str], quote: Quote, *, resumed_from: str | None) -> Run:
+        forwarded = [k for k in FORWARDED_SECRETS if self.cli._source().get(k)]
+        for key in forwarded:
+            args += ["-e", key]  # by name: the CLI reads the value from its environment
+        try:
+            # never retried: a 5xx after the platform created the run would launch (and bill) twice
+            out = self.cli.json(*args, retry=False, secrets=forwarded)
+        except PlatformRejected as exc:
+            from primenb.config.hosted import platform_report
+
+            report = platform_report(config.text, exc.errors, source=config.report.source)
+            mark_status(run_dir, FAILED, error=str(exc))
+            raise HostedConfigError(
+                f"not launched: the platform rejected the config ({report.summary()})", report
+            ) from None
+        except PrimeCLIError as exc:
+            mark_status(run_dir, FAILED, error=str(exc))
+            raise
+        created = out.get("run") or {}
+        run_id = str(created.get("runId") or "")
+        if not run_id:
+            mark_status(run_dir, FAILED, error=f"prime {args[1]} printed no run id: {json.dumps(out)[:200]}")
+            raise PrimenbError(f"prime {args[1]} printed no run id ({json.dumps(out)[:200]})")
+        info = {
+            "backend": self.name,
+            "run_id": run_id,
+            "team": self.cli.team,
+            "gpu_type": created.get("gpuType") or quote.gpu_type,
+            "gpus": quote.gpus,
+            "price_per_gpu_hour": created.get("pricePerGpuHour", quote.price_per_gpu_hour),
+            "estimated_cost_per_hour": created.get("estimatedCostPerHour", quote.per_hour),
+            "volume": self.volume,
+            "resumed_from": resumed_from,
+            "dashboard": DASHBOARD.format(run_id=run_id),
+            "launched_at": now_iso(),
+            "secrets_forwarded": forwarded,  # names only
+        }
+        write_remote(run_dir, info)
+        mark_status(run_dir, QUEUED, hosted=public_info(info), note=f"launched as {run_id}: {info['dashboard']}")
+        record_hosted_in_trace(run_dir, info)
+        return Run(run_dir, control=HostedControl(run_dir, self.cli, min_interval=self.min_interval))
+
+    def open(self, run_dir: Path) -> Run:
+        info = read_remote(run_dir)
+        if not info.get("run_id"):
+            return Run(run_dir)
+        cli = PrimeCLI(team=info.get("team"))
+        return Run(run_dir, control=HostedControl(Path(run_dir), cli, min_interval=self.min_interval))
+
+    def fetch_artifacts(self, run: Run) -> Path:
+        return fetch_checkpoint(run.dir, self.cli)
+
+
+def find_hosted(run_id: str) -> Path | None:
+    """The local mirror of the hosted run ``run_id`` (newest launch first), from the run index."""
+    from primenb.home import prime_home
+    from primenb.protocol.rundir import RUN_INDEX
+
+    index = prime_home() / RUN_INDEX
+    if not run_id or not index.exists():
+        return None
+    for line in reversed(index.read_text().splitlines()):
+        path = Path(line)
+        if path.is_dir() and read_remote(path).get("run_id") == run_id:
+            return path
+    return None
+
+
+def continuation(backend: ModelFactoryBackend, parent_dir: Path, config: Config, *, name: str, parent_id: str) -> Run:
+    """``%prime_harness apply`` on a hosted trace: ``prime train run --resume-from`` its PAUSED
+    platform run with ``config``; the new trace's parent is ``parent_id``."""
+    info = read_remote(parent_dir)
+    if not info.get("run_id"):
+        raise PrimenbError(f"{parent_dir} is not a hosted run (no {parent_dir / 'remote.json'})")
+    status = backend.open(parent_dir).refresh()
+    platform = status.get("platform_status") or str(status.get("state", "")).upper()
+    if platform != "PAUSED":
+        raise PrimenbError(
+            f"hosted run {info['run_id']} is {platform}: the platform continues only a PAUSED run (pause it while "
+            "it runs with %prime_train --pause NAME); to train the config again use %prime_harness rerun"
+        )
+    quote = backend.prepare(config)
+    return backend.launch(config, quote, name=name, lineage=Lineage(parent=parent_id), resume_from=str(info["run_id"]))
+
+
+def quote_as_dict(quote: Quote) -> dict[str, Any]:
+    return {**asdict(quote), "per_hour": quote.per_hour}
+
+
+@dataclass
+class Account:
+    """Who pays for a hosted run: ``prime config view --plain`` (key masked) and the teams."""
+
+    config_view: str
+    teams: list[dict[str, Any]]
+    team: str | None
+
+    def __repr__(self) -> str:
+        rows = [f"  {t.get('teamId')}  {t.get('name')} ({t.get('role')})" for t in self.teams] or ["  (no teams)"]
+        chosen = self.team or "the CLI's configured team (or the personal account)"
+        return "\n".join([self.config_view.rstrip(), "", "Teams:", *rows, "", f"A hosted run is billed to: {chosen}"])
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(repr(self))}</pre>"
+
+
+def account(cli: PrimeCLI | None = None) -> Account:
+    """`%prime_backend show modelfactory`: the account and team a launch would bill."""
+    import os
+
+    cli = cli or PrimeCLI()
+    cli.require()
+    view = cli.text("config", "view", "--plain")
+    teams = cli.json("teams", "list", "-o", "json").get("teams") or []
+    return Account(view, [t for t in teams if isinstance(t, dict)], cli.team or os.environ.get("PRIME_TEAM_ID"))
+
+
+__all__ = [
+    "HostedConfigError",
+    "HostedControl",
+    "LaunchCancelled",
+    "ModelFactoryBackend",
+    "Quote",
+    "account",
+    "continuation",
+    "fetch_checkpoint",
+    "find_hosted",
+    "metric_record",
+    "sample_record",
+]
