@@ -107,6 +107,9 @@ COMMANDS: tuple[Command, ...] = (
             arg(
                 "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"
             ),
+            arg(
+                "--ui", action="store_true", faces=(MAGIC,), help="open the config builder form (from CONFIG if given)"
+            ),
         ),
     ),
     Command(
@@ -147,6 +150,7 @@ COMMANDS: tuple[Command, ...] = (
             arg("--model", default=None, metavar="M", help="model id (substring)"),
             arg("--where", default=None, metavar="EXPR", help="SQL expression over the columns"),
             arg("--json", action="store_true", faces=(CLI,), help="the table as JSON records"),
+            arg("--ui", action="store_true", faces=(MAGIC,), help="open the harness browser (grid, filters, actions)"),
         ),
     ),
     Command(

@@ -100,6 +100,10 @@ class PrimeMagics(Magics):
             state = run.stop(wait=True)
             print(f"{run.name}: {state}")
             return run
+        if args.ui:  # the form; its Launch goes through the same submit + follow_in_cell as below
+            from primenb.notebook.builder import show_builder
+
+            return show_builder(self._config(args.config) if args.config else None)
         if args.attach:
             run = attach(args.attach)
             show_monitor(run)
