@@ -402,8 +402,8 @@ class ConfigBuilder:
     def _rebuild_env_args(self, env: str) -> None:
         from primenb.envs import environment_args
 
-        for box in self._env_arg_inputs.values():
-            box.close()  # old widgets would live on in the kernel otherwise
+        for old in (*self._env_arg_inputs.values(), *self.env_args.children):
+            _close(old)  # old widgets (and their layout/style models) would live on in the kernel
         self._env_arg_inputs = {}
         self._env_shown = env
         try:
@@ -463,6 +463,14 @@ class ConfigBuilder:
         except PrimenbError as exc:
             self._say(html.escape(str(exc)), error=True)
             return None
+
+
+def _close(widget: Any) -> None:
+    for part in ("layout", "style"):
+        child = getattr(widget, part, None)
+        if isinstance(child, W.Widget):
+            child.close()
+    widget.close()
 
 
 def _empty() -> Any:
