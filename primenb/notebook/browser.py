@@ -193,10 +193,11 @@ class HarnessBrowser:
     def _show(self) -> None:
         with self._lock:
             view = self.view
+            keep = self.selected  # a refresh must not drop what the person selected
             self.grid.clear_selection()
             self.grid.data = self._grid_frame(view)
-            self.count.value = f"{len(view)} of {len(self.frame)} trace(s)"
-            self._selection_changed()
+            shown = set(self.grid.data.index)
+            self._select_rows([t for t in keep if t in shown])
 
     def _fill_filter_options(self) -> None:
         for widget, col in ((self.model_filter, "model"), (self.env_filter, "env")):
@@ -226,15 +227,20 @@ class HarnessBrowser:
 
     def select(self, *trace_ids: str) -> list[str]:
         """Select these traces (as a click and ctrl-clicks would); unknown or hidden ids are an error."""
-        visible = list(self.grid.get_visible_data().index.astype(str))
-        self.grid.clear_selection()
+        visible = set(self.grid.get_visible_data().index.astype(str))
         for tid in trace_ids:
             if tid not in visible:
                 raise PrimenbError(f"trace {tid} is not in the table as filtered now")
+        self.grid.clear_selection()
+        self._select_rows(list(trace_ids))
+        return self.selected
+
+    def _select_rows(self, trace_ids: list[str]) -> None:
+        visible = list(self.grid.get_visible_data().index.astype(str))
+        for tid in trace_ids:
             r = visible.index(tid)
             self.grid.select(r, 0, r, max(0, len(self.grid.data.columns) - 1))
         self._selection_changed()
-        return self.selected
 
     def _selection_changed(self) -> None:
         n = len(self.grid.selections) and len(self.selected)

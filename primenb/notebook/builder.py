@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 LABEL = W.Layout(width="150px")
 WIDE = W.Layout(width="260px")
 RED, AMBER = "#c62828", "#b26a00"
+OPTIONAL_NUMBERS = ("ckpt_interval", "eval_interval")
 
 
 def _initial_text(config: Any) -> str:
@@ -70,8 +71,9 @@ def _make_inputs() -> dict[str, W.Widget]:
         "lora_targets": W.Text(
             placeholder="q_proj, v_proj (empty: the defaults)", layout=WIDE, continuous_update=False
         ),
-        "ckpt_interval": num(W.IntText),
-        "eval_interval": num(W.IntText),
+        # unset by default (no periodic checkpoint / eval): a text box can show "not set", a number box cannot
+        "ckpt_interval": W.Text(placeholder="not set", layout=WIDE, continuous_update=False),
+        "eval_interval": W.Text(placeholder="not set", layout=WIDE, continuous_update=False),
         "train_gpus": num(W.IntText),
         "infer_gpus": num(W.IntText),
         "backend": W.Dropdown(options=["local", *backend_names()], layout=WIDE),
@@ -215,14 +217,9 @@ class ConfigBuilder:
     def _layout(self) -> W.Widget:
         rows: list[W.Widget] = [W.HBox([W.Label("mode", layout=LABEL), self.mode_input])]
         for field in F.FIELDS:
-            rows.append(
-                W.VBox(
-                    [
-                        W.HBox([W.Label(field.label, layout=LABEL), self.inputs[field.key]]),
-                        self.errors[field.key],
-                    ]
-                )
-            )
+            row = W.VBox([W.HBox([W.Label(field.label, layout=LABEL), self.inputs[field.key]]), self.errors[field.key]])
+            row.add_class(f"primenb-field-{field.key}")  # a handle for the page (and browser tests)
+            rows.append(row)
             if field.key == "env":
                 rows.append(self.env_args)
         form = W.VBox(rows, layout=W.Layout(width="440px"))
@@ -303,8 +300,12 @@ class ConfigBuilder:
         elif key == "lora_targets":
             targets = [t.strip() for t in str(value).split(",") if t.strip()]
             F.set_at(doc, path, targets) if targets else F.remove_at(doc, path)
-        elif value is None or value == "":
+        elif value is None or str(value).strip() == "":
             F.remove_at(doc, path)
+        elif key in OPTIONAL_NUMBERS:
+            from primenb.harness.refine import parse_value
+
+            F.set_at(doc, path, parse_value(str(value).strip()))  # "abc" stays text: the schema says why
         else:
             F.set_at(doc, path, _tidy(key, value))
             if key == "env":
@@ -379,6 +380,8 @@ class ConfigBuilder:
                 value = (
                     ", ".join(value) if isinstance(value, list) and F.has(written, field.paths(self._mode)[0]) else ""
                 )
+            if field.key in OPTIONAL_NUMBERS:
+                value = "" if value is None else str(value)
             if value is None:
                 continue
             if field.key in ("env", "backend", "model") and value not in widget.options:

@@ -77,6 +77,11 @@ def test_editing_the_text_updates_the_form(home):
     assert b.inputs["max_steps"].value == 5 and b.inputs["batch_size"].value == 4
     assert b.inputs["group_size"].disabled and b.inputs["max_tokens"].disabled  # RL only
     assert b.inputs["lora"].value is False and b.inputs["lora_rank"].disabled
+    assert b.inputs["ckpt_interval"].value == ""  # not set: no periodic checkpoint, not "0"
+    b.set(ckpt_interval="5")
+    assert "interval = 5" in b.text and b.config.model.ckpt.interval == 5
+    b.set(ckpt_interval="often")
+    assert b.field_diagnostics("ckpt_interval") and not b.valid
 
 
 def test_a_syntax_error_is_shown_and_form_edits_wait_for_a_fix(home):
@@ -368,10 +373,11 @@ def test_selection_and_actions_call_the_harness(home):
     assert (home / "runs" / "t-run-1").is_dir()  # without "and its files" the folders stay
 
 
-def test_the_browser_refreshes_when_runs_change(home):
+def test_the_browser_refreshes_when_runs_change_and_keeps_the_selection(home):
     write_runs(home / "runs", 2)
     b = HarnessBrowser(refresh_seconds=0.5)
     assert len(b.frame) == 2
+    b.select("t00000000")
     b.start()
     try:
         write_runs(home / "more", 2, prefix="u")
@@ -379,6 +385,7 @@ def test_the_browser_refreshes_when_runs_change(home):
         while len(b.frame) < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(b.frame) == 4 and len(b.grid.data) == 4
+        assert b.selected == ["t00000000"]
     finally:
         b.close()
     assert b._stop.is_set()
