@@ -273,9 +273,6 @@ class ConfigBuilder:
         except PrimenbError:
             text = starter(sft=mode == "sft")
         self._mode = mode
-        self.save_path.value = (
-            "sft.toml" if mode == "sft" and self.save_path.value == "rl.toml" else self.save_path.value
-        )
         self.text_input.value = text
 
     def _edit(self, key: str, value: Any) -> None:
@@ -351,6 +348,8 @@ class ConfigBuilder:
         text = self.text
         outcome = check(text)
         self._mode = outcome.mode
+        if self.save_path.value in ("rl.toml", "sft.toml"):  # the default name follows the mode
+            self.save_path.value = f"{outcome.mode}.toml"
         self.diagnostics = list(outcome.report.diagnostics)
         if outcome.model is not None:
             self._config = Config(outcome.model, mode=outcome.mode, text=text, report=outcome.report)

@@ -139,7 +139,7 @@ def test_switching_mode_starts_from_that_modes_starter_and_keeps_model_and_env(h
     b = ConfigBuilder(rl_toml(model="primenb/tiny-byte-xs"))
     b.set(env="arithmetic")
     b.set(mode="sft")
-    assert b.mode == "sft" and b.valid and b.config.mode == "sft"
+    assert b.mode == "sft" and b.valid and b.config.mode == "sft" and b.save_path.value == "sft.toml"
     assert b.config.model_name == "primenb/tiny-byte-xs" and b.config.model.data.name == "arithmetic"
 
 
