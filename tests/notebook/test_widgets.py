@@ -414,3 +414,29 @@ def test_refreshing_hundreds_of_times_keeps_widget_count_flat(home):
         if i % 100 == 0:
             b.refresh()
     assert len(_instances) == before
+
+
+@pytest.mark.slow  # two real tiny runs
+def test_a_real_launch_from_the_form_then_apply_with_overrides_from_the_browser(home, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    text = sft_toml(steps=3, model="primenb/tiny-byte-xs", batch_size=8, seq_len=48, ckpt_interval=3)
+    b = ConfigBuilder(text)
+    b.launch_button.click()
+    assert b.runs, b.message.value
+    parent = b.runs[0]
+    assert parent.wait(timeout=300) == "completed", parent.logs()
+    assert parent.dir.parent == home / "outputs"  # the local backend's run directory, as %prime_train
+
+    hb = HarnessBrowser()
+    (parent_id,) = hb.frame.trace
+    hb.select(parent_id)
+    hb.steps.value = 2
+    hb.overrides.value = "optim.lr=5e-4"
+    hb.buttons["apply"].click()
+    assert hb.runs, hb.message.value
+    child = hb.runs[0]
+    assert child.wait(timeout=300) == "completed", child.logs()
+    hb.refresh()
+    row = hb.frame[hb.frame.name == child.name].iloc[0]
+    assert row["parent"] == parent_id and row["lr"] == pytest.approx(5e-4) and row["steps"] == 5
