@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from primenb.config import Config
+    from primenb.notebook.browser import HarnessBrowser as HarnessBrowser
+    from primenb.notebook.builder import ConfigBuilder as ConfigBuilder
     from primenb.protocol.fields import Mode
 
 
@@ -66,4 +68,11 @@ def __getattr__(name: str) -> Any:
             return version("primenb")
         except PackageNotFoundError:  # a source tree that was never installed
             return "0+unknown"
+    if name in _WIDGETS:  # ipywidgets and ipydatagrid load only when a widget is asked for
+        import importlib
+
+        return getattr(importlib.import_module(_WIDGETS[name]), name)
     raise AttributeError(f"module 'primenb' has no attribute {name!r}")
+
+
+_WIDGETS = {"ConfigBuilder": "primenb.notebook.builder", "HarnessBrowser": "primenb.notebook.browser"}

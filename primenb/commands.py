@@ -123,6 +123,9 @@ COMMANDS: tuple[Command, ...] = (
                 "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"
             ),
             *_HOSTED,
+            arg(
+                "--ui", action="store_true", faces=(MAGIC,), help="open the config builder form (from CONFIG if given)"
+            ),
         ),
     ),
     Command(
@@ -163,6 +166,7 @@ COMMANDS: tuple[Command, ...] = (
             arg("--model", default=None, metavar="M", help="model id (substring)"),
             arg("--where", default=None, metavar="EXPR", help="SQL expression over the columns"),
             arg("--json", action="store_true", faces=(CLI,), help="the table as JSON records"),
+            arg("--ui", action="store_true", faces=(MAGIC,), help="open the harness browser (grid, filters, actions)"),
         ),
     ),
     Command(

@@ -67,6 +67,10 @@ class HarnessMagics(Magics):
     def _show(self, args: Any) -> Any:
         import primenb.harness as h
 
+        if args.ui:
+            from primenb.notebook.browser import show_browser
+
+            return show_browser()
         if args.trace:
             return h.get(self._ref(args.trace))
         return h.traces(last=args.last, status=args.status, env=args.env, model=args.model, where=args.where)

@@ -105,6 +105,10 @@ class PrimeMagics(Magics):
         if args.stop:
             print(_stop_line(attach(args.stop), wait=args.wait))
             return None  # a line, not a second monitor (the run's own cell still shows it)
+        if args.ui:  # the form; its Launch goes through the same submit + follow_in_cell as below
+            from primenb.notebook.builder import show_builder
+
+            return show_builder(self._config(args.config) if args.config else None)
         if args.attach:
             run = attach(args.attach)
             show_monitor(run)

@@ -1,0 +1,78 @@
+"""Static fallbacks for widgets in saved notebooks.
+
+A widget output saved without its widget state reopens as "Error displaying widget: model not
+found". Each widget here is displayed with a display id, its live view *and* a static HTML snapshot
+in the same bundle (nbconvert, GitHub and VS Code pick the HTML). When the widget is closed, or the
+kernel is asked to shut down, the display is replaced in place by the HTML alone, so a notebook
+saved afterwards shows a readable snapshot instead of the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from IPython import get_ipython
+from IPython.display import display
+
+Bundle = dict[str, Any]
+
+# display id -> (handle, the widget whose view it shows, the function giving its static bundle)
+_LIVE: dict[str, tuple[Any, Any, Callable[[], Bundle]]] = {}
+_HOOKED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def live_bundle(widget: Any, static: Bundle) -> Bundle:
+    """The widget's view plus the static HTML/text, one bundle (what `display(raw=True)` takes)."""
+    bundle = widget._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    return {**static, **data}
+
+
+def show(widget: Any, static: Callable[[], Bundle]) -> Any:
+    """Display ``widget`` with its static fallback; returns the display handle."""
+    handle = display(live_bundle(widget, static()), raw=True, display_id=True)
+    if handle is not None:
+        _LIVE[handle.display_id] = (handle, widget, static)
+        _hook_shutdown()
+    return handle
+
+
+def freeze(handle: Any) -> None:
+    """Replace one live display by its static snapshot (the widget view is dropped)."""
+    entry = _LIVE.pop(getattr(handle, "display_id", ""), None)
+    if entry is not None:
+        handle, _, static = entry
+        handle.update(static(), raw=True)
+
+
+def freeze_all() -> int:
+    """Freeze every live display (kernel shutdown); returns how many were frozen."""
+    n = 0
+    for handle, _, _ in list(_LIVE.values()):
+        freeze(handle)
+        n += 1
+    return n
+
+
+def _hook_shutdown() -> None:
+    """Wrap the kernel's `do_shutdown` once: the displays are frozen while IOPub still works
+    (an `atexit` handler runs after the kernel stopped sending)."""
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or kernel in _HOOKED:
+        return
+    original = kernel.do_shutdown
+
+    def do_shutdown(restart: bool) -> Any:
+        with contextlib.suppress(Exception):  # a failed snapshot must never block a shutdown
+            freeze_all()
+        return original(restart)
+
+    kernel.do_shutdown = do_shutdown
+    _HOOKED.add(kernel)
+
+
+__all__ = ["freeze", "freeze_all", "live_bundle", "show"]

@@ -1,0 +1,442 @@
+"""The config builder and the harness browser, driven through their widget models as the page
+would drive them: values set on the widgets, buttons clicked, then the config, the diagnostics,
+the launched run and the harness state checked."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from IPython.utils.capture import capture_output
+from ipywidgets.widgets.widget import _instances, _remove_buffers
+
+from primenb.config import check
+from primenb.notebook import fallback
+from primenb.notebook.browser import GRID_COLUMNS, HarnessBrowser
+from primenb.notebook.builder import ConfigBuilder
+from primenb.traces.table import COLUMNS
+from tests.harness.synth import write_runs
+from tests.tiny import rl_toml, sft_toml
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# -- the config builder ------------------------------------------------------------------------
+
+
+def test_form_edits_rewrite_only_their_keys_and_keep_everything_else(home):
+    text = rl_toml(primenb="seed = 7\nsample_every = 3  # keep me") + "\n[inference]\n"
+    b = ConfigBuilder(text)
+    assert b.valid and b.inputs["batch_size"].value == 8 and b.inputs["lr"].value == pytest.approx(1e-4)
+    b.set(batch_size=16, lr=3e-4, max_steps=9, temperature=0.7)
+    assert "batch_size = 16" in b.text and "lr = 0.0003" in b.text and "max_steps = 9" in b.text
+    assert "temperature = 0.7" in b.text
+    assert "sample_every = 3  # keep me" in b.text and "seed = 7" in b.text and "[inference]" in b.text
+    cfg = b.config
+    assert cfg is not None and cfg.text == b.text
+    assert cfg.model.orchestrator.batch_size == 16 and cfg.model.trainer.optim.lr == pytest.approx(3e-4)
+
+
+def test_an_invalid_value_is_reported_next_to_its_field_and_the_last_valid_config_stays(home):
+    b = ConfigBuilder(rl_toml(batch_size=8, group_size=4))
+    before = b.config
+    b.set(batch_size=10)  # not a multiple of the group size
+    assert not b.valid
+    here = b.field_diagnostics("batch_size")
+    assert here and "divisible by group_size" in here[0].message
+    assert "divisible by group_size" in b.errors["batch_size"].value
+    assert b.errors["lr"].value == ""  # nothing next to the fields that are fine
+    # the same diagnostics as %%rltoml on the same text
+    assert [d.message for d in b.diagnostics] == [d.message for d in check(b.text).report.diagnostics]
+    assert b.config is before and b.config.model.orchestrator.batch_size == 8
+    assert "✗ 1 error" in b.status.value
+    b.set(batch_size=12)
+    assert b.valid and b.errors["batch_size"].value == "" and b.config.model.orchestrator.batch_size == 12
+
+
+def test_editing_the_text_updates_the_form(home):
+    b = ConfigBuilder()
+    b.text = rl_toml(steps=11, seq_len=96, batch_size=12, group_size=3, max_tokens=20, lr=2e-4, lora=True)
+    values = {k: b.inputs[k].value for k in ("max_steps", "seq_len", "batch_size", "group_size", "max_tokens")}
+    assert values == {"max_steps": 11, "seq_len": 96, "batch_size": 12, "group_size": 3, "max_tokens": 20}
+    assert b.inputs["lora"].value is True and b.inputs["lora_rank"].value == 4 and not b.inputs["lora_rank"].disabled
+    b.text = sft_toml(steps=5, batch_size=4, lr=1e-3)
+    assert b.mode == "sft" and b.mode_input.value == "sft"
+    assert b.inputs["max_steps"].value == 5 and b.inputs["batch_size"].value == 4
+    assert b.inputs["group_size"].disabled and b.inputs["max_tokens"].disabled  # RL only
+    assert b.inputs["lora"].value is False and b.inputs["lora_rank"].disabled
+    assert b.inputs["ckpt_interval"].value == ""  # not set: no periodic checkpoint, not "0"
+    b.set(ckpt_interval="5")
+    assert "interval = 5" in b.text and b.config.model.ckpt.interval == 5
+    b.set(ckpt_interval="often")
+    assert b.field_diagnostics("ckpt_interval") and not b.valid
+
+
+def test_a_syntax_error_is_shown_and_form_edits_wait_for_a_fix(home):
+    b = ConfigBuilder(rl_toml())
+    broken = b.text.replace("[orchestrator]", "[orchestrator")
+    b.text = broken
+    assert not b.valid and "line" in b.other.value  # a syntax error belongs to no field
+    b.set(max_steps=99)
+    assert b.text == broken and "fix the TOML syntax" in b.message.value
+
+
+def test_every_registered_environment_is_offered_with_its_arguments(home):
+    from primenb.envs import known_ids, register_environment
+    from primenb.envs.registry import unregister_environment
+    from primenb.envs.reverse_text import load_environment
+
+    register_environment("widget-test-env", load_environment)
+    try:
+        b = ConfigBuilder(rl_toml())
+        assert list(b.inputs["env"].options) == known_ids() and "widget-test-env" in b.inputs["env"].options
+        b.set(env="arithmetic")
+        assert 'id = "arithmetic"' in b.text and 'name = "arithmetic"' in b.text and b.valid
+        assert "num_terms" in b._env_arg_inputs
+        b.set_env_arg("num_terms", "3")
+        assert "num_terms = 3" in b.text and b.valid
+        assert b.config is not None
+        assert b.config.model.orchestrator.train.source[0].env.taskset.model_dump().get("num_terms") == 3
+        b.set_env_arg("num_terms", "")
+        assert "num_terms" not in b.text
+    finally:
+        unregister_environment("widget-test-env")
+
+
+def test_every_configured_backend_is_offered_and_written_to_primenb_backend(home):
+    from primenb.backends import spec
+
+    spec.add("gpu-box", "ssh://me@gpu-box/~/runs")
+    b = ConfigBuilder(rl_toml())
+    assert list(b.inputs["backend"].options) == ["local", "gpu-box"]
+    b.set(backend="gpu-box")
+    assert 'backend = "gpu-box"' in b.text and b.config.settings.backend == "gpu-box"
+
+
+def test_lora_on_off_and_targets(home):
+    b = ConfigBuilder(rl_toml())
+    b.set(lora=True)
+    assert "[trainer.model.lora]" in b.text and b.config.lora is not None and b.config.lora.rank == 16
+    b.set(lora_rank=8, lora_targets="q_proj, v_proj")
+    assert b.config.lora.rank == 8 and b.config.lora.target_modules == ["q_proj", "v_proj"]
+    b.set(lora=False)
+    assert "lora" not in b.text and b.config.lora is None
+
+
+def test_switching_mode_starts_from_that_modes_starter_and_keeps_model_and_env(home):
+    b = ConfigBuilder(rl_toml(model="primenb/tiny-byte-xs"))
+    b.set(env="arithmetic")
+    b.set(mode="sft")
+    assert b.mode == "sft" and b.valid and b.config.mode == "sft" and b.save_path.value == "sft.toml"
+    assert b.config.model_name == "primenb/tiny-byte-xs" and b.config.model.data.name == "arithmetic"
+
+
+def test_save_writes_the_text_only_when_valid(home):
+    b = ConfigBuilder(rl_toml())
+    b.save_path.value = "mine.toml"
+    b.save_button.click()
+    assert (home / "mine.toml").read_text() == b.text and "saved" in b.message.value
+    saved = b.text
+    b.set(batch_size=10)
+    b.save_button.click()
+    assert (home / "mine.toml").read_text() == saved and "fix them before saving" in b.message.value
+    b.save_path.value = str(home)  # a folder: a message, not a traceback
+    b.set(batch_size=8)
+    b.save_button.click()
+    assert "is a folder" in b.message.value
+
+
+def test_copy_gives_an_rltoml_cell_that_binds_the_same_config(home, shell):
+    b = ConfigBuilder(rl_toml())
+    b.cell_name.value = "built"
+    before = b.clipboard.nonce
+    b.copy_button.click()
+    cell = b.cell_text.value
+    assert cell.startswith("%%rltoml built\n") and b.clipboard.text == cell and b.clipboard.nonce == before + 1
+    assert shell.run_cell(cell).success
+    assert shell.user_ns["built"].text == b.text
+
+
+def test_launch_refuses_an_invalid_config_with_a_message(home, monkeypatch):
+    import primenb.backends as backends
+
+    calls: list[Any] = []
+    monkeypatch.setattr(backends, "get_backend", lambda name: calls.append(name))
+    b = ConfigBuilder(rl_toml())
+    b.set(batch_size=10)
+    b.launch_button.click()
+    assert calls == [] and b.runs == [] and "fix them before launching" in b.message.value
+
+
+def test_launch_goes_through_submit_with_the_configs_backend(home, monkeypatch):
+    """The path `%prime_train` takes: `backends.submit` picks the backend the config names and
+    hands it the config and the run name; the monitor shows the run it returns."""
+    import primenb.backends as backends
+    from primenb.protocol.rundir import RunDir, StatusFile
+    from primenb.run import Run
+
+    run_dir = write_runs(home / "runs", 1)[0]
+    StatusFile(RunDir(run_dir)).finish("completed", step=10, max_steps=10)
+    got: list[tuple[str, Any, Any]] = []
+
+    class Recorder:
+        def submit(self, config: Any, *, name: Any = None, lineage: Any = None) -> Run:
+            got.append((config.text, name, lineage))
+            return Run(run_dir)
+
+    monkeypatch.setattr(backends, "get_backend", lambda name: got.append(name) or Recorder())
+    from primenb.backends import spec
+
+    spec.add("farm", "slurm://login")
+    b = ConfigBuilder(rl_toml())
+    b.set(backend="farm")
+    b.run_name.value = "from-form"
+    b.launch_button.click()
+    assert got == ["farm", (b.text, "from-form", None)], b.message.value
+    assert b.runs and b.runs[0].dir == run_dir and "started" in b.message.value
+
+
+def test_prime_train_ui_opens_the_builder_from_a_config_variable(shell, home):
+    assert shell.run_cell(f"%%rltoml cfg\n{rl_toml(steps=13)}").success
+    with capture_output() as out:
+        builder = shell.run_line_magic("prime_train", "--ui cfg")
+    assert isinstance(builder, ConfigBuilder) and builder.inputs["max_steps"].value == 13
+    assert any(WIDGET_VIEW in o.data for o in out.outputs)  # shown as a widget ...
+    assert any("max_steps = 13" in o.data.get("text/html", "") for o in out.outputs)  # ... with its fallback
+    blank = shell.run_line_magic("prime_train", "--ui")
+    assert isinstance(blank, ConfigBuilder) and blank.valid
+
+
+def test_closing_or_a_kernel_shutdown_leaves_a_static_snapshot(home, shell):
+    b = ConfigBuilder(rl_toml(steps=21))
+    with capture_output() as out:
+        b._ipython_display_()
+        b.close()
+    first, last = out.outputs[0], out.outputs[-1]
+    assert WIDGET_VIEW in first.data and "max_steps = 21" in first.data["text/html"]
+    assert last.update and WIDGET_VIEW not in last.data and "max_steps = 21" in last.data["text/html"]
+
+    class Kernel:
+        shut = False
+
+        def do_shutdown(self, restart: bool) -> dict[str, Any]:
+            self.shut = True
+            return {"status": "ok", "restart": restart}
+
+    kernel = Kernel()
+    shell.kernel = kernel
+    try:
+        b2 = ConfigBuilder(rl_toml(steps=22))
+        with capture_output() as out:
+            b2._ipython_display_()
+            kernel.do_shutdown(False)
+        assert kernel.shut and out.outputs[-1].update and WIDGET_VIEW not in out.outputs[-1].data
+        assert "max_steps = 22" in out.outputs[-1].data["text/html"] and not fallback._LIVE
+    finally:
+        del shell.kernel
+
+
+@pytest.mark.slow  # ~1000 validations under tracemalloc: ~50 s on a shared 2-core machine
+def test_thousands_of_updates_leave_no_widgets_or_memory_behind(home):
+    b = ConfigBuilder(rl_toml())
+    b.set(max_steps=1)
+    widgets_before = len(_instances)
+    tracemalloc.start()
+    try:
+        for i in range(20):  # warm-up: caches fill once
+            b.set(max_steps=i + 2, env="arithmetic" if i % 2 else "reverse-text")
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(61):  # each switch rebuilds the environment's argument boxes
+            b.set(env="arithmetic" if i % 2 else "reverse-text")
+        for i in range(1000):
+            b.set(max_steps=i + 2)
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert len(_instances) == widgets_before  # the environment-argument boxes are closed, not piled up
+    assert grown < 2_000_000, f"{grown} bytes kept after 1060 updates"
+    assert b.valid and b.inputs["max_steps"].value == 1001
+
+
+# -- the harness browser -----------------------------------------------------------------------
+
+
+def synthetic_table(n: int) -> pd.DataFrame:
+    """A trace table as `primenb.harness.traces()` returns it, without writing n run directories."""
+    states = ("completed", "failed", "running", "stopped")
+    rows = [
+        {c: None for c in COLUMNS}
+        | {
+            "trace": f"{i:012x}",
+            "name": f"run-{i}",
+            "created": pd.Timestamp(1_700_000_000 + i, unit="s"),
+            "status": states[i % 4],
+            "mode": "rl" if i % 2 else "sft",
+            "model": "primenb/tiny-byte-s" if i % 3 == 0 else "primenb/tiny-byte-xs",
+            "env": "arithmetic" if i % 5 == 0 else "reverse-text",
+            "steps": i % 50,
+            "lr": 1e-4 * (1 + i % 3),
+            "final_reward": (i % 97) / 97 if i % 11 else None,
+            "run_dir": f"/runs/run-{i}",
+        }
+        for i in range(n)
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def payload_bytes(grid: Any) -> int:
+    """What the grid's data costs on the wire: the JSON state plus its binary buffers."""
+    state, _, buffers = _remove_buffers(grid.get_state())
+    return len(json.dumps(state["_data"])) + sum(len(b) for b in buffers)
+
+
+def test_ten_thousand_traces_filter_sort_and_search_exactly(home):
+    table = synthetic_table(10_000)
+    b = HarnessBrowser(load=lambda: table)
+    assert len(b.grid.data) == 10_000 and tuple(b.grid.data.columns) == GRID_COLUMNS
+    assert list(b.grid.data.index[:2]) == ["00000000270f", "00000000270e"]  # newest first
+    assert payload_bytes(b.grid) < 10_000 * 200  # shown columns only, numbers as binary buffers
+
+    b.status_filter.value, b.mode_filter.value = "failed", "rl"
+    b.model_filter.value, b.env_filter.value = "primenb/tiny-byte-s", "arithmetic"
+    expect = table[
+        (table.status == "failed")
+        & (table["mode"] == "rl")
+        & (table.model == "primenb/tiny-byte-s")
+        & (table.env == "arithmetic")
+    ]
+    assert set(b.grid.data.index) == set(expect.trace) and len(expect) > 0
+    assert b.count.value.startswith(f"{len(expect)} of 10000")
+
+    for w in (b.status_filter, b.mode_filter, b.model_filter, b.env_filter):
+        w.value = "any"
+    b.search.value = "RUN-123"  # case-insensitive, substring
+    assert sorted(b.grid.data["name"]) == sorted(n for n in table.name if "run-123" in n)
+    b.search.value = "run-12 arithmetic"  # every word must match somewhere in the row
+    assert all("run-12" in n for n in b.grid.data["name"]) and set(b.grid.data["env"]) == {"arithmetic"}
+
+    b.search.value = ""
+    b.sort_by.value = "final_reward"
+    rewards = b.grid.data["final_reward"].tolist()
+    known = [r for r in rewards if r == r]
+    assert known == sorted(known, reverse=True) and all(r != r for r in rewards[len(known) :])  # NaN last
+    b.descending.value = False
+    assert b.grid.data["final_reward"].iloc[0] == 0.0
+
+
+def test_selection_and_actions_call_the_harness(home):
+    write_runs(home / "runs", 3)
+    b = HarnessBrowser()
+    ids = list(b.grid.data.index)
+    assert sorted(ids) == ["t00000000", "t00000001", "t00000002"]
+
+    b.select(ids[0])
+    b.buttons["diff"].click()  # one is not enough: a message, nothing else
+    assert "select at least 2" in b.message.value
+
+    b.select(ids[0], ids[1])
+    assert b.selected == [ids[0], ids[1]] and "2 selected" in b.count.value
+    diff = b.diff()
+    assert diff.ids == [ids[0], ids[1]] and "trainer.optim.lr" in diff.section("config")
+    comparison = b.compare()
+    assert [t.id for t in comparison.traces] == [ids[0], ids[1]]
+    details = b.details()
+    assert [t.id for t in details] == [ids[0], ids[1]]
+
+    b.select(ids[0])
+    b.export_path.value = str(home / "bundle")
+    b.buttons["export"].click()
+    assert (home / "bundle" / "trace.json").is_file() and "exported" in b.message.value
+    b.buttons["apply"].click()  # a synthetic trace has no checkpoint: the harness says so
+    assert "no final checkpoint" in b.message.value and b.runs == []
+
+    b.select(ids[1], ids[2])
+    b.buttons["remove"].click()  # armed, nothing removed yet
+    assert b.pending_remove == (ids[1], ids[2]) and len(b.frame) == 3
+    b.cancel.click()
+    assert b.pending_remove == () and len(b.frame) == 3
+    b.buttons["remove"].click()
+    b.confirm.click()
+    assert list(b.frame.trace) == [ids[0]] and "removed trace" in b.message.value
+    assert (home / "runs" / "t-run-1").is_dir()  # without "and its files" the folders stay
+
+
+def test_the_browser_refreshes_when_runs_change_and_keeps_the_selection(home):
+    write_runs(home / "runs", 2)
+    b = HarnessBrowser(refresh_seconds=0.5)
+    assert len(b.frame) == 2
+    b.select("t00000000")
+    b.start()
+    try:
+        write_runs(home / "more", 2, prefix="u")
+        deadline = time.monotonic() + 20
+        while len(b.frame) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(b.frame) == 4 and len(b.grid.data) == 4
+        assert b.selected == ["t00000000"]
+    finally:
+        b.close()
+    assert b._stop.is_set()
+
+
+def test_prime_harness_show_ui_opens_the_browser_with_a_static_fallback(shell, home):
+    write_runs(home / "runs", 2)
+    with capture_output() as out:
+        browser = shell.run_line_magic("prime_harness", "show --ui")
+    try:
+        assert isinstance(browser, HarnessBrowser) and len(browser.frame) == 2
+        shown = [o.data for o in out.outputs if WIDGET_VIEW in o.data]
+        assert shown and "t-run-1" in shown[0]["text/html"]
+    finally:
+        browser.close()
+
+
+@pytest.mark.slow  # each update re-sends the grid: ~30 s on a shared 2-core machine
+def test_refreshing_hundreds_of_times_keeps_widget_count_flat(home):
+    table = synthetic_table(200)
+    b = HarnessBrowser(load=lambda: table)
+    b.refresh()
+    before = len(_instances)
+    for i in range(500):
+        b.search.value = f"run-{i % 50}"
+        if i % 100 == 0:
+            b.refresh()
+    assert len(_instances) == before
+
+
+@pytest.mark.slow  # two real tiny runs
+def test_a_real_launch_from_the_form_then_apply_with_overrides_from_the_browser(home, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    text = sft_toml(steps=3, model="primenb/tiny-byte-xs", batch_size=8, seq_len=48, ckpt_interval=3)
+    b = ConfigBuilder(text)
+    b.launch_button.click()
+    assert b.runs, b.message.value
+    parent = b.runs[0]
+    assert parent.wait(timeout=300) == "completed", parent.logs()
+    assert parent.dir.parent == home / "outputs"  # the local backend's run directory, as %prime_train
+
+    hb = HarnessBrowser()
+    (parent_id,) = hb.frame.trace
+    hb.select(parent_id)
+    hb.steps.value = 2
+    hb.overrides.value = "optim.lr=5e-4"
+    hb.buttons["apply"].click()
+    assert hb.runs, hb.message.value
+    child = hb.runs[0]
+    assert child.wait(timeout=300) == "completed", child.logs()
+    hb.refresh()
+    row = hb.frame[hb.frame.name == child.name].iloc[0]
+    assert row["parent"] == parent_id and row["lr"] == pytest.approx(5e-4) and row["steps"] == 5
