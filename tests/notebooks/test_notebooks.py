@@ -31,6 +31,9 @@ def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> nbfor
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PRIMENB_QUICK", os.environ.get("PRIMENB_QUICK", "1"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # The driver, the kernel and the training processes share the cores: one BLAS/OpenMP thread
+    # each (spinning thread pools on an oversubscribed 2-core machine made steps ~10x slower).
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     try:
