@@ -59,11 +59,11 @@ import json
 nb = json.load(open("executed.ipynb"))
 errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
 assert not errors, errors
-text = "".join(
-    "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+text = "\n".join(
+    "".join(o.get("text", "")) + "\n" + "".join(o.get("data", {}).get("text/plain", ""))
     for c in nb["cells"] for o in c.get("outputs", [])
 )
 print("== executed without error; the notebook's own learning check printed:")
-print("\n".join(line for line in text.splitlines() if "held-out reward" in line))
+print("\n".join(line for line in text.splitlines() if "held-out reward" in line and "->" in line))
 PY
 echo "== peak memory: $(python3 -c "import json;print(json.load(open('$WORK/peak_rss.json'))['peak_tree_rss_mib'])") MiB (Binder: ~2048 MiB)"
