@@ -95,9 +95,10 @@ def test_01_quickstart_learns(tmp_path, monkeypatch):
     assert not errors(nb), errors(nb)
     assert "primenb/tiny-byte" in (tmp_path / "rl.toml").read_text()
 
+    # the monitor carries HTML (its static fallback, or the summary that replaces it when the run
+    # ends), so the notebook reads without a widget manager: nbconvert, GitHub, VS Code
     bundles = [o.get("data", {}) for o in cell(nb, "%prime_train cfg").outputs]
-    monitor = next(b for b in bundles if "application/vnd.jupyter.widget-view+json" in b)
-    assert "text/html" in monitor  # the static fallback for nbconvert / GitHub / VS Code
+    assert any("<svg" in b.get("text/html", "") for b in bundles), bundles
 
     start, end = rewards(text(cell(nb, "held-out reward")))
     assert start < 0.2 and end > 0.8, (start, end)  # random init -> learned
