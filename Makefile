@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint venv clean bench labextension labextension-test
+.PHONY: demo test test-fast lint venv clean bench labextension labextension-test docs
 
 venv: $(STAMP)
 
@@ -40,6 +40,10 @@ labextension: venv
 
 labextension-test: labextension
 	cd labextension && PATH="$(CURDIR)/$(BIN):$$PATH" jlpm test
+
+# docs/magics.md from the command declarations (primenb/commands.py); a test checks it is current
+docs: venv
+	$(BIN)/python -m primenb.commands --markdown > docs/magics.md
 
 bench: venv
 	$(BIN)/python bench/bench_load.py

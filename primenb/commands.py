@@ -9,6 +9,7 @@ sense in one face (`--wait` in a cell, `--detach` or `--json` in a terminal) say
 from __future__ import annotations
 
 import argparse
+import html
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -386,6 +387,55 @@ def help_text(family_name: str, face: str, skip: tuple[str, ...] = ()) -> str:
     return "\n".join(out)
 
 
+def _default(a: Arg) -> str:
+    value = a.kw.get("default")
+    return "" if value in (None, False, []) or a.kw.get("action") == "store_true" else f"`{value}`"
+
+
+def markdown() -> str:
+    """docs/magics.md: every magic, its subcommands and options, from the declarations above
+    (`make docs` writes it; a test checks it against the file and against `%magic?`)."""
+    out = [
+        "# Magics: every command and option",
+        "",
+        "<!-- Generated from primenb/commands.py by `make docs` (python -m primenb.commands --markdown). -->",
+        "<!-- Do not edit: change the declarations and run `make docs`. -->",
+        "",
+        "Load them with `%load_ext primenb`. `%magic?` shows the same text in a notebook. Commands marked",
+        "*terminal too* exist as `primenb ...` with the same arguments (`primenb --help`).",
+    ]
+    magic = ""
+    for cmd in (c for c in COMMANDS if MAGIC in c.faces):
+        name = invocation(cmd, MAGIC).split()[0]
+        if name != magic:
+            magic = name
+            title = FAMILY_HELP.get(cmd.family, "")
+            out += ["", f"## `{name}`", *(["", title[0].upper() + title[1:] + "."] if title else [])]
+        also = f" (*terminal too*: `{invocation(cmd, CLI)}`)" if CLI in cmd.faces else ""
+        out += ["", f"### `{invocation(cmd, MAGIC)}`", "", f"{cmd.help[0].upper()}{cmd.help[1:]}{also}.", ""]
+        out += ["```", synopsis(cmd, MAGIC), "```"]
+        args = [a for a in cmd.args_for(MAGIC) if a.help]
+        defaults = any(_default(a) for a in args)  # a default column only where one is declared
+        if args:
+            out += ["", "| argument | meaning |" + (" default |" if defaults else ""), "| --- | --- |"]
+            out[-1] += " --- |" if defaults else ""
+            for a in args:
+                label = ", ".join(a.names) if a.names[0].startswith("-") else _synopsis_arg(a)
+                cells = [f"`{label}`", html.escape(a.help, quote=False), *([_default(a)] if defaults else [])]
+                out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m primenb.commands", description=markdown.__doc__)
+    parser.add_argument("--markdown", action="store_true", help="print docs/magics.md")
+    if parser.parse_args(argv).markdown:
+        print(markdown(), end="")
+        return 0
+    parser.print_help()
+    return 2
+
+
 __all__ = [
     "BOTH",
     "CLI",
@@ -399,5 +449,9 @@ __all__ = [
     "family",
     "help_text",
     "invocation",
+    "markdown",
     "synopsis",
 ]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
