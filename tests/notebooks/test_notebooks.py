@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +20,8 @@ import pytest
 from nbclient import NotebookClient
 
 from ..backends.conftest import services
+from ..backends.fake_platform import FakePlatform
+from ..backends.test_modelfactory import require_prime
 from ..conftest import ROOT
 
 pytestmark = pytest.mark.slow  # they train real (tiny) models in subprocesses
@@ -128,6 +131,9 @@ def test_02_configs_diagnostics_and_migration(tmp_path, monkeypatch):
     migrated = text(cell(nb, "print(legacy.text)"))
     assert "group_size = 8" in migrated and "rollouts_per_example" not in migrated.split("warnings left")[0]
     assert "warnings left after --fix: 0" in migrated
+    form = text(cell(nb, "builder.set(batch_size=30)"))  # the config builder: error next to its field, then fixed
+    assert "valid: False | next to batch size: ['batch_size (30) must be divisible by group_size (8)" in form
+    assert "valid: True | batch_size now: 64" in form
 
 
 def test_03_environments_custom_env_learns(tmp_path, monkeypatch):
@@ -162,11 +168,21 @@ def test_04_compare_runs_sweep(tmp_path, monkeypatch):
     assert "lowest final loss: lr-" in text(nb.cells[-1])
 
 
-def test_05_remote_ssh_and_slurm(tmp_path, monkeypatch):
+def test_05_remote_ssh_slurm_and_model_factory(tmp_path, monkeypatch):
     services()  # the CI sshd + SLURM: skip without them, fail under CI=true
+    require_prime()  # the real `prime` CLI (test extra), against a local stand-in of the platform
+    key = "pit_" + secrets.token_hex(20)
+    platform = FakePlatform(key).start()
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the CLI's ~/.prime: a throwaway folder
+    monkeypatch.setenv("PRIME_API_KEY", key)
+    monkeypatch.setenv("PRIME_API_BASE_URL", platform.url)
+    for name in ("PRIME_TEAM_ID", "PRIME_BASE_URL", "PRIME_CONTEXT"):
+        monkeypatch.delenv(name, raising=False)
     try:
         nb = execute("05-remote.ipynb", tmp_path, monkeypatch)
     finally:
+        platform.stop()
         subprocess.run(["scancel", "--name=primenb-notebook"], capture_output=True)
         shutil.rmtree(tmp_path / "remote-runs", ignore_errors=True)
     assert not errors(nb), errors(nb)
@@ -176,4 +192,10 @@ def test_05_remote_ssh_and_slurm(tmp_path, monkeypatch):
     assert "remote-slurm completed" in slurm and "#SBATCH" in slurm, slurm
     shown = text(cell(nb, "%prime_harness show --last 2"))
     assert "remote-ssh" in shown and "remote-slurm" in shown
-    assert "Model Factory" in text(nb.cells[-1])
+    assert "team_fake" in text(cell(nb, "%prime_backend show modelfactory"))
+    hosted = text(cell(nb, "print(hosted_run.name"))
+    assert "remote-hosted completed | platform run:" in hosted, hosted
+    assert "/api/v1/training/runs" in platform.paths("POST")  # launched through the real CLI
+    saved = tmp_path / "05-saved.ipynb"
+    nbformat.write(nb, saved)
+    assert key not in saved.read_text() and key[:8] not in saved.read_text()
