@@ -263,10 +263,7 @@ def apply(
     _require_final(parent, "apply")
     ckpt = _require_checkpoint(parent)
     last = int((parent.get("final") or {}).get("step") or parent.last_step or 0)
-    start = int((parent.get("steps") or {}).get("start") or 0)
-    n = int(steps) if steps is not None else max(1, last - start)
-    if n < 1:
-        raise PrimenbError(f"--steps must be at least 1, got {n}")
+    n = _more_steps(parent, last, steps)
     pairs = parse_overrides(overrides)
     settable = {k for k, _ in pairs}
     auto: list[tuple[str, Any]] = [("max_steps", last + n)]
@@ -286,16 +283,22 @@ def apply(
     return _launch(config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", backend=backend, lineage=lineage)
 
 
+def _more_steps(parent: Trace, last: int, steps: int | None) -> int:
+    """How many steps a continuation trains: ``steps``, or as many as the parent ran itself."""
+    start = int((parent.get("steps") or {}).get("start") or 0)
+    n = int(steps) if steps is not None else max(1, last - start)
+    if n < 1:
+        raise PrimenbError(f"--steps must be at least 1, got {n}")
+    return n
+
+
 def _apply_hosted(parent: Trace, *, steps: int | None, overrides: Sequence[str], name: str | None, yes: bool) -> Run:
     """A hosted trace continues on the platform: ``prime train run --resume-from`` its PAUSED run
     (the platform's checkpoint, not one here), ``steps`` more steps, recorded as a child trace."""
     from primenb.backends.modelfactory import ModelFactoryBackend, continuation
 
     last = int(parent.last_step or 0)
-    start = int((parent.get("steps") or {}).get("start") or 0)
-    n = int(steps) if steps is not None else max(1, last - start)
-    if n < 1:
-        raise PrimenbError(f"--steps must be at least 1, got {n}")
+    n = _more_steps(parent, last, steps)
     pairs = parse_overrides(overrides)
     settable = {k for k, _ in pairs}
     auto: list[tuple[str, Any]] = [("max_steps", last + n)]

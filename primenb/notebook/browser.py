@@ -18,6 +18,8 @@ from IPython.display import display
 
 from primenb.errors import PrimenbError
 from primenb.notebook import fallback
+from primenb.notebook.feedback import Feedback
+from primenb.traces.table import DISPLAY
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,24 +29,7 @@ if TYPE_CHECKING:
 ANY = "any"
 STATES = ("completed", "failed", "stopped", "running", "queued")
 # the grid's columns (the trace id is the row header); the rest stay in `browser.frame`
-GRID_COLUMNS = (
-    "name",
-    "created",
-    "status",
-    "mode",
-    "model",
-    "env",
-    "steps",
-    "lr",
-    "batch",
-    "group_size",
-    "lora_rank",
-    "final_reward",
-    "best_eval",
-    "duration",
-    "backend",
-    "parent",
-)
+GRID_COLUMNS = tuple(c for c in DISPLAY if c not in ("trace", "parent")) + ("parent",)
 SEARCHED = ("trace", "name", "model", "env", "parent", "backend")
 
 
@@ -70,7 +55,7 @@ def _index_signature() -> Any:
     return (tuple(head[0]) if head else (), tuple(steps))
 
 
-class HarnessBrowser:
+class HarnessBrowser(Feedback):
     """Browse, filter and act on traces. ``load`` returns the trace table (default: the harness
     index); ``refresh_seconds`` is how often a displayed browser checks for changed runs."""
 
@@ -389,17 +374,6 @@ class HarnessBrowser:
         with self.output:
             for obj in objs:
                 display(obj)
-
-    def _say(self, text: str, *, error: bool = False) -> None:
-        color = "#c62828" if error else "#2e7d32"
-        self.message.value = f'<span style="color:{color}">{text}</span>'
-
-    def _guard(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except PrimenbError as exc:
-            self._say(html.escape(str(exc)), error=True)
-            return None
 
 
 def show_browser() -> HarnessBrowser:

@@ -20,6 +20,7 @@ from IPython.display import display
 from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook import form_fields as F
+from primenb.notebook.feedback import RED, Feedback
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 LABEL = W.Layout(width="150px")
 WIDE = W.Layout(width="260px")
-RED, AMBER = "#c62828", "#b26a00"
+AMBER = "#b26a00"
 OPTIONAL_NUMBERS = ("ckpt_interval", "eval_interval")
 
 
@@ -80,7 +81,7 @@ def _make_inputs() -> dict[str, W.Widget]:
     }
 
 
-class ConfigBuilder:
+class ConfigBuilder(Feedback):
     """A form for an RL or SFT config, in sync with its TOML text.
 
     ``builder.config`` is the current valid `Config` (the last valid one while there are errors),
@@ -453,18 +454,6 @@ class ConfigBuilder:
         if not self.valid or self._config is None:
             raise PrimenbError(f"the config has errors (shown next to their fields); fix them before {doing}")
         return self._config
-
-    def _say(self, text: str, *, error: bool = False) -> None:
-        color = RED if error else "#2e7d32"
-        self.message.value = f'<span style="color:{color}">{text}</span>'
-
-    def _guard(self, fn: Any, *args: Any) -> Any:
-        """Button and field callbacks: a user error becomes a message, never a traceback."""
-        try:
-            return fn(*args)
-        except PrimenbError as exc:
-            self._say(html.escape(str(exc)), error=True)
-            return None
 
 
 def _close(widget: Any) -> None:
