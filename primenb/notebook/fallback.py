@@ -9,6 +9,7 @@ saved afterwards shows a readable snapshot instead of the error.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import weakref
 from collections.abc import Callable
@@ -21,6 +22,8 @@ Bundle = dict[str, Any]
 
 # display id -> (handle, the widget whose view it shows, the function giving its static bundle)
 _LIVE: dict[str, tuple[Any, Any, Callable[[], Bundle]]] = {}
+# objects that turn their own display static with `finish()` (the live monitor)
+_FINISHERS: weakref.WeakSet[Any] = weakref.WeakSet()
 _HOOKED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -48,9 +51,24 @@ def freeze(handle: Any) -> None:
         handle.update(static(), raw=True)
 
 
+def finish_on_shutdown(obj: Any) -> None:
+    """Call ``obj.finish()`` when the kernel shuts down, unless `finished(obj)` came first."""
+    _FINISHERS.add(obj)
+    _hook_shutdown()
+
+
+def finished(obj: Any) -> None:
+    _FINISHERS.discard(obj)
+
+
 def freeze_all() -> int:
     """Freeze every live display (kernel shutdown); returns how many were frozen."""
     n = 0
+    for obj in list(_FINISHERS):
+        with contextlib.suppress(Exception):  # one failed snapshot must not keep the others live
+            obj.finish()
+            n += 1
+        _FINISHERS.discard(obj)
     for handle, _, _ in list(_LIVE.values()):
         freeze(handle)
         n += 1
@@ -58,21 +76,22 @@ def freeze_all() -> int:
 
 
 def _hook_shutdown() -> None:
-    """Wrap the kernel's `do_shutdown` once: the displays are frozen while IOPub still works
-    (an `atexit` handler runs after the kernel stopped sending)."""
+    """Wrap the kernel's `do_shutdown` once: the displays are frozen while IOPub still works.
+    An `atexit` handler is the last resort (it runs after the kernel stopped sending)."""
     shell = get_ipython()
     kernel = getattr(shell, "kernel", None)
     if kernel is None or kernel in _HOOKED:
         return
     original = kernel.do_shutdown
 
-    def do_shutdown(restart: bool) -> Any:
+    def do_shutdown(*args: Any, **kwargs: Any) -> Any:
         with contextlib.suppress(Exception):  # a failed snapshot must never block a shutdown
             freeze_all()
-        return original(restart)
+        return original(*args, **kwargs)
 
     kernel.do_shutdown = do_shutdown
     _HOOKED.add(kernel)
+    atexit.register(freeze_all)
 
 
-__all__ = ["freeze", "freeze_all", "live_bundle", "show"]
+__all__ = ["finish_on_shutdown", "finished", "freeze", "freeze_all", "live_bundle", "show"]

@@ -10,18 +10,15 @@ kernel shows the result instead of "Error displaying widget: model not found".
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import html
 import threading
-import weakref
 from typing import Any
 
 import ipywidgets as W
 from IPython import get_ipython
 from IPython.display import display
 
-from primenb.notebook import charts
+from primenb.notebook import charts, fallback
 from primenb.protocol.rundir import FINAL_STATES, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
@@ -132,7 +129,7 @@ class Monitor:
             self._handle = display(self.static_bundle(), raw=True, display_id=True)
         else:
             self._handle = display(self._live_bundle(), raw=True, display_id=True)
-            _LIVE.add(self)
+            fallback.finish_on_shutdown(self)
         return self
 
     def start(self) -> Monitor:
@@ -167,7 +164,7 @@ class Monitor:
         self.poll()
         if self._handle is not None:
             self._handle.update(self.static_bundle(), raw=True)
-        _LIVE.discard(self)
+        fallback.finished(self)
 
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
@@ -259,34 +256,6 @@ def _metrics_table(row: dict[str, Any]) -> str:
     return f"<details><summary>latest metrics (step {row.get('step')})</summary><table>{cells}</table></details>"
 
 
-# monitors still showing a live widget: turned static when the kernel shuts down
-_LIVE: weakref.WeakSet[Monitor] = weakref.WeakSet()
-_HOOKED: set[int] = set()
-
-
-def finish_all() -> None:
-    for monitor in list(_LIVE):
-        with contextlib.suppress(Exception):  # a shutdown must never fail on a display
-            monitor.finish()
-
-
-def _hook_shutdown(shell: Any) -> None:
-    """Turn live monitors static before the kernel goes: on its shutdown request (the frontend is
-    still listening then) and, as a last resort, at interpreter exit."""
-    kernel = getattr(shell, "kernel", None)
-    if kernel is None or id(kernel) in _HOOKED:
-        return
-    _HOOKED.add(id(kernel))
-    original = kernel.do_shutdown
-
-    def do_shutdown(*args: Any, **kwargs: Any) -> Any:
-        finish_all()
-        return original(*args, **kwargs)
-
-    kernel.do_shutdown = do_shutdown
-    atexit.register(finish_all)
-
-
 # run directory -> the cell execution that last showed its monitor
 _SHOWN_IN: dict[str, int] = {}
 
@@ -299,7 +268,6 @@ def show_monitor(run: Run) -> Monitor | None:
         return None  # the magic already showed it; the displayhook must not show a second one
     if count is not None:
         _SHOWN_IN[str(run.dir)] = count
-    _hook_shutdown(shell)
     settings = _settings(run)
     monitor = Monitor(
         run,

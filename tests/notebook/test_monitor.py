@@ -238,17 +238,18 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
 
 
 def test_kernel_shutdown_turns_live_monitors_static(tmp_path: Path, shell: Any) -> None:
+    from primenb.notebook import fallback
     from primenb.notebook import monitor as mon
 
     run = make_run(tmp_path / "going", {"state": "running", "phase": "training", "step": 2}, rl_rows([0.2, 0.4]))
     m = mon.Monitor(run)
     m.poll()
     m._handle = handle = Handle()
-    mon._LIVE.add(m)
-    mon.finish_all()
+    fallback.finish_on_shutdown(m)
+    fallback.freeze_all()
     assert len(handle.updates) == 1 and WIDGET_MIME not in handle.updates[0]
     assert "%prime_train --attach going" in handle.updates[0]["text/html"]
-    assert m not in mon._LIVE
+    assert m not in fallback._FINISHERS
 
 
 def test_stop_magic_returns_at_once_with_one_line(
