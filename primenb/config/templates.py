@@ -85,7 +85,7 @@ def rl_template(model: str = TINY_MODEL, env: str = DEFAULT_ENV, *, lora: bool =
         "# primenb's own settings (stripped when the config goes to upstream prime-rl or the prime CLI).",
         "[primenb]",
         "seed = 0",
-        "sample_every = 10  # keep sampled completions every N steps",
+        "sample_every = 10  # sampled completions at most every N steps (SFT: within ~2% of the time)",
     ]
     if tiny:
         lines += ["sft_warmup_steps = 200  # teach the random-init model the answer format before RL"]

@@ -307,7 +307,7 @@ class PrimenbSettings(Section):
     backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
     seed: NonNegInt = 0
     logging_steps: PosInt = 1
-    sample_every: PosInt = 10
+    sample_every: PosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time
     init_from: str | None = None
     # A continuation (set by `%prime_harness apply`): init_from's step. The run trains steps
     # start_step+1 .. max_steps and numbers its metrics and checkpoints on from there.
