@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
+from primenb.protocol.hashing import is_secret_name
 
 KINDS = ("local", "ssh", "slurm")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
@@ -104,6 +105,13 @@ def apply_options(spec: BackendSpec, options: list[str]) -> BackendSpec:
             raise BackendSpecError(f"bad option {option!r}: use KEY=VALUE with KEY one of {', '.join(allowed)}")
         if key == "env":
             spec.env = [v.strip() for v in value.split(",") if v.strip()]
+            for entry in spec.env:  # a saved backend is a plain file: a credential's value never goes there
+                name, has_value, _ = entry.partition("=")
+                if has_value and is_secret_name(name):
+                    raise BackendSpecError(
+                        f"env={name}=... would save a credential's value in the backend file: write "
+                        f"env={name} and set {name} in the notebook's environment (it is read at submit time)"
+                    )
         elif key in _LIST_OPTIONS:
             setattr(spec, key, shlex.split(value))
         elif key == "request_gpus":

@@ -49,6 +49,9 @@ def test_named_backends_are_saved_without_secret_values(tmp_path: Path, monkeypa
         add("ssh", "ssh://other")
     with pytest.raises(BackendSpecError, match="bad option"):
         add("x", "ssh://other", ["colour=red"])
+    with pytest.raises(BackendSpecError, match="write env=HF_TOKEN and set HF_TOKEN"):
+        add("leaky", "ssh://other", ["env=HF_TOKEN=hf_supersecret"])
+    assert not (tmp_path / "backends" / "leaky.json").exists()
     assert isinstance(get_backend("slurm://"), SlurmBackend)
     remove("box")
     with pytest.raises(BackendSpecError, match="no backend named 'box'"):
