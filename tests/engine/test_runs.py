@@ -47,7 +47,9 @@ def test_sft_run_learns_and_writes_the_run_directory(sft_run: Path) -> None:
     rows = metrics(sft_run)
     assert all(isinstance(r["step"], int) and isinstance(r["time"], float) for r in rows)
     assert any("tokens/s" in r and r["tokens/s"] > 0 for r in rows)
-    assert all(v == v and abs(v) != float("inf") for r in rows for v in r.values())
+    assert {r["phase"] for r in rows} == {"sft"}  # every row names its phase
+    numbers = [v for r in rows for v in r.values() if isinstance(v, float)]
+    assert all(v == v and abs(v) != float("inf") for v in numbers)
     evals = [r for r in rows if "eval/reverse-text/reward" in r]
     assert [r["step"] for r in evals] == [0, 40, 80]
     assert all(0.0 <= r["eval/reverse-text/exact_match"] <= 1.0 for r in evals)

@@ -41,4 +41,4 @@ def test_budgeted_sft_samples_still_come_at_start_and_end(tmp_path, monkeypatch)
 
     metrics = run.metrics  # one row per step: the train log and TRL's end row merged
     assert list(metrics["step"]) == list(range(1, STEPS + 1))
-    assert set(metrics["phase"]) == {"training"} and metrics["loss"].notna().all()
+    assert set(metrics["phase"]) == {"sft"} and metrics["loss"].notna().all()

@@ -105,7 +105,9 @@ def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
             toml.fill(text)
             expect(builder.get_by_text("✓ valid SFT config")).to_be_visible(timeout=30_000)
             builder.get_by_role("button", name="Launch").click()
-            expect(builder.get_by_text("completed")).to_have_count(2, timeout=240_000)
+            # two monitors (live, or already the static summary that replaces one) say completed
+            ended = builder.locator(".primenb-monitor, .primenb-summary").filter(has_text="completed")
+            expect(ended).to_have_count(2, timeout=240_000)
 
             # the harness browser refreshed by itself: two traces; select both rows, diff them
             hb = page.locator(".primenb-harness-browser")
