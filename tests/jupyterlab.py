@@ -75,6 +75,7 @@ class Lab:
     home: Path  # PRIME_HOME of the server and its kernels
     tmp: Path
     env: dict[str, str]
+    app: str = "jupyterlab"  # or "notebook" (Notebook 7, the same frontend pieces without the lab shell)
 
     def api(self, path: str) -> Any:
         """GET a primenb REST route (``/primenb/api/<path>``) as JSON."""
@@ -111,10 +112,22 @@ def lab_env(tmp: Path, home: Path) -> dict[str, str]:
     return env
 
 
+# what each frontend needs besides the common server options: the app exposed in the page
+# (``window.jupyterapp``) so tests can run commands such as "run all cells", and no news/update calls
+APP_OPTIONS = {
+    "jupyterlab": [
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.expose_app_in_browser=True",
+    ],
+    "notebook": ["--JupyterNotebookApp.expose_app_in_browser=True"],
+}
+
+
 @contextmanager
-def jupyterlab(tmp: Path, home: Path, env: dict[str, str] | None = None) -> Iterator[Lab]:
-    """A JupyterLab server on 127.0.0.1 (random port, token auth), stopped on exit. The app is
-    exposed in the page (``window.jupyterapp``) so tests can run commands such as "run all cells"."""
+def jupyterlab(tmp: Path, home: Path, env: dict[str, str] | None = None, app: str = "jupyterlab") -> Iterator[Lab]:
+    """A JupyterLab (or, with ``app="notebook"``, a Notebook 7) server on 127.0.0.1 (random port,
+    token auth), stopped on exit."""
     root = tmp / "root"
     root.mkdir(parents=True, exist_ok=True)
     env = env or lab_env(tmp, home)
@@ -124,23 +137,21 @@ def jupyterlab(tmp: Path, home: Path, env: dict[str, str] | None = None) -> Iter
         [
             sys.executable,
             "-m",
-            "jupyterlab",
+            app,
             "--no-browser",
             "--allow-root",  # CI containers run as root
             "--ip=127.0.0.1",
             f"--port={port}",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.expose_app_in_browser=True",
+            *APP_OPTIONS[app],
         ],
         cwd=tmp,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    lab = Lab(f"http://127.0.0.1:{port}", token, root, home, tmp, env)
+    lab = Lab(f"http://127.0.0.1:{port}", token, root, home, tmp, env, app)
 
     def up() -> bool:
         try:
@@ -190,8 +201,8 @@ def write_notebook(path: Path, cells: list[str]) -> Path:
 
 
 def open_notebook(page: Any, lab: Lab, relpath: str, timeout_s: float = 120) -> None:
-    """Open ``relpath`` (under the server root) in JupyterLab and wait for its kernel to be idle."""
-    page.goto(lab.url(f"lab/tree/{relpath}"))
+    """Open ``relpath`` (under the server root) and wait for its kernel to be idle."""
+    page.goto(lab.url(f"notebooks/{relpath}" if lab.app == "notebook" else f"lab/tree/{relpath}"))
     page.locator(".jp-Notebook").first.wait_for(timeout=timeout_s * 1000)
     wait_for(lambda: kernel_idle(page), timeout_s, "the notebook's kernel to be idle")
 
