@@ -29,6 +29,7 @@ import pytest
 from tests.server.packaging import ROOT, build_wheel, extract_data
 
 CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # what "model not found" comes from
 REQUIRE = os.environ.get("PRIMENB_REQUIRE_UI") == "1"
 ARTIFACTS = Path(os.environ.get("PRIMENB_TEST_ARTIFACTS") or ROOT / "test-artifacts")
 
@@ -218,6 +219,19 @@ def kernel_idle(page: Any) -> bool:
 def lab_command(page: Any, command: str, args: dict[str, Any] | None = None) -> None:
     """Run a JupyterLab command (e.g. ``notebook:run-all-cells``, ``docmanager:save``)."""
     page.evaluate("([c, a]) => window.jupyterapp.commands.execute(c, a)", [command, args or {}])
+
+
+def saved_outputs(path: Path) -> list[dict[str, Any]]:
+    """Every output of every cell of the notebook as saved on disk."""
+    return [o for cell in json.loads(path.read_text())["cells"] for o in cell.get("outputs", [])]
+
+
+def stop_runs(root: Path) -> None:
+    """Stop every run a notebook under ``root`` started (a run outlives its kernel by design)."""
+    from primenb.run import Run
+
+    for run_dir in (root / "outputs").glob("*"):
+        Run(run_dir).stop(timeout=60)
 
 
 def screenshot(page: Any, name: str) -> Path:

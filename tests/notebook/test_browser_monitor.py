@@ -25,6 +25,7 @@ import pytest
 from tests.jupyterlab import (
     ARTIFACTS,
     ROOT,
+    WIDGET_VIEW,
     Lab,
     chromium_page,
     jupyterlab,
@@ -32,6 +33,7 @@ from tests.jupyterlab import (
     open_notebook,
     require_ui,
     screenshot,
+    stop_runs,
     wait_for,
     write_notebook,
 )
@@ -40,7 +42,6 @@ from tests.tiny import rl_toml
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + a real tiny run
 
 WARMUP, STEPS = 12, 12
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 CONFIG = rl_toml(
     steps=STEPS,
     model="primenb/tiny-byte-xs",
@@ -83,11 +84,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with jupyterlab(tmp, tmp / "home") as server:
         try:
             yield server
-        finally:  # a run outlives its kernel by design: stop what the notebook started
-            from primenb.run import Run
-
-            for run_dir in (server.root / "outputs").glob("*"):
-                Run(run_dir).stop(timeout=60)
+        finally:
+            stop_runs(server.root)
 
 
 def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
@@ -193,7 +191,7 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         saved = lab.root / "monitor.ipynb"
         wait_for(lambda: "primenb-summary" in saved.read_text(), 30, "the notebook to be saved with the summary")
     text = saved.read_text()
-    assert WIDGET_MIME not in text and str(lab.root) not in text
+    assert WIDGET_VIEW not in text and str(lab.root) not in text
     outputs = [o for c in nbformat.reads(text, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
     assert any("<svg" in o.get("data", {}).get("text/html", "") for o in outputs)
 

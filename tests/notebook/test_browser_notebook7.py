@@ -8,7 +8,6 @@ that only works in JupyterLab's shell would fail here. Screenshots go to ``$PRIM
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,15 @@ from typing import Any
 import pytest
 
 from tests.jupyterlab import (
+    WIDGET_VIEW,
     chromium_page,
     jupyterlab,
     lab_command,
     open_notebook,
     require_ui,
+    saved_outputs,
     screenshot,
+    stop_runs,
     wait_for,
     write_notebook,
 )
@@ -29,7 +31,6 @@ from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # Notebook 7 + Chromium + a real tiny run
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 STEPS = 4
 CONFIG = sft_toml(steps=STEPS, model="primenb/tiny-byte-xs", batch_size=8, micro_batch_size=4, seq_len=48)
 CELLS = [
@@ -46,10 +47,6 @@ def _no_widget_error(page: Any) -> None:
     body = page.locator(".jp-Notebook").first.inner_text()
     for error in WIDGET_ERRORS:
         assert error not in body, body[-2000:]
-
-
-def _saved_outputs(path: Path) -> list[dict[str, Any]]:
-    return [o for cell in json.loads(path.read_text())["cells"] for o in cell.get("outputs", [])]
 
 
 def test_widgets_render_and_reopen_in_notebook7(tmp_path: Path) -> None:
@@ -95,7 +92,7 @@ def test_widgets_render_and_reopen_in_notebook7(tmp_path: Path) -> None:
                 lab_command(page, "docmanager:save")
                 wait_for(
                     lambda: (
-                        not any(WIDGET_VIEW in o.get("data", {}) for o in _saved_outputs(nb))
+                        not any(WIDGET_VIEW in o.get("data", {}) for o in saved_outputs(nb))
                         and "primenb-builder-static" in nb.read_text()
                     ),
                     30,
@@ -111,8 +108,5 @@ def test_widgets_render_and_reopen_in_notebook7(tmp_path: Path) -> None:
                 _no_widget_error(page)
                 assert f"completed at step {STEPS}/{STEPS}" in page.locator(".primenb-summary").first.inner_text()
                 screenshot(page, "notebook7-reopened")
-        finally:  # a run outlives its kernel by design: stop what the notebook started
-            from primenb.run import Run
-
-            for run_dir in (nb7.root / "outputs").glob("*"):
-                Run(run_dir).stop(timeout=60)
+        finally:
+            stop_runs(nb7.root)

@@ -8,7 +8,6 @@ HTML in the saved notebook. Screenshots of each step go to ``$PRIMENB_TEST_ARTIF
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,13 @@ import pytest
 from tests.jupyterlab import (
     ARTIFACTS,
     ROOT,
+    WIDGET_VIEW,
     chromium_page,
     jupyterlab,
     lab_command,
     open_notebook,
     require_ui,
+    saved_outputs,
     screenshot,
     wait_for,
     write_notebook,
@@ -31,7 +32,6 @@ from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + two real tiny runs
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 START = sft_toml(steps=4, model="primenb/tiny-byte-xs", batch_size=8, micro_batch_size=4, seq_len=48, lr=2e-3)
 
 
@@ -43,11 +43,6 @@ def _type(page: Any, key: str, value: str) -> None:
     box = _field(page, key).locator("input").first
     box.fill(value)
     box.press("Enter")  # number boxes send their value on Enter / blur
-
-
-def _saved_outputs(path: Path) -> list[dict[str, Any]]:
-    nb = json.loads(path.read_text())
-    return [o for cell in nb["cells"] for o in cell.get("outputs", [])]
 
 
 def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
@@ -133,10 +128,10 @@ def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
             lab_command(page, "docmanager:save")
             wait_for(
                 lambda: (
-                    not any(WIDGET_VIEW in o.get("data", {}) for o in _saved_outputs(nb))
+                    not any(WIDGET_VIEW in o.get("data", {}) for o in saved_outputs(nb))
                     and any(
                         "primenb-builder-static" in "".join(o.get("data", {}).get("text/html", ""))
-                        for o in _saved_outputs(nb)
+                        for o in saved_outputs(nb)
                     )
                 ),
                 30,
