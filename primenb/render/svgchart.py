@@ -30,21 +30,25 @@ def line_chart(
     width: int = 320,
     height: int = 160,
 ) -> str:
-    """One small chart per call; each series is scaled to its own range (labels show it). A
+    """One small chart per call; each series is scaled to its own range (labels show it). A chart
+    of one series also gets a y axis (ticks at its low, middle and high value, with grid lines). A
     one-point series is drawn as a dot (a polyline of one point is invisible)."""
-    pad_l, pad_r, pad_t, pad_b = 8, 8, 18, 16
+    drawn = [ys for xs, ys in series.values() if xs]
+    if not drawn:
+        return f'<svg width="{width}" height="{height}"><text x="8" y="20" fill="#888">no data yet</text></svg>'
+    pad_l, pad_r, pad_t, pad_b = (40 if len(drawn) == 1 else 8), 8, 18, 16
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
     all_x = [x for xs, _ in series.values() for x in xs]
-    if not all_x:
-        return f'<svg width="{width}" height="{height}"><text x="8" y="20" fill="#888">no data yet</text></svg>'
     x0, x1 = min(all_x), max(all_x)
     parts = [
         (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'style="background:#fff;border:1px solid #eee">'
         ),
-        f'<text x="{pad_l}" y="12" font-size="11" fill="#333">{html.escape(title)}</text>',
+        f'<text x="8" y="12" font-size="11" fill="#333">{html.escape(title)}</text>',
     ]
+    if len(drawn) == 1:
+        parts.extend(_y_axis(min(drawn[0]), max(drawn[0]), pad_l, pad_t, w, h))
     legend_y = 12
     for i, (name, (xs, ys)) in enumerate(series.items()):
         if not xs:
@@ -74,3 +78,17 @@ def line_chart(
         f'text-anchor="end">step {x1:g}</text></svg>'
     )
     return "".join(parts)
+
+
+def _y_axis(lo: float, hi: float, left: int, top: int, w: int, h: int) -> list[str]:
+    """Tick labels at the low, middle and high value (a flat series: its one value), each with a
+    faint grid line, the way the series below is scaled."""
+    ticks = [(lo, 0.0), ((lo + hi) / 2, 0.5), (hi, 1.0)] if hi > lo else [(lo, 0.0)]
+    out = []
+    for value, frac in ticks:
+        y = top + h - frac * h
+        out.append(f'<line x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
+        out.append(
+            f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end" font-size="9" fill="#888">{value:.3g}</text>'
+        )
+    return out

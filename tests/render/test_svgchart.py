@@ -1,0 +1,43 @@
+"""The static SVG chart of saved notebooks: readable values on its y axis, dots for single points."""
+
+from __future__ import annotations
+
+import re
+
+from primenb.render.svgchart import line_chart
+
+
+def _ticks(svg: str) -> list[str]:
+    return re.findall(r'text-anchor="end" font-size="9" fill="#888">([^<]+)</text>', svg)
+
+
+def test_one_series_gets_low_middle_high_ticks_placed_like_its_line() -> None:
+    svg = line_chart({"loss": ([1, 2, 3], [6.0, 5.0, 4.0])}, title="loss", width=300, height=150)
+    assert _ticks(svg)[:3] == ["4", "5", "6"]
+    # the top tick's grid line is where the line starts (the highest value), the bottom one where it ends
+    grid = [float(y) for y in re.findall(r'<line x1="40" x2="292" y1="([\d.]+)"', svg)]
+    points = re.search(r'points="([^"]+)"', svg)
+    assert points is not None
+    ys = [float(p.split(",")[1]) for p in points.group(1).split()]
+    assert max(grid) == max(ys) and min(grid) == min(ys)
+
+
+def test_a_flat_series_has_one_tick_at_its_value() -> None:
+    svg = line_chart({"reward": ([1, 2, 3], [0.0, 0.0, 0.0])}, title="reward")
+    assert _ticks(svg)[:1] == ["0"] and svg.count("<line ") == 1
+
+
+def test_several_series_keep_their_own_ranges_without_a_shared_axis() -> None:
+    svg = line_chart({"a": ([1, 2], [1.0, 2.0]), "b": ([1, 2], [30.0, 10.0])}, title="two")
+    assert "<line " not in svg
+    assert "a: 2 (1…2)" in svg and "b: 10 (10…30)" in svg
+
+
+def test_one_point_is_a_dot_and_no_data_says_so() -> None:
+    assert "<circle" in line_chart({"eval": ([5], [0.5])})
+    assert "no data yet" in line_chart({"eval": ([], [])})
+
+
+def test_names_are_escaped() -> None:
+    svg = line_chart({"<b>x</b>": ([1, 2], [1.0, 2.0])}, title="<script>")
+    assert "<script>" not in svg and "<b>" not in svg
