@@ -169,6 +169,30 @@ def test_stop(platform: FakePlatform) -> None:
     assert read_trace(run.dir)["status"] == "stopped"  # type: ignore[index]
 
 
+def test_live_logs_are_pulled_every_log_every_polls_while_running(
+    platform: FakePlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from primenb.backends import hosted_mirror
+
+    monkeypatch.setattr(hosted_mirror, "LOG_EVERY", 2)
+    platform.script = (RUNNING_ON[0], *({"status": "RUNNING", "step": s} for s in (1, 2, 3)))
+    run = backend(yes=True).submit(load_config(HOSTED_RL), name="live-logs")
+    trainer_log = run.dir / "logs" / "trainer.log"
+
+    def log_calls() -> int:
+        return sum(1 for r in platform.requests if r["path"].endswith("/logs"))
+
+    assert tick(run)["state"] == "queued" and log_calls() == 0  # a queued run has no logs to read
+    assert tick(run)["step"] == 1  # 2nd poll: both components' logs, as they are now
+    assert log_calls() == 2 and "[trainer] step 1 done" in trainer_log.read_text()
+    assert "==> orchestrator <==" in run.logs(50)
+    assert tick(run)["step"] == 2 and log_calls() == 2  # 3rd poll: not a log poll
+    assert "step 2 done" not in trainer_log.read_text()
+    assert tick(run)["step"] == 3 and log_calls() == 4  # 4th poll: fresh logs
+    assert "[trainer] step 3 done" in trainer_log.read_text()
+    assert run.stop(wait=True, timeout=60) == "stopped"
+
+
 def test_pause_then_resume_is_a_child_trace(platform: FakePlatform) -> None:
     platform.script = RUNNING_ON
     mf = backend(yes=True)
