@@ -216,9 +216,13 @@ def kernel_idle(page: Any) -> bool:
     return status == "idle"
 
 
-def lab_command(page: Any, command: str, args: dict[str, Any] | None = None) -> None:
-    """Run a JupyterLab command (e.g. ``notebook:run-all-cells``, ``docmanager:save``)."""
-    page.evaluate("([c, a]) => window.jupyterapp.commands.execute(c, a)", [command, args or {}])
+def lab_command(page: Any, command: str, args: dict[str, Any] | None = None, *, wait: bool = True) -> None:
+    """Run a JupyterLab command (e.g. ``notebook:run-all-cells``, ``docmanager:save``). With
+    ``wait`` it returns when the command's promise resolves (run-all: when every cell has run)."""
+    if wait:
+        page.evaluate("([c, a]) => window.jupyterapp.commands.execute(c, a)", [command, args or {}])
+    else:
+        page.evaluate("([c, a]) => { window.jupyterapp.commands.execute(c, a); }", [command, args or {}])
 
 
 def saved_outputs(path: Path) -> list[dict[str, Any]]:
