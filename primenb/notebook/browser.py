@@ -265,14 +265,13 @@ class HarnessBrowser(Feedback):
         import shlex
 
         import primenb.harness as h
-        from primenb.notebook.monitor import follow_in_cell
+        from primenb.notebook.monitor import follow_in_output
 
         (tid,) = self._need(1, 1, "apply")
         overrides = shlex.split(self.overrides.value or "")
         run = h.apply(tid, steps=self.steps.value or None, overrides=overrides)
         self.output.clear_output()
-        with self.output:
-            follow_in_cell(run, wait=False)
+        follow_in_output(self.output, run)  # the summary replaces the monitor when the run ends
         self.runs.append(run)
         self._say(f"started {run.name} (parent {tid})")
         self.refresh()

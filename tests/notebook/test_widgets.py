@@ -208,6 +208,63 @@ def test_launch_goes_through_submit_with_the_configs_backend(home, monkeypatch):
     assert b.runs and b.runs[0].dir == run_dir and "started" in b.message.value
 
 
+def test_a_monitor_launched_from_the_builder_ends_as_its_summary_in_the_output(home, shell, monkeypatch):
+    """`Monitor.finish` swaps its display with a display update, which may not reach a display
+    inside the builder's Output widget: the Output itself must end up holding the summary."""
+    import primenb.backends as backends
+    from primenb.protocol.rundir import RunDir, StatusFile
+    from primenb.run import Run
+
+    run_dir = write_runs(home / "runs", 1)[0]
+    status = StatusFile(RunDir(run_dir))
+    status.start(mode="sft", max_steps=10)  # live: the monitor shows its widget and follows
+
+    class Backend:
+        def submit(self, config: Any, *, name: Any = None, lineage: Any = None) -> Run:
+            return Run(run_dir)
+
+    monkeypatch.setattr(backends, "get_backend", lambda name: Backend())
+    b = ConfigBuilder(rl_toml())
+    with capture_output() as out:
+        b.launch_button.click()
+    assert b.runs, b.message.value
+    (view,) = [o.data for o in out.outputs if WIDGET_VIEW in o.data]  # the live monitor
+    earlier = {"output_type": "stream", "name": "stdout", "text": "an earlier launch\n"}
+    # what the page reports the Output holds: something earlier, then the monitor's view
+    b.output.outputs = (earlier, {"output_type": "display_data", "data": view, "metadata": {}})
+
+    status.finish("completed", step=10)
+    deadline = time.monotonic() + 30
+    while any(WIDGET_VIEW in o.get("data", {}) for o in b.output.outputs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first, summary = b.output.outputs  # the monitor's place, nothing else touched
+    assert first == earlier and summary["output_type"] == "display_data"
+    assert WIDGET_VIEW not in summary["data"] and "completed" in summary["data"]["text/plain"]
+    assert "primenb-summary" in summary["data"]["text/html"] and "t-run-0" in summary["data"]["text/html"]
+
+
+def test_the_summary_replaces_only_its_own_monitor_and_is_never_shown_twice():
+    from ipywidgets import Output
+
+    from primenb.notebook.monitor import _replace_view
+
+    bundle = {"text/html": "<div>summary</div>", "text/plain": "summary"}
+    summary = {"output_type": "display_data", "data": bundle, "metadata": {}}
+
+    def shown(model_id: str) -> dict[str, Any]:
+        return {"output_type": "display_data", "data": {WIDGET_VIEW: {"model_id": model_id}}, "metadata": {}}
+
+    out = Output()
+    out.outputs = (shown("other"), shown("mine"))
+    _replace_view(out, "mine", bundle)
+    assert out.outputs == (shown("other"), summary)  # another launch's monitor stays
+    _replace_view(out, "mine", bundle)
+    assert out.outputs == (shown("other"), summary)  # the page shows the summary already: once
+    empty = Output()  # the page never reported the view (no page, or not yet): the summary anyway
+    _replace_view(empty, "mine", bundle)
+    assert empty.outputs == (summary,)
+
+
 def test_prime_train_ui_opens_the_builder_from_a_config_variable(shell, home):
     assert shell.run_cell(f"%%rltoml cfg\n{rl_toml(steps=13)}").success
     with capture_output() as out:
@@ -427,6 +484,7 @@ def test_a_real_launch_from_the_form_then_apply_with_overrides_from_the_browser(
     parent = b.runs[0]
     assert parent.wait(timeout=300) == "completed", parent.logs()
     assert parent.dir.parent == home / "outputs"  # the local backend's run directory, as %prime_train
+    _assert_ends_as_summary(b.output, parent.name)
 
     hb = HarnessBrowser()
     (parent_id,) = hb.frame.trace
@@ -437,6 +495,18 @@ def test_a_real_launch_from_the_form_then_apply_with_overrides_from_the_browser(
     assert hb.runs, hb.message.value
     child = hb.runs[0]
     assert child.wait(timeout=300) == "completed", child.logs()
+    _assert_ends_as_summary(hb.output, child.name)
     hb.refresh()
     row = hb.frame[hb.frame.name == child.name].iloc[0]
     assert row["parent"] == parent_id and row["lr"] == pytest.approx(5e-4) and row["steps"] == 5
+
+
+def _assert_ends_as_summary(output: Any, name: str) -> None:
+    """The Output a run was launched into holds the run's summary (the monitor thread puts it
+    there within a poll of the run's end), and no widget view."""
+    deadline = time.monotonic() + 30
+    while not output.outputs and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(output.outputs) == 1, output.outputs
+    data = output.outputs[0]["data"]
+    assert WIDGET_VIEW not in data and "primenb-summary" in data["text/html"] and name in data["text/html"]
