@@ -460,6 +460,103 @@ def test_prime_harness_show_ui_opens_the_browser_with_a_static_fallback(shell, h
         browser.close()
 
 
+def _varied_traces(home: Path) -> None:
+    """Six traces (oldest first) across statuses, two models and two environments."""
+    from primenb.protocol.index import index_trace
+    from primenb.protocol.record import write_trace
+    from tests.harness.synth import make_doc
+
+    rows = [
+        ("completed", "primenb/tiny-byte", "reverse-text"),
+        ("failed", "primenb/tiny-byte", "reverse-text"),
+        ("completed", "primenb/tiny-byte-s", "arithmetic"),
+        ("completed", "primenb/tiny-byte", "reverse-text"),
+        ("stopped", "primenb/tiny-byte-s", "reverse-text"),
+        ("completed", "primenb/tiny-byte", "arithmetic"),
+    ]
+    for i, (status, model, env) in enumerate(rows):
+        doc = make_doc(i, status=status)
+        doc["trace_id"], doc["parent"] = f"a000000{i}", None
+        doc["model"]["id"] = model
+        doc["data"]["train"]["sources"][0]["env_id"] = env
+        run_dir = home / "runs" / f"run-{i}"
+        run_dir.mkdir(parents=True)
+        write_trace(run_dir, doc)
+        assert index_trace(doc, run_dir)
+
+
+@pytest.mark.parametrize(
+    ("options", "widgets", "rows"),
+    [
+        # "tiny" is in both models: the text search; "reverse" in one env: its dropdown
+        (
+            "--status completed --model tiny --env reverse",
+            ("completed", "any", "reverse-text", "tiny", 0),
+            ["a0000003", "a0000000"],
+        ),
+        # one model contains "byte-s" (any case, as show's LIKE); several states; the newest only
+        (
+            "--status completed,stopped --model BYTE-S --last 1",
+            ("completed,stopped", "primenb/tiny-byte-s", "any", "", 1),
+            ["a0000004"],
+        ),
+        ("--env arith --model nothing-like-this", ("any", "any", "arithmetic", "nothing-like-this", 0), []),
+    ],
+)
+def test_prime_harness_show_ui_opens_with_shows_filters(shell, home, options, widgets, rows):
+    _varied_traces(home)
+    table = shell.run_line_magic("prime_harness", "show " + options)  # the same options, as a table
+    with capture_output():
+        b = shell.run_line_magic("prime_harness", "show --ui " + options)
+    try:
+        assert isinstance(b, HarnessBrowser) and len(b.frame) == 6
+        assert (
+            b.status_filter.value,
+            b.model_filter.value,
+            b.env_filter.value,
+            b.search.value,
+            b.newest.value,
+        ) == widgets
+        assert list(b.grid.data.index) == list(table["trace"]) == rows  # the rows `show` lists, in its order
+        assert b.count.value.startswith(f"{len(rows)} of 6 trace(s)")
+    finally:
+        b.close()
+
+
+def test_prime_harness_show_ui_selects_the_trace_and_reads_where(shell, home):
+    _varied_traces(home)
+    with capture_output():
+        browser = shell.run_line_magic("prime_harness", "show a0000003 --ui --env reverse")
+    try:
+        assert browser.selected == ["a0000003"] and list(browser.grid.data.index) == [
+            "a0000004",
+            "a0000003",
+            "a0000001",
+            "a0000000",
+        ]
+    finally:
+        browser.close()
+    with capture_output():
+        browser = shell.run_line_magic("prime_harness", "show --ui --where \"status = 'failed'\"")
+    try:
+        assert (
+            list(browser.frame["trace"]) == ["a0000001"] and "where status = &#x27;failed&#x27;" in browser.count.value
+        )
+    finally:
+        browser.close()
+
+    for line, message in (
+        ("show a0000001 --ui --status completed", "not in the table as filtered now"),  # a failed trace
+        ("show --ui --status complete", "unknown status complete"),
+        ("show --ui --last 0", "1 or more"),
+        ("show --ui --where 'no_such_column > 1'", "bad --where expression"),
+    ):
+        with capture_output() as out:
+            result = shell.run_cell(f"%prime_harness {line}")
+        assert type(result.error_in_exec).__name__ == "MagicFailed" and message in str(result.error_in_exec), line
+        assert not any(WIDGET_VIEW in o.data for o in out.outputs), line  # no half-set browser shown
+
+
 @pytest.mark.slow  # each update re-sends the grid: ~30 s on a shared 2-core machine
 def test_refreshing_hundreds_of_times_keeps_widget_count_flat(home):
     table = synthetic_table(200)
