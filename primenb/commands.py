@@ -167,7 +167,12 @@ COMMANDS: tuple[Command, ...] = (
             arg("--model", default=None, metavar="M", help="model id (substring)"),
             arg("--where", default=None, metavar="EXPR", help="SQL expression over the columns"),
             arg("--json", action="store_true", faces=(CLI,), help="the table as JSON records"),
-            arg("--ui", action="store_true", faces=(MAGIC,), help="open the harness browser (grid, filters, actions)"),
+            arg(
+                "--ui",
+                action="store_true",
+                faces=(MAGIC,),
+                help="open the harness browser (grid, filters, actions) with these filters set and TRACE selected",
+            ),
         ),
     ),
     Command(

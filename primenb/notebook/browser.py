@@ -30,13 +30,14 @@ ANY = "any"
 STATES = ("completed", "failed", "stopped", "running", "queued")
 # the grid's columns (the trace id is the row header); the rest stay in `browser.frame`
 GRID_COLUMNS = tuple(c for c in DISPLAY if c not in ("trace", "parent")) + ("parent",)
+MAX_NEWEST = 10**9
 SEARCHED = ("trace", "name", "model", "env", "parent", "backend")
 
 
-def _load_index() -> pd.DataFrame:
+def _load_index(where: str | None = None) -> pd.DataFrame:
     import primenb.harness as h
 
-    return h.traces()
+    return h.traces(where=where)
 
 
 def _index_signature() -> Any:
@@ -65,10 +66,13 @@ class HarnessBrowser(Feedback):
         load: Callable[[], pd.DataFrame] | None = None,
         refresh_seconds: float = 2.0,
         height: str = "320px",
+        where: str | None = None,
     ) -> None:
         from ipydatagrid import DataGrid
 
-        self._load = load or _load_index
+        # `where`: an SQL expression over the index columns, as `%prime_harness show --where`
+        self.where = where.strip() if where and where.strip() else None
+        self._load = load or (lambda: _load_index(self.where))
         self._signature: Callable[[], Any] | None = None if load else _index_signature
         self._last_signature: Any = None
         self.refresh_seconds = max(0.5, refresh_seconds)
@@ -88,6 +92,14 @@ class HarnessBrowser(Feedback):
             options=list(GRID_COLUMNS), value="created", description="sort", layout=W.Layout(width="200px")
         )
         self.descending = W.Checkbox(value=True, description="newest/largest first", indent=False)
+        self.newest = W.BoundedIntText(
+            value=0,
+            min=0,
+            max=MAX_NEWEST,
+            description="newest",
+            tooltip="only the newest N traces that pass the filters (0: all)",
+            layout=W.Layout(width="150px"),
+        )
         for w in (
             self.status_filter,
             self.mode_filter,
@@ -95,6 +107,7 @@ class HarnessBrowser(Feedback):
             self.env_filter,
             self.sort_by,
             self.descending,
+            self.newest,
         ):
             w.observe(lambda _: self._show(), names="value")
         self.search.observe(lambda _: self._show(), names="value")
@@ -142,8 +155,8 @@ class HarnessBrowser(Feedback):
     def view(self) -> pd.DataFrame:
         """The traces the filters let through, in the chosen order (every column)."""
         df = self.frame
-        if self.status_filter.value != ANY:
-            df = df[df["status"] == self.status_filter.value]
+        if self.status_filter.value != ANY:  # one state, or several from `filter(status="a,b")`
+            df = df[df["status"].isin(str(self.status_filter.value).split(","))]
         if self.mode_filter.value != ANY:
             df = df[df["mode"] == self.mode_filter.value]
         if self.model_filter.value != ANY:
@@ -157,6 +170,8 @@ class HarnessBrowser(Feedback):
             for word in words:
                 df = df[text.str.contains(word, regex=False)]
                 text = text[text.str.contains(word, regex=False)]
+        if self.newest.value and "created" in df.columns:  # as `--last N`: the newest N that pass
+            df = df.sort_values("created", ascending=False, na_position="last", kind="stable").head(self.newest.value)
         if self.sort_by.value in df.columns:
             df = df.sort_values(
                 self.sort_by.value, ascending=not self.descending.value, na_position="last", kind="stable"
@@ -190,6 +205,50 @@ class HarnessBrowser(Feedback):
             keep = widget.value if widget.value in values else ANY
             widget.options = [ANY, *values]
             widget.value = keep
+
+    def filter(
+        self,
+        *,
+        status: str | None = None,
+        model: str | None = None,
+        env: str | None = None,
+        search: str | None = None,
+        last: int | None = None,
+    ) -> HarnessBrowser:
+        """Set the filters as a person would, with `%prime_harness show`'s meanings: ``status``
+        one state or several (``completed,failed``); ``model`` and ``env`` substrings: the dropdown
+        takes the one value containing it, else (none or several) the substring goes to the search
+        box; ``last``: only the newest N traces that pass."""
+        if status:
+            self.status_filter.value = self._status_option(status)
+        words = [search.strip()] if search and search.strip() else []
+        for widget, text in ((self.model_filter, model), (self.env_filter, env)):
+            if not text or not text.strip():
+                continue
+            hits = [o for o in widget.options if o != ANY and text.strip().lower() in str(o).lower()]
+            if len(hits) == 1:
+                widget.value = hits[0]
+            else:
+                words.append(text.strip())
+        if words:
+            self.search.value = " ".join(words)
+        if last is not None:
+            if last < 1:
+                raise PrimenbError(f"--last {last}: give how many of the newest traces to show (1 or more)")
+            self.newest.value = min(last, MAX_NEWEST)
+        return self
+
+    def _status_option(self, status: str) -> str:
+        """The status dropdown's option for ``a,b`` (added when it lists several states)."""
+        states = list(dict.fromkeys(s.strip() for s in status.split(",") if s.strip()))
+        unknown = [s for s in states if s not in STATES]
+        if unknown or not states:
+            given = ", ".join(unknown) or repr(status)
+            raise PrimenbError(f"unknown status {given}: use {', '.join(STATES)} (a,b,...)")
+        value = ",".join(states)
+        if value not in self.status_filter.options:
+            self.status_filter.options = [*self.status_filter.options, value]
+        return value
 
     def refresh(self) -> None:
         """Reload the traces (keeps the filters)."""
@@ -229,7 +288,10 @@ class HarnessBrowser(Feedback):
 
     def _selection_changed(self) -> None:
         n = len(self.grid.selections) and len(self.selected)
-        self.count.value = f"{len(self.grid.data)} of {len(self.frame)} trace(s)" + (f" · {n} selected" if n else "")
+        where = f" where {html.escape(self.where)}" if self.where else ""
+        self.count.value = f"{len(self.grid.data)} of {len(self.frame)} trace(s){where}" + (
+            f" · {n} selected" if n else ""
+        )
 
     def _need(self, least: int, most: int | None = None, doing: str = "") -> list[str]:
         ids = self.selected
@@ -265,14 +327,13 @@ class HarnessBrowser(Feedback):
         import shlex
 
         import primenb.harness as h
-        from primenb.notebook.monitor import follow_in_cell
+        from primenb.notebook.monitor import follow_in_output
 
         (tid,) = self._need(1, 1, "apply")
         overrides = shlex.split(self.overrides.value or "")
         run = h.apply(tid, steps=self.steps.value or None, overrides=overrides)
         self.output.clear_output()
-        with self.output:
-            follow_in_cell(run, wait=False)
+        follow_in_output(self.output, run)  # the summary replaces the monitor when the run ends
         self.runs.append(run)
         self._say(f"started {run.name} (parent {tid})")
         self.refresh()
@@ -317,7 +378,7 @@ class HarnessBrowser(Feedback):
     def _layout(self) -> W.Widget:
         b = self.buttons
         filters = W.HBox([self.status_filter, self.mode_filter, self.model_filter, self.env_filter, self.search])
-        order = W.HBox([self.sort_by, self.descending, self.count])
+        order = W.HBox([self.sort_by, self.descending, self.newest, self.count])
         actions = W.HBox([b["details"], b["diff"], b["compare"], b["refresh"], b["apply"], self.steps, self.overrides])
         more = W.HBox([b["export"], self.export_path, b["remove"], self.rm_files, self.confirm, self.cancel])
         box = W.VBox([filters, order, self.grid, actions, more, self.message, self.output])
@@ -376,9 +437,27 @@ class HarnessBrowser(Feedback):
                 display(obj)
 
 
-def show_browser() -> HarnessBrowser:
-    """Display a new harness browser (what `%prime_harness show --ui` does)."""
-    browser = HarnessBrowser()
+def show_browser(
+    *,
+    status: str | None = None,
+    model: str | None = None,
+    env: str | None = None,
+    last: int | None = None,
+    where: str | None = None,
+    trace: Any = None,
+) -> HarnessBrowser:
+    """Display a new harness browser (what `%prime_harness show --ui` does), with show's filters
+    set (see `HarnessBrowser.filter`) and ``trace`` (any reference `harness.get` takes) selected."""
+    browser = HarnessBrowser(where=where)
+    try:  # a bad filter or a trace the filters hide: an error, and no half-set browser shown
+        browser.filter(status=status, model=model, env=env, last=last)
+        if trace is not None:
+            import primenb.harness as h
+
+            browser.select(h.get(trace).id)
+    except PrimenbError:
+        browser.close()
+        raise
     display(browser)
     return browser
 

@@ -186,11 +186,12 @@ class ConfigBuilder(Feedback):
     def launch(self, name: str | None = None) -> Run:
         """Start the config exactly as `%prime_train` does, and show its live monitor."""
         from primenb.backends import submit
-        from primenb.notebook.monitor import follow_in_cell
+        from primenb.notebook.monitor import follow_in_output
 
         config = self._require_valid("launching")
-        with self.output:
-            run = follow_in_cell(submit(config, name=name or self.run_name.value or None), wait=False)
+        # outside the Output: inside it, IPython would print a submit error as a traceback there
+        run = submit(config, name=name or self.run_name.value or None)
+        follow_in_output(self.output, run)  # the summary replaces the monitor when the run ends
         self.runs.append(run)
         self._say(f"started {run.name} in {run.dir}")
         return run

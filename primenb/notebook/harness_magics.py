@@ -70,7 +70,14 @@ class HarnessMagics(Magics):
         if args.ui:
             from primenb.notebook.browser import show_browser
 
-            return show_browser()
+            return show_browser(
+                status=args.status,
+                model=args.model,
+                env=args.env,
+                last=args.last,
+                where=args.where,
+                trace=self._ref(args.trace) if args.trace else None,
+            )
         if args.trace:
             return h.get(self._ref(args.trace))
         return h.traces(last=args.last, status=args.status, env=args.env, model=args.model, where=args.where)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
@@ -63,8 +64,12 @@ class Monitor:
         refresh_seconds: float = 0.5,
         metrics: tuple[str, ...] = DEFAULT_METRICS,
         max_points: int = 2000,
+        on_finish: Callable[[Monitor, dict[str, Any]], None] | None = None,
     ) -> None:
         self.run = run
+        # called with the static bundle once a *live* display turned static (not when the run had
+        # already ended at `show`: that display never held a widget)
+        self.on_finish = on_finish
         self.refresh = max(0.5, refresh_seconds)  # at most twice a second
         self.series = MetricSeries(max_points)
         self.health = Health()
@@ -162,9 +167,12 @@ class Monitor:
             self._finished = True
         self._stop_event.set()
         self.poll()
+        bundle = self.static_bundle()
         if self._handle is not None:
-            self._handle.update(self.static_bundle(), raw=True)
+            self._handle.update(bundle, raw=True)
         fallback.finished(self)
+        if self.on_finish is not None:
+            self.on_finish(self, bundle)
 
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
@@ -260,7 +268,7 @@ def _metrics_table(row: dict[str, Any]) -> str:
 _SHOWN_IN: dict[str, int] = {}
 
 
-def show_monitor(run: Run) -> Monitor | None:
+def show_monitor(run: Run, *, on_finish: Callable[[Monitor, dict[str, Any]], None] | None = None) -> Monitor | None:
     """Display a run's monitor once per cell execution, following it while it runs."""
     shell = get_ipython()
     count = getattr(shell, "execution_count", None)
@@ -274,6 +282,7 @@ def show_monitor(run: Run) -> Monitor | None:
         refresh_seconds=settings.get("refresh_seconds", 0.5),
         metrics=tuple(settings.get("metrics", DEFAULT_METRICS)),
         max_points=settings.get("max_points", 2000),
+        on_finish=on_finish,
     ).show()
     return monitor.start()
 
@@ -291,6 +300,37 @@ def follow_in_cell(run: Run, *, wait: bool) -> Run:
         if monitor is not None:
             monitor.finish()  # in this cell's execution: nbclient/nbconvert see the summary too
     return run
+
+
+def follow_in_output(output: W.Output, run: Run) -> Monitor | None:
+    """Show a run's monitor inside an ``Output`` widget (the builder's, the browser's) and leave
+    the summary there when the run ends.
+
+    `Monitor.finish` swaps its display for the summary with a display-id update, which a display
+    inside an Output widget may never receive (the page routes it to the cell, not the widget),
+    so a live monitor could stay behind. Here the Output's own ``outputs`` (synced to the page)
+    get the summary in place of the monitor's view instead."""
+
+    def settle(monitor: Monitor, bundle: dict[str, Any]) -> None:
+        _replace_view(output, monitor.widget.model_id, bundle)
+
+    with output:
+        return show_monitor(run, on_finish=settle)
+
+
+def _replace_view(output: W.Output, model_id: str, bundle: dict[str, Any]) -> None:
+    """Put ``bundle`` where the Output shows the widget ``model_id`` (other outputs stay: two
+    launches, two monitors); append it if the page has not reported that view, unless the page
+    already shows this summary (the display update did arrive)."""
+    summary = {"output_type": "display_data", "data": bundle, "metadata": {}}
+    outputs = list(output.outputs)
+    for i, out in enumerate(outputs):
+        if ((out.get("data") or {}).get(WIDGET_MIME) or {}).get("model_id") == model_id:
+            outputs[i] = summary
+            output.outputs = tuple(outputs)
+            return
+    if not any((out.get("data") or {}).get("text/html") == bundle["text/html"] for out in outputs):
+        output.outputs = (*outputs, summary)
 
 
 def _settings(run: Run) -> dict[str, Any]:

@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
 from primenb.traces import views as V
-from primenb.traces.trace import Trace, get
+from primenb.traces.trace import Trace, get, indexed_short_ids
 
 if TYPE_CHECKING:
     import pandas as pd
 
 ABSENT = "—"
+# keys of the "trace" section whose values are trace ids
+ID_KEYS = ("parent", "reproduces")
 SECTIONS = ("trace", "config", "model", "environment", "data", "seeds", "deps", "hardware", "git", "env_vars")
 
 
@@ -121,19 +123,24 @@ class TraceDiff:
         return head + "\n" + V.text_table(header, [[s, k, *v] for s, k, v in self.rows], max_width=40)
 
     def _repr_html_(self) -> str:
-        title = " vs ".join(f"<b>{V.esc(t.id)}</b> {V.esc(t.name)}" for t in self.traces)
+        # ids as the trace table shows them: the short prefix, the full id on hover
+        linked = [v for s, k, vs in self.rows if s == "trace" and k in ID_KEYS for v in vs]
+        short = indexed_short_ids([*self.ids, *linked])
+        labels = [f"{V.id_html(t.id, short)} {V.esc(t.name)}" for t in self.traces]
+        title = " vs ".join(f"<b>{V.id_html(t.id, short)}</b> {V.esc(t.name)}" for t in self.traces)
         if not self.rows:
             return f"<div>{title}: no differences in config, data, environment, deps or hardware</div>"
-        header = ["section", "key", *[f"{t.id} {t.name}" for t in self.traces]]
+        header = ["section", "key", *labels]
         body = []
         last = None
         for s, k, v in self.rows:
-            body.append([f"<b>{V.esc(s)}</b>" if s != last else "", V.esc(k), *[V.esc(x) for x in v]])
+            cells = [V.id_html(x, short) if s == "trace" and k in ID_KEYS else V.esc(x) for x in v]
+            body.append([f"<b>{V.esc(s)}</b>" if s != last else "", V.esc(k), *cells])
             last = s
         counts = ", ".join(f"{s}: {sum(1 for r in self.rows if r[0] == s)}" for s in self.sections())
         return (
             f'<div class="primenb-diff"><div>{title}: {len(self.rows)} difference(s) ({counts})</div>'
-            f"{V.table(header, body, raw=True)}</div>"
+            f"{V.table(header, body, raw=True, raw_header=True)}</div>"
         )
 
 
@@ -171,9 +178,12 @@ class Comparison:
                 f"no trace logged {', '.join(missing)}; logged metrics include: {', '.join(default_metrics(self.rows))}"
             )
 
-    def series(self, metric: str) -> dict[str, list[tuple[int, float]]]:
+    def series(self, metric: str, ids: dict[str, str] | None = None) -> dict[str, list[tuple[int, float]]]:
+        """``label -> (step, value)`` per trace; the label is the id (as mapped by ``ids``) and name."""
         return {
-            f"{t.id} {t.name}": [(r["step"], r[metric]) for r in rows if metric in r and isinstance(r.get("step"), int)]
+            f"{(ids or {}).get(t.id, t.id)} {t.name}": [
+                (r["step"], r[metric]) for r in rows if metric in r and isinstance(r.get("step"), int)
+            ]
             for t, rows in zip(self.traces, self.rows, strict=True)
         }
 
@@ -245,10 +255,22 @@ class Comparison:
 
         return pd.DataFrame(self.summary_rows())
 
-    def _summary_html(self) -> str:
+    def _short_ids(self) -> dict[str, str]:
+        return indexed_short_ids([t.id for t in self.traces] + [t.parent for t in self.traces])
+
+    def _summary_html(self, short: dict[str, str] | None = None) -> str:
+        """The summary table; trace and parent ids short, the full id on hover (as the trace table)."""
+        short = self._short_ids() if short is None else short
         rows = self.summary_rows()
         header = list(rows[0]) if rows else []
-        return V.table(header, [[V.fmt(v) for v in r.values()] for r in rows])
+        cells = [
+            [
+                V.id_html(v, short) if k in ("trace", "parent") and isinstance(v, str) else V.esc(V.fmt(v))
+                for k, v in r.items()
+            ]
+            for r in rows
+        ]
+        return V.table(header, cells, raw=True)
 
     def _ipython_display_(self) -> None:
         from IPython.display import HTML, display
@@ -257,10 +279,11 @@ class Comparison:
         display(HTML(self._summary_html()))
 
     def _repr_html_(self) -> str:
-        charts = "".join(V.svg_chart(self.series(m), title=m) for m in self.metrics)
+        short = self._short_ids()  # chart legends name traces by short id too; the table has the full one
+        charts = "".join(V.svg_chart(self.series(m, short), title=m) for m in self.metrics)
         return (
             f'<div class="primenb-compare"><div style="display:flex;gap:6px;flex-wrap:wrap">{charts}</div>'
-            f"{self._summary_html()}</div>"
+            f"{self._summary_html(short)}</div>"
         )
 
     def __repr__(self) -> str:

@@ -5,10 +5,8 @@ Imports pandas: load lazily (``primenb.harness.traces()`` does).
 
 from __future__ import annotations
 
-import bisect
 import datetime as _dt
 import sqlite3
-from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -16,6 +14,8 @@ import pandas as pd
 from primenb.errors import PrimenbError
 from primenb.protocol.index import NAMES, Index
 from primenb.traces import views as V
+from primenb.traces.trace import indexed_short_ids
+from primenb.traces.views import short_ids
 
 DISPLAY = (
     "trace",
@@ -43,7 +43,6 @@ SHOWN_ROWS = 50
 # Column widths (characters) past which a cell is shortened in the middle (`reverse-t…run-12`: the
 # end, where names of a sweep differ, stays); the full text is the cell's tooltip in HTML.
 CLIP = {"name": 28, "model": 24, "env": 20, "backend": 14}
-MIN_ID = 4  # `get` resolves id prefixes of 4+ characters
 
 
 class TraceFrame(pd.DataFrame):
@@ -110,30 +109,6 @@ class TraceFrame(pd.DataFrame):
         if len(self) > SHOWN_ROWS:
             text += f"\n... {len(self) - SHOWN_ROWS} more (of {len(self)})"
         return text
-
-
-def short_ids(ids: Iterable[str], universe: Iterable[str], minimum: int = MIN_ID) -> dict[str, str]:
-    """Each of ``ids`` -> its shortest prefix (at least ``minimum`` characters) that no other id
-    of ``universe`` starts with, as git shortens hashes. In sorted order an id shares its longest
-    prefix with a neighbour, so two comparisons per id suffice."""
-    ordered = sorted(set(universe))
-    out = {}
-    for tid in ids:
-        i = bisect.bisect_left(ordered, tid)
-        neighbours = [ordered[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ordered) and ordered[j] != tid]
-        shared = max((_common(tid, n) for n in neighbours), default=0)
-        out[tid] = tid[: max(minimum, shared + 1)]
-    return out
-
-
-def _common(a: str, b: str) -> int:
-    """Length of the common prefix of ``a`` and ``b``."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 _HEADERS = {"group_size": "group", "lora_rank": "LoRA", "final_reward": "reward", "best_eval": "best eval"}
@@ -210,8 +185,7 @@ def query(
     # pandas copies `attrs` into every frame derived from this one
     at = [COLUMNS.index("trace"), COLUMNS.index("parent")]
     shown = [row[i] for row in rows[:SHOWN_ROWS] for i in at if isinstance(row[i], str)]
-    universe = [r[0] for r in index.query("SELECT trace FROM traces ORDER BY trace")]
-    df.attrs["short_ids"] = short_ids(shown, universe)
+    df.attrs["short_ids"] = indexed_short_ids(shown, index)
     if len(df):
         df["created"] = (
             pd.to_datetime(df["created"], unit="s", utc=True).dt.tz_convert(_local_tz()).dt.tz_localize(None)

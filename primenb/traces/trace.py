@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -222,36 +223,49 @@ def fmt_num(v: Any) -> str:
     return V.fmt(v)
 
 
+def indexed_short_ids(ids: Iterable[str | None], index: Index | None = None) -> dict[str, str]:
+    """Each id -> its shortest unique prefix among every indexed trace (and ``ids``): the prefix
+    `%prime_harness show PREFIX` opens, so every view shows the same short id as the table."""
+    from primenb.protocol.index import Index
+
+    wanted = [i for i in ids if isinstance(i, str)]
+    universe = [r[0] for r in (index or Index()).query("SELECT trace FROM traces")]
+    return V.short_ids(wanted, [*universe, *wanted])
+
+
 def trace_html(t: Trace) -> str:
     d = t.doc
     h = t.headline()
+    chain = t.lineage()
+    kids = t.children()
+    repro = d.get("reproduction") or {}
+    short = indexed_short_ids([t.id, *(e["trace"] for e in chain), *(k for k, _ in kids), repro.get("of")])
     parts = [
-        f'<div class="primenb-trace"><div style="font-size:14px"><b>trace {V.esc(t.id)}</b> '
+        f'<div class="primenb-trace"><div style="font-size:14px"><b>trace {V.id_html(t.id, short)}</b> '
         f"{V.esc(t.name)} {V.status_badge(t.status)}</div>"
     ]
     if d.get("error"):
         parts.append(f'<div style="color:#c62828">error: {V.esc(d["error"])}</div>')
     parts.append(V.kv_table(_shown(h)))
     # lineage
-    chain = t.lineage()
-    kids = t.children()
     if len(chain) > 1 or kids:
         items = []
         for e in chain:
-            label = f"{e['trace']} {e['name'] or '(not found)'}"
+            label = f"{V.id_html(e['trace'], short)} {V.esc(e['name'] or '(not found)')}"
             if e["steps"] and e["steps"][1] is not None:
-                label += f" (steps {e['steps'][0] or 0}→{e['steps'][1]})"
-            items.append(f"<b>{V.esc(label)}</b>" if e["trace"] == t.id else V.esc(label))
+                label += V.esc(f" (steps {e['steps'][0] or 0}→{e['steps'][1]})")
+            items.append(f"<b>{label}</b>" if e["trace"] == t.id else label)
         body = " → ".join(items)
         if kids:
-            body += "<br>children: " + ", ".join(V.esc(f"{k} {n}") for k, n in kids)
+            body += "<br>children: " + ", ".join(f"{V.id_html(k, short)} {V.esc(n)}" for k, n in kids)
         parts.append(f"<div style='margin:6px 0'><b>lineage</b>: {body}</div>")
-    if d.get("reproduction"):
-        r = d["reproduction"]
+    if repro:
+        r = repro
         ok = r.get("metrics_match")
         color = "#2e7d32" if ok else "#c62828"
+        of = V.id_html(r["of"], short) if isinstance(r.get("of"), str) else V.esc(r.get("of"))
         parts.append(
-            f"<div>reproduces <b>{V.esc(r.get('of'))}</b>: <span style='color:{color}'>metrics "
+            f"<div>reproduces <b>{of}</b>: <span style='color:{color}'>metrics "
             f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
             f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>"
         )
@@ -402,4 +416,4 @@ def get(ref: Any, *, index: Index | None = None) -> Trace:
     return Trace(doc, run_dir)
 
 
-__all__ = ["Trace", "TraceNotFound", "get"]
+__all__ = ["Trace", "TraceNotFound", "get", "indexed_short_ids"]

@@ -3,12 +3,14 @@ so they read the same in JupyterLab, VS Code, nbconvert, on GitHub and in a term
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+MIN_ID = 4  # `get` resolves id prefixes of 4+ characters
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 STATE_COLORS = {
     "queued": "#888",
@@ -70,11 +72,19 @@ def status_badge(state: Any) -> str:
     return f'<span style="color:{color};font-weight:600">{esc(state)}</span>'
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = False, nowrap: bool = False) -> str:
-    """An HTML table; cells are escaped unless ``raw`` (then they are HTML already). ``nowrap``:
-    one line per row (inline styles: a notebook's sanitizer keeps them, unlike a <style> block)."""
+def table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    raw: bool = False,
+    nowrap: bool = False,
+    raw_header: bool = False,
+) -> str:
+    """An HTML table; cells are escaped unless ``raw`` (then they are HTML already), the header
+    unless ``raw_header``. ``nowrap``: one line per row (inline styles: a notebook's sanitizer
+    keeps them, unlike a <style> block)."""
     one_line = ";white-space:nowrap" if nowrap else ""
-    head = "".join(f'<th style="{HEAD}{one_line}">{esc(h)}</th>' for h in header)
+    head = "".join(f'<th style="{HEAD}{one_line}">{h if raw_header else esc(h)}</th>' for h in header)
     body = "".join(
         f"<tr{ROW}>" + "".join(f'<td style="{CELL}{one_line}">{c if raw else esc(c)}</td>' for c in row) + "</tr>"
         for row in rows
@@ -138,6 +148,36 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     else:
         out[prefix] = data
     return out
+
+
+def short_ids(ids: Iterable[str], universe: Iterable[str], minimum: int = MIN_ID) -> dict[str, str]:
+    """Each of ``ids`` -> its shortest prefix (at least ``minimum`` characters) that no other id
+    of ``universe`` starts with, as git shortens hashes. In sorted order an id shares its longest
+    prefix with a neighbour, so two comparisons per id suffice."""
+    ordered = sorted(set(universe))
+    out = {}
+    for tid in ids:
+        i = bisect.bisect_left(ordered, tid)
+        neighbours = [ordered[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ordered) and ordered[j] != tid]
+        shared = max((_common(tid, n) for n in neighbours), default=0)
+        out[tid] = tid[: max(minimum, shared + 1)]
+    return out
+
+
+def id_html(full: str, short: Mapping[str, str]) -> str:
+    """A trace id as the trace table shows it: its short prefix, the full id on hover."""
+    shown = short.get(full, full)
+    return f'<span title="{esc(full)}">{esc(shown)}</span>' if shown != full else esc(full)
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _downsample(points: list[tuple[float, float]], n: int) -> list[tuple[float, float]]:
@@ -208,9 +248,11 @@ __all__ = [
     "fmt",
     "fmt_duration",
     "fmt_time",
+    "id_html",
     "kv_table",
     "scrolling",
     "short",
+    "short_ids",
     "status_badge",
     "svg_chart",
     "table",

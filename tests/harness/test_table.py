@@ -96,3 +96,47 @@ def test_short_names_are_shown_whole_without_tooltips(home: Path) -> None:
     _write(home, IDS[:2])
     html = h.traces()._repr_html_()
     assert ">run-0<" in html and 'title="run-0"' not in html
+
+
+def _only_in_titles(html: str, full: str) -> bool:
+    """The full id appears, and only as a tooltip (the title of the span showing the short id)."""
+    return f'title="{full}"' in html and full not in html.replace(f'title="{full}"', "")
+
+
+def test_detail_diff_and_compare_views_show_the_tables_short_ids(home: Path) -> None:
+    a, b, c = "3fa9c0d1e2", "3fa9c0ffff", "c0ffee0001"  # a and b share 6 characters
+    for i, tid in enumerate([a, b, c, "7b00000000"]):
+        doc = make_doc(i)
+        doc["trace_id"], doc["name"] = tid, f"run-{i}"
+        doc["parent"] = {b: a, c: b}.get(tid)
+        run_dir = home / "runs" / f"run-{i}"  # a folder without the id, which the detail shows
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.jsonl").write_text("".join(f'{{"step": {s}, "reward": {s / 10}}}\n' for s in (1, 2)))
+        write_trace(run_dir, doc)
+        assert index_trace(doc, run_dir)
+    table = h.traces()._repr_html_()
+    short = {a: "3fa9c0d", b: "3fa9c0f", c: "c0ff"}
+    for tid, prefix in short.items():
+        assert f'<span title="{tid}">{prefix}</span>' in table  # what the table shows
+
+    views = {
+        "detail": h.get(b)._repr_html_(),  # lineage a → b → c
+        "diff": h.diff(a, b)._repr_html_(),  # b's parent is a: a row of the diff
+        "compare": h.compare(a, b)._repr_html_(),
+    }
+    for name, html in views.items():
+        for tid in (a, b):
+            assert f'<span title="{tid}">{short[tid]}</span>' in html, (name, tid)
+            assert _only_in_titles(html, tid), (name, tid)
+    assert _only_in_titles(views["detail"], c) and f'<span title="{c}">c0ff</span>' in views["detail"]
+    assert f">{short[a]} run-0</text>" in views["compare"]  # the chart legend: short id and name
+    assert a in repr(h.diff(a, b)) and b in repr(h.compare(a, b))  # plain text keeps full ids
+
+
+def test_an_id_shown_short_is_escaped_in_its_tooltip_and_cell() -> None:
+    from primenb.traces.views import id_html
+
+    hostile = 'ab"><script>x</script>'
+    html = id_html(hostile, {hostile: 'ab"><'})
+    assert html == '<span title="ab&quot;&gt;&lt;script&gt;x&lt;/script&gt;">ab&quot;&gt;&lt;</span>'
+    assert id_html("abcd", {"abcd": "abcd"}) == "abcd"  # already as short as it gets: no tooltip

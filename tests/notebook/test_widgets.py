@@ -208,6 +208,63 @@ def test_launch_goes_through_submit_with_the_configs_backend(home, monkeypatch):
     assert b.runs and b.runs[0].dir == run_dir and "started" in b.message.value
 
 
+def test_a_monitor_launched_from_the_builder_ends_as_its_summary_in_the_output(home, shell, monkeypatch):
+    """`Monitor.finish` swaps its display with a display update, which may not reach a display
+    inside the builder's Output widget: the Output itself must end up holding the summary."""
+    import primenb.backends as backends
+    from primenb.protocol.rundir import RunDir, StatusFile
+    from primenb.run import Run
+
+    run_dir = write_runs(home / "runs", 1)[0]
+    status = StatusFile(RunDir(run_dir))
+    status.start(mode="sft", max_steps=10)  # live: the monitor shows its widget and follows
+
+    class Backend:
+        def submit(self, config: Any, *, name: Any = None, lineage: Any = None) -> Run:
+            return Run(run_dir)
+
+    monkeypatch.setattr(backends, "get_backend", lambda name: Backend())
+    b = ConfigBuilder(rl_toml())
+    with capture_output() as out:
+        b.launch_button.click()
+    assert b.runs, b.message.value
+    (view,) = [o.data for o in out.outputs if WIDGET_VIEW in o.data]  # the live monitor
+    earlier = {"output_type": "stream", "name": "stdout", "text": "an earlier launch\n"}
+    # what the page reports the Output holds: something earlier, then the monitor's view
+    b.output.outputs = (earlier, {"output_type": "display_data", "data": view, "metadata": {}})
+
+    status.finish("completed", step=10)
+    deadline = time.monotonic() + 30
+    while any(WIDGET_VIEW in o.get("data", {}) for o in b.output.outputs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first, summary = b.output.outputs  # the monitor's place, nothing else touched
+    assert first == earlier and summary["output_type"] == "display_data"
+    assert WIDGET_VIEW not in summary["data"] and "completed" in summary["data"]["text/plain"]
+    assert "primenb-summary" in summary["data"]["text/html"] and "t-run-0" in summary["data"]["text/html"]
+
+
+def test_the_summary_replaces_only_its_own_monitor_and_is_never_shown_twice():
+    from ipywidgets import Output
+
+    from primenb.notebook.monitor import _replace_view
+
+    bundle = {"text/html": "<div>summary</div>", "text/plain": "summary"}
+    summary = {"output_type": "display_data", "data": bundle, "metadata": {}}
+
+    def shown(model_id: str) -> dict[str, Any]:
+        return {"output_type": "display_data", "data": {WIDGET_VIEW: {"model_id": model_id}}, "metadata": {}}
+
+    out = Output()
+    out.outputs = (shown("other"), shown("mine"))
+    _replace_view(out, "mine", bundle)
+    assert out.outputs == (shown("other"), summary)  # another launch's monitor stays
+    _replace_view(out, "mine", bundle)
+    assert out.outputs == (shown("other"), summary)  # the page shows the summary already: once
+    empty = Output()  # the page never reported the view (no page, or not yet): the summary anyway
+    _replace_view(empty, "mine", bundle)
+    assert empty.outputs == (summary,)
+
+
 def test_prime_train_ui_opens_the_builder_from_a_config_variable(shell, home):
     assert shell.run_cell(f"%%rltoml cfg\n{rl_toml(steps=13)}").success
     with capture_output() as out:
@@ -403,6 +460,103 @@ def test_prime_harness_show_ui_opens_the_browser_with_a_static_fallback(shell, h
         browser.close()
 
 
+def _varied_traces(home: Path) -> None:
+    """Six traces (oldest first) across statuses, two models and two environments."""
+    from primenb.protocol.index import index_trace
+    from primenb.protocol.record import write_trace
+    from tests.harness.synth import make_doc
+
+    rows = [
+        ("completed", "primenb/tiny-byte", "reverse-text"),
+        ("failed", "primenb/tiny-byte", "reverse-text"),
+        ("completed", "primenb/tiny-byte-s", "arithmetic"),
+        ("completed", "primenb/tiny-byte", "reverse-text"),
+        ("stopped", "primenb/tiny-byte-s", "reverse-text"),
+        ("completed", "primenb/tiny-byte", "arithmetic"),
+    ]
+    for i, (status, model, env) in enumerate(rows):
+        doc = make_doc(i, status=status)
+        doc["trace_id"], doc["parent"] = f"a000000{i}", None
+        doc["model"]["id"] = model
+        doc["data"]["train"]["sources"][0]["env_id"] = env
+        run_dir = home / "runs" / f"run-{i}"
+        run_dir.mkdir(parents=True)
+        write_trace(run_dir, doc)
+        assert index_trace(doc, run_dir)
+
+
+@pytest.mark.parametrize(
+    ("options", "widgets", "rows"),
+    [
+        # "tiny" is in both models: the text search; "reverse" in one env: its dropdown
+        (
+            "--status completed --model tiny --env reverse",
+            ("completed", "any", "reverse-text", "tiny", 0),
+            ["a0000003", "a0000000"],
+        ),
+        # one model contains "byte-s" (any case, as show's LIKE); several states; the newest only
+        (
+            "--status completed,stopped --model BYTE-S --last 1",
+            ("completed,stopped", "primenb/tiny-byte-s", "any", "", 1),
+            ["a0000004"],
+        ),
+        ("--env arith --model nothing-like-this", ("any", "any", "arithmetic", "nothing-like-this", 0), []),
+    ],
+)
+def test_prime_harness_show_ui_opens_with_shows_filters(shell, home, options, widgets, rows):
+    _varied_traces(home)
+    table = shell.run_line_magic("prime_harness", "show " + options)  # the same options, as a table
+    with capture_output():
+        b = shell.run_line_magic("prime_harness", "show --ui " + options)
+    try:
+        assert isinstance(b, HarnessBrowser) and len(b.frame) == 6
+        assert (
+            b.status_filter.value,
+            b.model_filter.value,
+            b.env_filter.value,
+            b.search.value,
+            b.newest.value,
+        ) == widgets
+        assert list(b.grid.data.index) == list(table["trace"]) == rows  # the rows `show` lists, in its order
+        assert b.count.value.startswith(f"{len(rows)} of 6 trace(s)")
+    finally:
+        b.close()
+
+
+def test_prime_harness_show_ui_selects_the_trace_and_reads_where(shell, home):
+    _varied_traces(home)
+    with capture_output():
+        browser = shell.run_line_magic("prime_harness", "show a0000003 --ui --env reverse")
+    try:
+        assert browser.selected == ["a0000003"] and list(browser.grid.data.index) == [
+            "a0000004",
+            "a0000003",
+            "a0000001",
+            "a0000000",
+        ]
+    finally:
+        browser.close()
+    with capture_output():
+        browser = shell.run_line_magic("prime_harness", "show --ui --where \"status = 'failed'\"")
+    try:
+        assert (
+            list(browser.frame["trace"]) == ["a0000001"] and "where status = &#x27;failed&#x27;" in browser.count.value
+        )
+    finally:
+        browser.close()
+
+    for line, message in (
+        ("show a0000001 --ui --status completed", "not in the table as filtered now"),  # a failed trace
+        ("show --ui --status complete", "unknown status complete"),
+        ("show --ui --last 0", "1 or more"),
+        ("show --ui --where 'no_such_column > 1'", "bad --where expression"),
+    ):
+        with capture_output() as out:
+            result = shell.run_cell(f"%prime_harness {line}")
+        assert type(result.error_in_exec).__name__ == "MagicFailed" and message in str(result.error_in_exec), line
+        assert not any(WIDGET_VIEW in o.data for o in out.outputs), line  # no half-set browser shown
+
+
 @pytest.mark.slow  # each update re-sends the grid: ~30 s on a shared 2-core machine
 def test_refreshing_hundreds_of_times_keeps_widget_count_flat(home):
     table = synthetic_table(200)
@@ -427,6 +581,7 @@ def test_a_real_launch_from_the_form_then_apply_with_overrides_from_the_browser(
     parent = b.runs[0]
     assert parent.wait(timeout=300) == "completed", parent.logs()
     assert parent.dir.parent == home / "outputs"  # the local backend's run directory, as %prime_train
+    _assert_ends_as_summary(b.output, parent.name)
 
     hb = HarnessBrowser()
     (parent_id,) = hb.frame.trace
@@ -437,6 +592,18 @@ def test_a_real_launch_from_the_form_then_apply_with_overrides_from_the_browser(
     assert hb.runs, hb.message.value
     child = hb.runs[0]
     assert child.wait(timeout=300) == "completed", child.logs()
+    _assert_ends_as_summary(hb.output, child.name)
     hb.refresh()
     row = hb.frame[hb.frame.name == child.name].iloc[0]
     assert row["parent"] == parent_id and row["lr"] == pytest.approx(5e-4) and row["steps"] == 5
+
+
+def _assert_ends_as_summary(output: Any, name: str) -> None:
+    """The Output a run was launched into holds the run's summary (the monitor thread puts it
+    there within a poll of the run's end), and no widget view."""
+    deadline = time.monotonic() + 30
+    while not output.outputs and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(output.outputs) == 1, output.outputs
+    data = output.outputs[0]["data"]
+    assert WIDGET_VIEW not in data and "primenb-summary" in data["text/html"] and name in data["text/html"]
