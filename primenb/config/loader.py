@@ -61,7 +61,9 @@ def read_source(source: str | FsPath) -> tuple[str, str]:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise PrimenbError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+            raise PrimenbError(
+                f"cannot read the config file {path}: {exc.strerror or exc} (check the file's permissions: chmod u+r)"
+            ) from None
         return decode_toml(data, str(path)), str(path)
     return source, "<cell>"
 

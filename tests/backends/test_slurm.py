@@ -12,7 +12,7 @@ from primenb import load_config
 from primenb.backends import attach, submit
 from primenb.backends.remote import read_remote
 from primenb.backends.spec import add
-from tests.backends.conftest import forwarded_env, sft_tiny, wait_for
+from tests.backends.conftest import forwarded_env, need_service, sft_tiny, wait_for
 
 pytestmark = pytest.mark.slow  # real runs on a real SLURM cluster
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # real runs on a real SLURM cluster
 @pytest.fixture
 def slurm(svc, workdir):
     if not svc.get("PRIMENB_SLURM"):
-        pytest.skip("no SLURM test cluster")
+        need_service("the SLURM test cluster is not up (.ci/services.sh start writes PRIMENB_SLURM)")
     # The cluster shares this machine's filesystem and (sbatch --export=ALL) environment.
     add("ci-slurm", "slurm://", [f"python={sys.executable}", "request_gpus=false", "env=" + ",".join(forwarded_env())])
     yield "ci-slurm"
