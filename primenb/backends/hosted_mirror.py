@@ -317,15 +317,26 @@ def record_hosted_in_trace(run_dir: Path, info: dict[str, Any]) -> None:
 # -- checkpoints -----------------------------------------------------------------------------
 
 
+def hosted_info(run_dir: Path) -> dict[str, Any]:
+    """The platform facts of a hosted run (``remote.json``, with its platform run id), or a
+    message saying this run is not one and what to use instead."""
+    info = read_remote(run_dir)
+    if not info.get("run_id"):
+        raise PrimenbError(
+            f"{run_dir.name} is not a hosted run (no platform run id in {run_dir / 'remote.json'}): pause, resume, "
+            "hosted continuations and checkpoint fetches are for runs launched with --backend modelfactory; "
+            "continue any other run with %prime_harness apply"
+        )
+    return info
+
+
 def fetch_checkpoint(run_dir: Path, cli: PrimeCLI | None = None) -> Path:
     """The latest READY checkpoint of a hosted run, copied to ``checkpoints/step_N`` here; a
     `PrimenbError` saying exactly why when it cannot be (none ready, storage out of reach)."""
     import shutil
     from urllib.parse import unquote, urlsplit
 
-    info = read_remote(run_dir)
-    if not info.get("run_id"):
-        raise PrimenbError(f"{run_dir} is not a hosted run (no {run_dir / 'remote.json'})")
+    info = hosted_info(run_dir)
     cli = cli or PrimeCLI(team=info.get("team"))
     data = cli.json("train", "checkpoints", str(info["run_id"]), "-o", "json")
     ready = [c for c in data.get("checkpoints") or [] if str(c.get("status")).upper() == "READY"]
@@ -356,6 +367,7 @@ def fetch_checkpoint(run_dir: Path, cli: PrimeCLI | None = None) -> Path:
 __all__ = [
     "HostedControl",
     "fetch_checkpoint",
+    "hosted_info",
     "mark_status",
     "metric_record",
     "public_info",

@@ -21,6 +21,7 @@ from primenb.backends.base import Backend, Lineage
 from primenb.backends.hosted_mirror import (
     HostedControl,
     fetch_checkpoint,
+    hosted_info,
     mark_status,
     metric_record,
     public_info,
@@ -217,9 +218,7 @@ class ModelFactoryBackend(Backend):
         from primenb.config import load_config
         from primenb.protocol.record import read_trace
 
-        info = read_remote(run.dir)
-        if not info.get("run_id"):
-            raise PrimenbError(f"{run.name} is not a hosted run: only hosted runs can be resumed")
+        info = hosted_info(run.dir)  # a message if it is not a hosted run
         if run.refresh().get("platform_status") != "PAUSED":
             raise PrimenbError(
                 f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
@@ -263,7 +262,10 @@ class ModelFactoryBackend(Backend):
         run_id = str(created.get("runId") or "")
         if not run_id:
             mark_status(run_dir, FAILED, error=f"prime {args[1]} printed no run id: {json.dumps(out)[:200]}")
-            raise PrimenbError(f"prime {args[1]} printed no run id ({json.dumps(out)[:200]})")
+            raise PrimenbError(
+                f"prime {args[1]} printed no run id ({json.dumps(out)[:200]}); the run may have started: "
+                "look for it with `prime train list` (or the dashboard) before launching again"
+            )
         info = {
             "backend": self.name,
             "run_id": run_id,
@@ -312,9 +314,7 @@ def find_hosted(run_id: str) -> Path | None:
 def continuation(backend: ModelFactoryBackend, parent_dir: Path, config: Config, *, name: str, parent_id: str) -> Run:
     """``%prime_harness apply`` on a hosted trace: ``prime train run --resume-from`` its PAUSED
     platform run with ``config``; the new trace's parent is ``parent_id``."""
-    info = read_remote(parent_dir)
-    if not info.get("run_id"):
-        raise PrimenbError(f"{parent_dir} is not a hosted run (no {parent_dir / 'remote.json'})")
+    info = hosted_info(parent_dir)
     status = backend.open(parent_dir).refresh()
     platform = status.get("platform_status") or str(status.get("state", "")).upper()
     if platform != "PAUSED":

@@ -274,7 +274,9 @@ class HarnessBrowser(Feedback):
         visible = set(self.grid.get_visible_data().index.astype(str))
         for tid in trace_ids:
             if tid not in visible:
-                raise PrimenbError(f"trace {tid} is not in the table as filtered now")
+                raise PrimenbError(
+                    f"trace {tid} is not in the table as filtered now: clear the filters, search and newest box"
+                )
         self.grid.clear_selection()
         self._select_rows(list(trace_ids))
         return self.selected

@@ -405,3 +405,15 @@ def test_notebook_confirm_widget_monitor_and_no_key_in_outputs(platform: FakePla
     key = os.environ["PRIME_API_KEY"]
     assert scan_for(key, saved, tmp_path / "outputs", Path(os.environ["PRIME_HOME"])) == []
     assert key[:6] not in saved.read_text()
+
+
+def test_a_run_that_is_not_hosted_gets_a_message_with_what_to_use(tmp_path: Path) -> None:
+    from primenb.backends.hosted_mirror import hosted_info
+
+    (tmp_path / "local-run").mkdir()
+    with pytest.raises(
+        PrimenbError, match=r"local-run is not a hosted run .*continue any other run with %prime_harness"
+    ):
+        hosted_info(tmp_path / "local-run")
+    with pytest.raises(PrimenbError, match="not a hosted run"):
+        fetch_checkpoint(tmp_path / "local-run")
