@@ -113,13 +113,13 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
         return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
-    migration = migrate(raw, pos)
+    mode = mode or detect_mode(raw)
+    migration = migrate(raw, pos, mode)
     diagnostics = list(migration.diagnostics)
     if migration.hosted_shape:
         shown = _in_editor(diagnostics, first_line)
         return Outcome(Report(shown, source, lines, first_line), "rl", None, raw, migration)
     data = migration.data
-    mode = mode or detect_mode(data)
     root: type[RLConfig] | type[SFTConfig] = SFTConfig if mode == "sft" else RLConfig
 
     for p in secrets(data):
