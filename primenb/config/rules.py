@@ -417,7 +417,7 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
 
 
 def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
-    if model.full_offload and optim.type not in ("adamw", "sign_sgd"):
+    if model.full_offload is not None and optim.type not in ("adamw", "sign_sgd"):
         yield Problem(at + ("full_offload",), f"full_offload supports only adamw and sign_sgd, not {optim.type}")
     if optim.type == "muon" and model.fsdp_cpu_offload:
         yield Problem(at + ("fsdp_cpu_offload",), "the muon optimizer does not support fsdp_cpu_offload")

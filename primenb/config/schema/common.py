@@ -205,12 +205,12 @@ class SlurmConfig(Section):
     account: str | None = None
     time: str | None = None
     pre_run_command: str | None = None
-    cleanup_grace_period: int = 3600
+    cleanup_grace_period: NonNegInt = 3600
     shared_fs: bool = True
 
 
-class HeartbeatConfig(OpenSection):
-    pass
+class HeartbeatConfig(Section):
+    url: str
 
 
 class GCConfig(Section):
@@ -239,7 +239,7 @@ class LoraConfig(Section):
 class OptimBase(Section):
     lr: Annotated[float, Field(ge=0)] = 1e-6
     weight_decay: Annotated[float, Field(ge=0)] = 0.01
-    max_norm: Annotated[float, Field(ge=0)] = 1.0
+    max_norm: Annotated[float, Field(ge=0)] | None = 1.0
 
 
 class AdamWConfig(OptimBase):
