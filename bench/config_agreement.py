@@ -30,7 +30,7 @@ single_node multi_node sft fake adamw sgd muon sign_sgd filesystem nccl nixl zmq
 opd opsd prime subprocess docker podman apptainer modal e2b default ipo custom constant linear cosine
 """
 _TAGS = set(_UNION_MEMBERS.split())
-_FLAG = re.compile(r"^--(\S+)$|^<root>$")
+_FLAG = re.compile(r"^--(.+)$|^<root>$")  # member names hold spaces: `function-after[f(), M]`
 
 
 @dataclass
@@ -255,6 +255,7 @@ def main() -> None:
                 print(f"{'':14} primenb: {first['path']}: {first['message']}")
             if v.upstream_paths:
                 print(f"{'':14} upstream: {v.upstream_paths}")
+
 
 if __name__ == "__main__":
     main()

@@ -168,7 +168,10 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
         from primenb.config.hosted import hosted_report  # the platform's own rules, in place
 
         diagnostics += hosted_report(text, mode, source=source).diagnostics
-    diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
+    # upstream's field errors first (its model validators never run on a config they fail), each
+    # group in the text's order
+    field_errors = bool(schema_errors) or any(d.code == "legacy" for d in diagnostics)
+    diagnostics.sort(key=lambda d: (field_errors and d.code in ("rule", "conflict"), d.line or 0, d.col or 0))
     shown_lines = _redacted(lines, diagnostics)
     report = Report(_in_editor(diagnostics, first_line), source, shown_lines, first_line)
     if not report.ok:
@@ -258,9 +261,17 @@ def _schema_errors(
     exc: ValidationError, root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]
 ) -> list[Diagnostic]:
     out = []
-    for err in exc.errors():
-        path = loc_to_path(err["loc"], data)
+    errors = exc.errors()
+    paths = [loc_to_path(e["loc"], data) for e in errors]
+    for n, err in enumerate(errors):
+        path = paths[n]
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+        if (
+            kind == "literal_error"
+            and isinstance(value, dict)
+            and any(p[: len(path)] == path and m != n for m, p in enumerate(paths))
+        ):
+            continue  # a table where a word or a table may go: the table member's errors say it
         table = format_path(path[:-1])
         where = f"[{table}]" if table else "the top level"
         on_value = True

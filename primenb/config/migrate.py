@@ -229,8 +229,11 @@ class _Migrator:
     def rename_value(self, table: dict[str, Any], path: TablePath, old: str, new: str, why: str) -> None:
         """A retired value (the harness id `"default"`): replaced in the data and in the text."""
         table[path[-1]] = new
-        self.found(path, f"`{format_path(path)} = \"{old}\"` is a legacy value: prime-rl rejects it ({why})",
-                   f"renamed to `\"{new}\"`; {FIX_HINT}")
+        self.found(
+            path,
+            f'`{format_path(path)} = "{old}"` is a legacy value: prime-rl rejects it ({why})',
+            f'renamed to `"{new}"`; {FIX_HINT}',
+        )
         span = self.pos.spans.get(path)
         if span is None or span.value_col is None:
             return
@@ -294,7 +297,7 @@ def _harness_tables(d: dict[str, Any]) -> Iterator[tuple[dict[str, Any], TablePa
         sources = container.get("source") if isinstance(container, dict) else None
         for i, src in enumerate(sources if isinstance(sources, list) else []):
             env = src.get("env") if isinstance(src, dict) else None
-            for role, seat in (env.items() if isinstance(env, dict) else []):
+            for role, seat in env.items() if isinstance(env, dict) else []:
                 if isinstance(seat, dict) and isinstance(seat.get("harness"), dict):
                     yield seat["harness"], root + ("source", i, "env", role, "harness")
 

@@ -166,6 +166,42 @@ def _resume(c: Any) -> Iterator[Problem]:
     yield from _resume_rules(c.resume, ("resume",))
 
 
+def _rl_resume_match(c: Any) -> Iterator[Problem]:
+    """Upstream resumes trainer and orchestrator together: their resume tables must agree."""
+    t, o = c.trainer.resume, c.orchestrator.resume
+    if (t.model_dump() if t else None) == (o.model_dump() if o else None):
+        return
+    at: Path = ("trainer", "resume") if t is not None else ("orchestrator", "resume")
+    yield Problem(
+        at,
+        f"trainer resume ({t.model_dump() if t else None}) and orchestrator resume "
+        f"({o.model_dump() if o else None}) are not the same",
+        "set [resume] once at the top level (it fills both), or give both tables the same keys",
+    )
+
+
+def _vlm_dtypes(model: Any, at: Path) -> Iterator[Problem]:
+    if model is None or model.vlm is None:
+        return
+    for key in ("optimization_dtype", "reduce_dtype"):
+        if getattr(model, key) != "bfloat16":
+            yield Problem(
+                at + (key,),
+                f"VLM models must use optimization_dtype and reduce_dtype bfloat16 (got {key} = "
+                f"{getattr(model, key)!r}) to match vLLM inference",
+                f'set {key} = "bfloat16"',
+            )
+            return
+
+
+def _rl_vlm(c: Any) -> Iterator[Problem]:
+    yield from _vlm_dtypes(c.trainer.model, ("trainer", "model"))
+
+
+def _sft_vlm(c: Any) -> Iterator[Problem]:
+    yield from _vlm_dtypes(c.model, ("model",))
+
+
 def _sft_batch(c: Any) -> Iterator[Problem]:
     d = c.data
     if d.micro_batch_size > d.batch_size:
@@ -284,7 +320,7 @@ def _rl_inflight(c: Any) -> Iterator[Problem]:
     o = c.orchestrator
     at: Path = ("orchestrator", "concurrency")
     cc = o.concurrency
-    if cc.max_inflight < o.group_size:
+    if cc.max_inflight is not None and cc.max_inflight < o.group_size:
         yield Problem(
             at + ("max_inflight",),
             f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})",
@@ -295,12 +331,12 @@ def _rl_inflight(c: Any) -> Iterator[Problem]:
                 at + ("initial_inflight",),
                 f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
             )
-        if cc.initial_inflight > cc.max_inflight:
+        if cc.max_inflight is not None and cc.initial_inflight > cc.max_inflight:
             yield Problem(
                 at + ("initial_inflight",),
                 f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
             )
-    if cc.min_inflight > cc.max_inflight:
+    if cc.max_inflight is not None and cc.min_inflight > cc.max_inflight:
         yield Problem(
             at + ("min_inflight",),
             f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})",
@@ -319,8 +355,16 @@ def _source_rules(sources: list[Any], at: Path, *, required: bool) -> Iterator[P
     for i, src in enumerate(sources):
         taskset_id = src.env.taskset.id if src.env.taskset else None
         if not taskset_id:
+            # named where the file stops: the source's missing env, its missing taskset, or the id
+            missing = (
+                (i, "env")
+                if "env" not in src.model_fields_set
+                else (i, "env", "taskset")
+                if src.env.taskset is None or "taskset" not in src.env.model_fields_set
+                else (i, "env", "taskset", "id")
+            )
             yield Problem(
-                at + (i, "env", "taskset", "id"),
+                at + missing,
                 "no env configured for this source",
                 'set [<source>.env.taskset] id = "<taskset id>"',
                 code="no-env",
@@ -501,6 +545,8 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_lora_broadcast,
     _rl_quantized,
     _resume,
+    _rl_resume_match,
+    _rl_vlm,
 )
 SFT_CHECKS: tuple[Check, ...] = (
     _sft_batch,
@@ -514,4 +560,5 @@ SFT_CHECKS: tuple[Check, ...] = (
     _sft_model,
     _sft_trace_path,
     _resume,
+    _sft_vlm,
 )

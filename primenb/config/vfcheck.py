@@ -96,7 +96,8 @@ def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
         vf = _verifiers()
         for at, env in envs:
             if env and vf is not None:
-                yield from _env_problems(vf, env, at)
+                single = isinstance(_get(data, at + ("agent",)), dict)
+                yield from _env_problems(vf, env, at, single)
     renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
     for at in renderers if mode == "rl" else [("renderer",)]:
         table = _get(data, at)
@@ -123,7 +124,7 @@ def _to_check(env: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _env_problems(vf: Any, data: dict[str, Any], at: Path) -> Iterator[PluginProblem]:
+def _env_problems(vf: Any, data: dict[str, Any], at: Path, single: bool = False) -> Iterator[PluginProblem]:
     config_cls, loaders = vf
     env_id = data.get("id")
     if env_id:
@@ -144,7 +145,7 @@ def _env_problems(vf: Any, data: dict[str, Any], at: Path) -> Iterator[PluginPro
         config_cls.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
-            yield _map_error(err, data, at, loaders)
+            yield _map_error(err, data, at, loaders, single)
     except Exception as exc:  # a plugin that does not import (harness id not installed)
         message = str(exc).split("\n")[0]
         harness = _harness_at(data)
@@ -190,7 +191,7 @@ def _close(word: str, options: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any) -> PluginProblem:
+def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any, single: bool = False) -> PluginProblem:
     path = _loc_to_path(tuple(err["loc"]), data)
     kind = err["type"]
     where = format_path(at + path[:-1])
@@ -200,7 +201,7 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any) -> Plugin
         if len(path) == 1 and isinstance(data.get(key), dict):
             # env.<role>: a multi-agent env's seat, defined by the environment's package
             close = _close(key, ["agent", "taskset", "timeout", "retries", "interception", "id"])
-            if close is None:
+            if close is None and not single:  # beside an `agent` seat it is a single-agent env
                 return PluginProblem(
                     at + path,
                     "warning",

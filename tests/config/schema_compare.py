@@ -118,8 +118,9 @@ def compare(up: Schema, mine: Schema, a: dict[str, Any], b: dict[str, Any], path
     """Every difference between upstream's node `a` and primenb's node `b` at `path`."""
     ra, rb = up.resolve(a), mine.resolve(b)
     if path:
-        ta, tb = _types(up, a) | ({"null"} if up.nullable(a) else set()), _types(mine, b) | (
-            {"null"} if mine.nullable(b) else set()
+        ta, tb = (
+            _types(up, a) | ({"null"} if up.nullable(a) else set()),
+            _types(mine, b) | ({"null"} if mine.nullable(b) else set()),
         )
         if ta != tb:
             yield (path, "type", sorted(ta), sorted(tb))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -68,17 +68,30 @@ class VLLMConfig(OpenSection):
     enable_return_routed_experts: bool = False
 
 
-class InferenceSingleNode(OpenSection):
+class InferenceSingleNode(Section):
     type: Literal["single_node"] = "single_node"
+    gpus_per_node: int = 8
 
 
-class InferenceMultiNode(OpenSection):
+class InferenceMultiNode(Section):
     type: Literal["multi_node"] = "multi_node"
+    gpus_per_node: int = 8
     num_nodes: PosInt = 2
 
 
-class InferenceDisaggregated(OpenSection):
+class InferenceDisaggregated(Section):
     type: Literal["disaggregated"] = "disaggregated"
+    gpus_per_node: int = 8
+    num_prefill_replicas: PosInt = 1
+    num_decode_replicas: PosInt = 1
+    prefill_nodes_per_replica: PosInt = 1
+    decode_nodes_per_replica: PosInt = 1
+    prefill_port: int = 8100
+    decode_port: int = 8200
+    prefill_env_vars: dict[str, str] = {}
+    decode_env_vars: dict[str, str] = {}
+    prefill_vllm_overrides: dict[str, Any] = {}
+    decode_vllm_overrides: dict[str, Any] = {}
 
 
 InferenceDeployment: TypeAlias = Annotated[

@@ -53,8 +53,15 @@ class EvalSamplingConfig(Section):
     extra_body: dict[str, Any] | None = None
 
 
+class AdvRangeGate(Section):
+    type: Literal["advantage_range"] = "advantage_range"
+    reject_min: float = 0.0
+    reject_max: float = 0.0
+
+
 class CurriculumConfig(OpenSection):
     sampler: Literal["standard", "difficulty_pool"] = "standard"
+    gates: dict[str, AdvRangeGate] = {}
 
 
 class TrainSourceConfig(Section):
