@@ -226,9 +226,9 @@ class _Migrator:
             self.edits.delete_lines(span.line, end)
             self.edits.insert_after(span.line - 1, comments + _source_lines(new, source))
 
-    def rename_value(self, table: dict[str, Any], path: TablePath, old: str, new: str, why: str) -> None:
+    def rename_value(self, table: dict[str, Any], path: Path, old: str, new: str, why: str) -> None:
         """A retired value (the harness id `"default"`): replaced in the data and in the text."""
-        table[path[-1]] = new
+        table[str(path[-1])] = new
         self.found(
             path,
             f'`{format_path(path)} = "{old}"` is a legacy value: prime-rl rejects it ({why})',
@@ -288,12 +288,13 @@ def _is_table(data: dict[str, Any], *path: str) -> bool:
     return isinstance(cur, dict)
 
 
-def _harness_tables(d: dict[str, Any]) -> Iterator[tuple[dict[str, Any], TablePath]]:
+def _harness_tables(d: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Path]]:
     """Every `env.<role>.harness` table of every source (RL and SFT eval sources)."""
-    for root in (("orchestrator", "train"), ("orchestrator", "eval"), ("eval",)):
+    roots: list[Path] = [("orchestrator", "train"), ("orchestrator", "eval"), ("eval",)]
+    for root in roots:
         container = d
         for part in root:
-            container = container.get(part) if isinstance(container, dict) else None  # type: ignore[assignment]
+            container = container.get(part) if isinstance(container, dict) else None  # type: ignore[assignment,arg-type]
         sources = container.get("source") if isinstance(container, dict) else None
         for i, src in enumerate(sources if isinstance(sources, list) else []):
             env = src.get("env") if isinstance(src, dict) else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 import types
 from functools import lru_cache
 from typing import Annotated, Any, Union, get_args, get_origin

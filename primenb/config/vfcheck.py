@@ -82,7 +82,95 @@ def _sources(data: dict[str, Any], mode: str) -> Iterator[Path]:
 
 
 def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
-    """Problems in the env and renderer tables of schema-valid, propagated config data."""
+    """Problems in the env and renderer tables of schema-valid, propagated config data.
+
+    Importing verifiers costs seconds (5-13 s for upstream's biggest config), so the verdict is
+    kept per machine (`PRIME_HOME/cache/plugin-check/`), keyed by the exact tables checked and the
+    versions of verifiers, renderers and primenb: the same tables under the same versions get the
+    same verdict without the import. Anything else computes it (and stores it)."""
+    tables = _checked_tables(data, mode)
+    key = _cache_key(tables, mode)
+    cached = _cache_read(key)
+    if cached is not None:
+        yield from cached
+        return
+    found = list(_plugin_problems(data, mode))
+    _cache_write(key, found)
+    yield from found
+
+
+def _checked_tables(data: dict[str, Any], mode: str) -> dict[str, Any]:
+    envs = {format_path(at): _get(data, at) for at in _sources(data, mode)}
+    renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
+    shown = {format_path(at): _get(data, at) for at in (renderers if mode == "rl" else [("renderer",)])}
+    return {"envs": envs, "renderers": shown}
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in ("primenb", "verifiers", "renderers"):
+        try:
+            out.append(f"{dist}={version(dist)}")
+        except PackageNotFoundError:
+            out.append(f"{dist}=-")
+    return ",".join(out)
+
+
+def _cache_key(tables: dict[str, Any], mode: str) -> str | None:
+    import hashlib
+    import json
+
+    try:
+        text = json.dumps([_SCHEME, _versions(), mode, tables], sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_SCHEME = 1  # bump when what plugin_problems reports changes shape or meaning
+
+
+def _cache_dir() -> Any:
+    from primenb.home import prime_home
+
+    return prime_home() / "cache" / "plugin-check"
+
+
+def _cache_read(key: str | None) -> list[PluginProblem] | None:
+    import json
+
+    if key is None:
+        return None
+    try:
+        rows = json.loads((_cache_dir() / f"{key}.json").read_text())
+        return [PluginProblem(tuple(r["path"]), r["severity"], r["message"], r["hint"], r["code"]) for r in rows]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or unreadable: compute it
+
+
+def _cache_write(key: str | None, found: list[PluginProblem]) -> None:
+    import json
+    import os
+
+    if key is None:
+        return
+    rows = [
+        {"path": list(q.path), "severity": q.severity, "message": q.message, "hint": q.hint, "code": q.code}
+        for q in found
+    ]
+    try:
+        folder = _cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(rows))
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        pass  # a read-only home: the check still ran, it is only not kept
+
+
+def _plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
     envs = [(at, _to_check(_get(data, at))) for at in _sources(data, mode)]
     if envs and not verifiers_installed():
         yield PluginProblem(

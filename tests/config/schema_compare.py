@@ -75,7 +75,7 @@ def _types(s: Schema, node: dict[str, Any]) -> frozenset[str]:
         elif isinstance(t, list):
             out.update(t)
         elif t:
-            out.add("number" if t == "integer" and False else t)
+            out.add(t)
         elif "properties" in m:
             out.add("object")
         else:
@@ -150,7 +150,7 @@ def compare(up: Schema, mine: Schema, a: dict[str, Any], b: dict[str, Any], path
     elif oa or ob:
         if len(oa) != len(ob):
             yield (path, "type", f"{len(oa)} table kinds", f"{len(ob)} table kinds")
-        for i, (x, y) in enumerate(zip(oa, ob)):
+        for i, (x, y) in enumerate(zip(oa, ob, strict=False)):
             yield from _compare_object(up, mine, x, y, f"{path}<{i}>")
     ia, ib = _items(up, a), _items(mine, b)
     if ia is not None and ib is not None:

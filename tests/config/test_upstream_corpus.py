@@ -122,3 +122,29 @@ def test_role_tables_and_env_package_harness_options_warn():
     report = check(DATA / "configs" / "examples" / "advanced" / "glm-4.5-air" / "swe.toml", mode="rl").report
     assert report.ok
     assert any(d.path.endswith("harness.summarize_at_tokens") for d in report.warnings)
+
+
+def test_plugin_check_verdict_is_kept_per_machine_and_gives_the_same_verdict(monkeypatch):
+    """The second validation of the same env tables reads the kept verdict (no verifiers import)
+    and reports exactly what the full check did, errors included."""
+    from primenb.config import check, vfcheck
+
+    text = (DATA / "mutations-2" / "146.toml").read_text()  # an unknown harness option (a warning)
+    first = [(d.path, d.severity, d.message) for d in check(text, mode="rl").report.diagnostics]
+    monkeypatch.setattr(vfcheck, "_plugin_problems", lambda *a: (_ for _ in ()).throw(AssertionError("recomputed")))
+    again = [(d.path, d.severity, d.message) for d in check(text, mode="rl").report.diagnostics]
+    assert again == first and any("harness" in p for p, _, _ in first)
+
+
+def test_secret_hint_names_the_variable_the_service_reads():
+    from primenb.config.rules import secrets
+
+    data = {
+        "monitors": {"wandb": {"api_key": "abc"}},
+        "env_vars": {"HF_TOKEN": "x"},
+        "orchestrator": {"model": {"client": {"api_key": "k", "api_key_var": "MY_KEY"}}},
+    }
+    hints = {p.path[-2] if p.path[-1] == "api_key" else p.path[-1]: p.hint for p in secrets(data)}
+    assert "export WANDB_API_KEY " in hints["wandb"]
+    assert "export HF_TOKEN " in hints["HF_TOKEN"]
+    assert "export MY_KEY " in hints["client"]
