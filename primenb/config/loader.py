@@ -85,11 +85,15 @@ def decode_toml(data: bytes, name: str) -> str:
         ) from None
 
 
-def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1) -> Outcome:
+def validate(
+    text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1, lenient: bool = False
+) -> Outcome:
     """Every diagnostic of ``text``; never raises for anything in the text. ``first_line`` is the
-    editor's number of the text's first line (2 in a `%%rltoml` cell): diagnostics use it."""
+    editor's number of the text's first line (2 in a `%%rltoml` cell): diagnostics use it.
+    ``lenient`` (or `[primenb] lenient = true`): a key upstream does not know is a located
+    warning, not an error, and is left out of the validated model (forward compatibility)."""
     try:
-        return _validate(text, source=source, mode=mode, first_line=first_line)
+        return _validate(text, source=source, mode=mode, first_line=first_line, lenient=lenient)
     except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
         d = Diagnostic(
             "error",
@@ -104,7 +108,34 @@ def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None, fir
         return Outcome(Report([d], source, text.splitlines(), first_line), mode or "rl", None, None, None)
 
 
-def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> Outcome:
+def _is_lenient(raw: dict[str, Any]) -> bool:
+    own = raw.get("primenb")
+    return isinstance(own, dict) and own.get("lenient") is True
+
+
+def _drop_unknown(root: type[BaseModel], data: dict[str, Any]) -> list[Path]:
+    """Remove, in place, every key the schema calls unknown; the removed paths."""
+    removed: list[Path] = []
+    for _ in range(8):  # a removed key can unmask another in a union member: a few rounds
+        try:
+            root.model_validate(data)
+            return removed
+        except ValidationError as exc:
+            found = [loc_to_path(e["loc"], data) for e in exc.errors() if e["type"] == "extra_forbidden"]
+        found = [p for p in found if p and p not in removed]
+        if not found:
+            return removed
+        for path in found:
+            parent: Any = data
+            for part in path[:-1]:
+                parent = parent[part]
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            removed.append(path)
+    return removed
+
+
+def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, lenient: bool = False) -> Outcome:
     lines = text.splitlines()
     try:
         raw = tomllib.loads(text)
@@ -122,6 +153,20 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
     data = migration.data
     root: type[RLConfig] | type[SFTConfig] = SFTConfig if mode == "sft" else RLConfig
 
+    lenient = lenient or _is_lenient(raw)
+    if lenient:
+        for path in _drop_unknown(root, data):
+            diagnostics.append(
+                _at(
+                    pos,
+                    migration.origins,
+                    path,
+                    "warning",
+                    "unknown-key",
+                    f"unknown key `{path[-1]}` (prime-rl 0.4.0 does not know it; lenient: passed through)",
+                    "fine for a platform running a newer prime-rl; the local engine ignores it",
+                )
+            )
     for p in secrets(data):
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
     for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
@@ -157,7 +202,8 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
                     continue  # upstream stops at the env's own errors and never asks for an id
                 diagnostics.append(_at(pos, origins, p.path, p.severity, p.code, p.message, p.hint))
             for q in plugged:
-                diagnostics.append(_at(pos, origins, q.path, q.severity, q.code, q.message, q.hint))
+                severity = "warning" if lenient and q.code == "unknown-key" else q.severity
+                diagnostics.append(_at(pos, origins, q.path, severity, q.code, q.message, q.hint))
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
 
             for e in env_problems(model, mode):

@@ -148,3 +148,26 @@ def test_secret_hint_names_the_variable_the_service_reads():
     assert "export WANDB_API_KEY " in hints["wandb"]
     assert "export HF_TOKEN " in hints["HF_TOKEN"]
     assert "export MY_KEY " in hints["client"]
+
+
+def test_unknown_key_is_an_error_unless_lenient(capsys, tmp_path):
+    """Forward compatibility: `[primenb] lenient = true` or `--lenient` turns keys upstream does
+    not know (anywhere: a table's, an env table's) into located warnings; the model is built."""
+    from primenb.cli import main
+    from primenb.config import check
+
+    base = (DATA / "configs" / "examples" / "basic" / "reverse-text" / "rl.toml").read_text()
+    newer = base.replace("[orchestrator]\n", "[orchestrator]\nfuture_knob = 3\n", 1)
+    assert newer != base
+    strict = check(newer, mode="rl").report
+    [err] = strict.errors
+    assert err.path == "orchestrator.future_knob" and err.code == "unknown-key"
+    for outcome in (check(newer, mode="rl", lenient=True), check(newer + "\n[primenb]\nlenient = true\n", mode="rl")):
+        assert outcome.model is not None, outcome.report.to_text()
+        [warn] = [d for d in outcome.report.warnings if d.path == "orchestrator.future_knob"]
+        assert warn.line == err.line and "lenient" in warn.message
+    path = tmp_path / "rl.toml"
+    path.write_text(newer)
+    assert main(["validate", str(path)]) == 1
+    assert main(["validate", "--lenient", str(path)]) == 0
+    capsys.readouterr()

@@ -305,6 +305,8 @@ class PrimenbSettings(Section):
     """primenb's own settings: the one table added to the upstream schema, stripped upstream."""
 
     backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
+    # keys prime-rl 0.4.0 does not know become warnings (a platform running a newer prime-rl)
+    lenient: bool = False
     seed: NonNegInt = 0
     logging_steps: PosInt = 1
     sample_every: PosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time
