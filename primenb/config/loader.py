@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from primenb.config.diagnostics import Diagnostic, Report, format_path
-from primenb.config.limits import value_problems
+from primenb.config.limits import local_limits, value_problems
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
@@ -204,6 +204,23 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
             for q in plugged:
                 severity = "warning" if lenient and q.code == "unknown-key" else q.severity
                 diagnostics.append(_at(pos, origins, q.path, severity, q.code, q.message, q.hint))
+            backend = str((data.get("primenb") or {}).get("backend") or "local") if isinstance(data, dict) else "local"
+            limits = list(local_limits(model, mode, backend))
+            for lim in limits:
+                written = lim.path if lim.path in pos.spans else origins.get(lim.path, lim.path)
+                diagnostics.append(
+                    _at(pos, origins, written, "warning", lim.code, lim.message, lim.hint, on_value=True)
+                )
+            limited = {format_path(lim.path) for lim in limits} | {
+                format_path(origins.get(lim.path, lim.path)) for lim in limits
+            }
+            diagnostics = [
+                d
+                for d in diagnostics
+                if not (
+                    d.severity == "warning" and not d.code.startswith("local-") and _same_place(d, limited, origins)
+                )
+            ]
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
 
             for e in env_problems(model, mode):
@@ -223,6 +240,20 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
     if not report.ok:
         model = None
     return Outcome(report, mode, model, raw, migration)
+
+
+def _same_place(d: Diagnostic, limited: set[str], origins: dict[Path, Path]) -> bool:
+    """A sanity warning about a value a local-limit diagnostic already names (`max_steps = -5`)."""
+    if d.path in limited:
+        return True
+    return any(format_path(origins.get(tuple(_path_of(p)), ())) == d.path for p in limited)
+
+
+def _path_of(dotted: str) -> list[str | int]:
+    out: list[str | int] = []
+    for piece in re.findall(r"\[(\d+)\]|([^.\[\]]+)", dotted):
+        out.append(int(piece[0]) if piece[0] else piece[1])
+    return out
 
 
 def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:

@@ -1,0 +1,63 @@
+"""Configs prime-rl takes but the local engine cannot train (issue 25 item 6): validation names
+what fails where (a located warning: upstream's verdict stays), and the local backend refuses to
+launch them before a run directory exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from primenb.config import check, load_config
+from primenb.errors import PrimenbError
+
+BASE = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "upstream"
+    / "configs"
+    / "examples"
+    / "basic"
+    / "reverse-text"
+    / "rl.toml"
+).read_text()
+
+CASES = [
+    ("max-steps", re.sub(r"max_steps = \d+", "max_steps = -5", BASE), "max_steps", "at least 1 step"),
+    ("lr-overflow", re.sub(r"lr = [\d.e-]+", "lr = 1e300", BASE), "trainer.optim.lr", "overflows"),
+    ("lr-inf-like", re.sub(r"lr = [\d.e-]+", "lr = 1e39", BASE), "trainer.optim.lr", "overflows"),
+    (
+        "completion-longer-than-seq-len",
+        re.sub(r"seq_len = \d+", "seq_len = 64", BASE).replace(
+            "max_completion_tokens = 128", "max_completion_tokens = 100000"
+        ),
+        "orchestrator.train.sampling.max_completion_tokens",
+        "no room for the prompt",
+    ),
+]
+
+
+@pytest.mark.parametrize("case_id,text,path,fragment", CASES, ids=[c[0] for c in CASES])
+def test_local_limit_is_a_located_warning_and_the_local_backend_refuses(case_id, text, path, fragment):
+    assert text != BASE
+    report = check(text, mode="rl").report
+    assert report.ok, report.to_text()  # prime-rl takes it: no false error against upstream
+    [d] = [d for d in report.warnings if d.code == "local-limit"]
+    assert d.path == path and fragment in d.message and "local engine" in d.message and d.line
+    from primenb.backends import local
+
+    with pytest.raises(PrimenbError, match="local engine cannot train"):
+        local.submit(load_config(text, mode="rl"))
+
+
+def test_a_large_but_finite_lr_is_a_risk_not_a_refusal():
+    text = re.sub(r"lr = [\d.e-]+", "lr = 5.0", BASE)
+    [d] = [d for d in check(text, mode="rl").report.warnings if d.path == "trainer.optim.lr"]
+    assert d.code == "local-risk" and "diverge" in d.message
+
+
+def test_other_backends_get_the_warning_naming_the_local_engine_only():
+    text = re.sub(r"max_steps = \d+", "max_steps = -5", BASE) + '\n[primenb]\nbackend = "ssh"\n'
+    [d] = [d for d in check(text, mode="rl").report.warnings if d.code == "local-limit"]
+    assert "only the local engine" in d.message
