@@ -144,9 +144,12 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
         return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
+    chosen = mode
     mode = mode or detect_mode(raw)
     migration = migrate(raw, pos, mode)
     diagnostics = list(migration.diagnostics)
+    if chosen is None:
+        diagnostics += _mode_note(raw, mode, pos)
     if migration.hosted_shape:
         shown = _in_editor(diagnostics, first_line)
         return Outcome(Report(shown, source, lines, first_line), "rl", None, raw, migration)
@@ -234,12 +237,45 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
     # upstream's field errors first (its model validators never run on a config they fail), each
     # group in the text's order
     field_errors = bool(schema_errors) or any(d.code == "legacy" for d in diagnostics)
-    diagnostics.sort(key=lambda d: (field_errors and d.code in ("rule", "conflict"), d.line or 0, d.col or 0))
+    # the mode note first: every other message reads in its light
+    diagnostics.sort(
+        key=lambda d: (d.code != "mode", field_errors and d.code in ("rule", "conflict"), d.line or 0, d.col or 0)
+    )
     shown_lines = _redacted(lines, diagnostics)
     report = Report(_in_editor(diagnostics, first_line), source, shown_lines, first_line)
     if not report.ok:
         model = None
     return Outcome(report, mode, model, raw, migration)
+
+
+# top-level tables only one mode has (RLConfig's and SFTConfig's own fields)
+_RL_ONLY = ("trainer", "orchestrator", "rollout_transport")
+_SFT_ONLY = ("data", "optim", "scheduler", "eval", "val", "renderer", "gc", "heartbeat", "trace_path")
+
+
+def _mode_note(raw: dict[str, Any], mode: Mode, pos: Positions) -> list[Diagnostic]:
+    """When a config holds tables of both modes, say which mode it was read as and why, at the
+    first table of the other mode (a stray [orchestrator] in an SFT config reads as RL)."""
+    rl = [k for k in _RL_ONLY if k in raw]
+    sft = [k for k in _SFT_ONLY if k in raw]
+    if not rl or not sft:
+        return []
+    other, flag = (sft, "--sft") if mode == "rl" else (rl, "--rl")
+    why = f"it has [{rl[0]}]" if mode == "rl" else "it has [data] and no [trainer] or [orchestrator]"
+    d = _at(
+        pos,
+        {},
+        (other[0],),
+        "info",
+        "mode",
+        f"read as an {mode.upper()} config because {why}; "
+        + ", ".join(f"[{k}]" for k in other)
+        + f" belong{'s' if len(other) == 1 else ''} to {'SFT' if mode == 'rl' else 'RL'} configs",
+        f"if this is an {'SFT' if mode == 'rl' else 'RL'} config, remove "
+        + ", ".join(f"[{k}]" for k in (rl if mode == "rl" else sft))
+        + f" or pass {flag} (`primenb validate {flag}`, `%%rltoml NAME {flag}`)",
+    )
+    return [d]
 
 
 def _same_place(d: Diagnostic, limited: set[str], origins: dict[Path, Path]) -> bool:

@@ -61,3 +61,22 @@ def test_other_backends_get_the_warning_naming_the_local_engine_only():
     text = re.sub(r"max_steps = \d+", "max_steps = -5", BASE) + '\n[primenb]\nbackend = "ssh"\n'
     [d] = [d for d in check(text, mode="rl").report.warnings if d.code == "local-limit"]
     assert "only the local engine" in d.message
+
+
+def test_a_stray_table_of_the_other_mode_gets_a_note_saying_what_was_decided_and_why():
+    sft = (
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "upstream"
+        / "configs"
+        / "examples"
+        / "basic"
+        / "reverse-text"
+        / "sft.toml"
+    ).read_text()
+    report = check(sft + "\n[orchestrator]\nbatch_size = 8\n").report
+    first = report.diagnostics[0]
+    assert first.code == "mode" and "read as an RL config because it has [orchestrator]" in first.message
+    assert "[data]" in first.message and "--sft" in first.hint and first.line
+    assert check(sft + "\n[orchestrator]\nbatch_size = 8\n", mode="sft").report.diagnostics[0].code != "mode"
+    assert not [d for d in check(sft).report.diagnostics if d.code == "mode"]  # one mode's tables: no note
