@@ -104,12 +104,12 @@ def local_limits(model: Any, mode: str, backend: str) -> Iterator[LocalLimit]:
         seq_len = model.trainer.model.seq_len
         sampling = model.orchestrator.train.sampling
         tokens = sampling.max_completion_tokens
-        if tokens is not None and seq_len is not None and tokens >= seq_len:
+        if tokens is not None and seq_len is not None and tokens > seq_len:
             yield LocalLimit(
                 ("orchestrator", "train", "sampling", "max_completion_tokens"),
-                f"max_completion_tokens ({tokens}) leaves no room for the prompt in seq_len ({seq_len}): the local "
-                f"engine packs prompt + completion into seq_len{where}",
-                f"raise seq_len above {tokens} or lower max_completion_tokens below {seq_len}",
+                f"max_completion_tokens ({tokens}) exceeds seq_len ({seq_len}): a completion that long cannot "
+                f"fit in the local engine's training sequences{where}",
+                f"raise seq_len to at least {tokens} or lower max_completion_tokens to {seq_len} or less",
             )
 
 

@@ -236,7 +236,7 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
         diagnostics += hosted_report(text, mode, source=source).diagnostics
     # upstream's field errors first (its model validators never run on a config they fail), each
     # group in the text's order
-    field_errors = bool(schema_errors) or any(d.code == "legacy" for d in diagnostics)
+    field_errors = bool(schema_errors) or bool(migration.diagnostics)
     # the mode note first: every other message reads in its light
     diagnostics.sort(
         key=lambda d: (d.code != "mode", field_errors and d.code in ("rule", "conflict"), d.line or 0, d.col or 0)

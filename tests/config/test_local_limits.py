@@ -33,7 +33,7 @@ CASES = [
             "max_completion_tokens = 128", "max_completion_tokens = 100000"
         ),
         "orchestrator.train.sampling.max_completion_tokens",
-        "no room for the prompt",
+        "exceeds seq_len",
     ),
 ]
 
