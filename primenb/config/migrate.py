@@ -317,20 +317,20 @@ def migrate(data: dict[str, Any], pos: Positions, mode: str = "rl") -> Migration
         if _is_table(d, "wandb"):
             m.move_table(("wandb",), ("monitors", "wandb"), "prime-rl 2026-08, #3275")
         return m.out
-    for table in ("trainer", "orchestrator"):
-        if table not in d:  # prime-rl requires both in an RL config; an empty one takes its defaults
-            d[table] = {}
+    for required in ("trainer", "orchestrator"):
+        if required not in d:  # prime-rl requires both in an RL config; an empty one takes its defaults
+            d[required] = {}
             m.out.diagnostics.append(
                 _diag(
                     pos,
-                    (table,),
-                    f"[{table}] is missing: prime-rl requires it in an RL config (Field required)",
-                    f"add an empty [{table}] (its defaults apply); `primenb validate --fix` or "
+                    (required,),
+                    f"[{required}] is missing: prime-rl requires it in an RL config (Field required)",
+                    f"add an empty [{required}] (its defaults apply); `primenb validate --fix` or "
                     "`%%rltoml --fix` adds it",
                     code="missing",
                 )
             )
-            m.edits.insert_after(len(pos.lines), ["", f"[{table}]"])
+            m.edits.insert_after(len(pos.lines), ["", f"[{required}]"])
     orch = d.get("orchestrator") if isinstance(d.get("orchestrator"), dict) else None
 
     if orch is not None and "rollouts_per_example" in orch:

@@ -106,68 +106,30 @@ def _checked_tables(data: dict[str, Any], mode: str) -> dict[str, Any]:
     return {"envs": envs, "renderers": shown}
 
 
-def _versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = []
-    for dist in ("primenb", "verifiers", "renderers"):
-        try:
-            out.append(f"{dist}={version(dist)}")
-        except PackageNotFoundError:
-            out.append(f"{dist}=-")
-    return ",".join(out)
-
-
 def _cache_key(tables: dict[str, Any], mode: str) -> str | None:
-    import hashlib
-    import json
+    from primenb.config import verdict_cache
 
-    try:
-        text = json.dumps([_SCHEME, _versions(), mode, tables], sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        return None
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-_SCHEME = 1  # bump when what plugin_problems reports changes shape or meaning
-
-
-def _cache_dir() -> Any:
-    from primenb.home import prime_home
-
-    return prime_home() / "cache" / "plugin-check"
+    return verdict_cache.key("plugin-check", verdict_cache.versions("primenb", "verifiers", "renderers"), mode, tables)
 
 
 def _cache_read(key: str | None) -> list[PluginProblem] | None:
-    import json
+    from primenb.config import verdict_cache
 
-    if key is None:
-        return None
+    rows = verdict_cache.read("plugin-check", key)
     try:
-        rows = json.loads((_cache_dir() / f"{key}.json").read_text())
         return [PluginProblem(tuple(r["path"]), r["severity"], r["message"], r["hint"], r["code"]) for r in rows]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # absent or unreadable: compute it
+    except (KeyError, TypeError):
+        return None  # absent or not this shape: compute it
 
 
 def _cache_write(key: str | None, found: list[PluginProblem]) -> None:
-    import json
-    import os
+    from primenb.config import verdict_cache
 
-    if key is None:
-        return
     rows = [
         {"path": list(q.path), "severity": q.severity, "message": q.message, "hint": q.hint, "code": q.code}
         for q in found
     ]
-    try:
-        folder = _cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(rows))
-        os.replace(tmp, folder / f"{key}.json")
-    except OSError:
-        pass  # a read-only home: the check still ran, it is only not kept
+    verdict_cache.write("plugin-check", key, rows)
 
 
 def _plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
