@@ -80,3 +80,17 @@ def test_a_stray_table_of_the_other_mode_gets_a_note_saying_what_was_decided_and
     assert "[data]" in first.message and "--sft" in first.hint and first.line
     assert check(sft + "\n[orchestrator]\nbatch_size = 8\n", mode="sft").report.diagnostics[0].code != "mode"
     assert not [d for d in check(sft).report.diagnostics if d.code == "mode"]  # one mode's tables: no note
+
+
+def test_environment_suggestions_are_kept_per_machine_with_the_same_answer(monkeypatch):
+    """A misspelt env id: the second validation reads the kept suggestion list (no metadata scan)
+    and says exactly what the first did."""
+    from primenb.envs import registry
+
+    text = BASE.replace('id = "reverse-text"', 'id = "reverse-txet"')
+    assert text != BASE
+    first = [(d.path, d.severity, d.message, d.hint) for d in check(text, mode="rl").report.diagnostics]
+    assert any("did you mean `reverse-text`" in hint for *_, hint in first), first
+    monkeypatch.setattr(registry, "known_ids", lambda **_: (_ for _ in ()).throw(AssertionError("scanned again")))
+    again = [(d.path, d.severity, d.message, d.hint) for d in check(text, mode="rl").report.diagnostics]
+    assert again == first
