@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.documents import is_live_state
 from primenb.protocol.record import TRACE_FILE, read_trace, write_trace
 from primenb.protocol.rundir import FINAL_STATES, atomic_write_json, now_iso
 from primenb.protocol.safepath import contained, is_safe_id, safe_name, symlinks_under
@@ -162,7 +163,7 @@ def rm(ref: Any, *, files: bool = False) -> str:
     from primenb.protocol.index import Index
 
     trace = get(ref)
-    if trace.status in ("queued", "running"):
+    if is_live_state(trace.status):
         raise PrimenbError(
             f"trace {trace.id} ({trace.name}) is still {trace.status}; stop it first (%prime_train --stop {trace.name})"
         )
