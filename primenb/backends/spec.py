@@ -83,16 +83,17 @@ def parse_url(url: str) -> BackendSpec:
         raise BackendSpecError(f"{url!r} names no host: use ssh://[user@]host[:port][/workdir]")
     from primenb.backends.sshconn import SSHError, check_destination
 
-    if host or parts.username is not None:
+    user = unquote(parts.username) if parts.username is not None else None
+    if host or user is not None:
         try:
-            check_destination(host, parts.username)
+            check_destination(host, user)
         except SSHError as exc:
             raise BackendSpecError(f"{url!r}: {exc}") from None
     path = unquote(parts.path)
     workdir = None
     if path not in ("", "/"):
         workdir = path[3:] if path.startswith("/~/") else path
-    return BackendSpec(parts.scheme, host=host, user=parts.username, port=port, workdir=workdir)
+    return BackendSpec(parts.scheme, host=host, user=user, port=port, workdir=workdir)
 
 
 _LIST_OPTIONS = ("env", "ssh_args", "sbatch_args")
