@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from primenb.backends import answers
 from primenb.backends.base import Backend, Lineage
 from primenb.backends.hosted_mirror import (
     HostedControl,
@@ -30,6 +31,7 @@ from primenb.backends.hosted_mirror import (
 )
 from primenb.backends.primecli import (
     FORWARDED_SECRETS,
+    NotJSON,
     PlatformRejected,
     PrimeCLI,
     PrimeCLIError,
@@ -155,17 +157,15 @@ class ModelFactoryBackend(Backend):
         ] or [Diagnostic("error", "hosted", "", f"prime train validate: {text[-300:]}")]
 
     def quote(self, config: Config) -> Quote:
-        data = self.cli.json("train", "models", "-o", "json")
-        offers = data.get("on_demand") or data.get("onDemand") or []
+        offers = answers.offers(self.cli.json("train", "models", "-o", "json"))
         chosen = None
         for offer in offers:
-            gpu = offer.get("gpu_type") or offer.get("gpuType")
-            if (self.gpu_type and gpu == self.gpu_type) or (
-                not self.gpu_type and chosen is None and offer.get("available_now", offer.get("availableNow"))
+            if (self.gpu_type and offer.gpu_type == self.gpu_type) or (
+                not self.gpu_type and chosen is None and offer.available_now
             ):
                 chosen = offer
-        price = None if chosen is None else chosen.get("price_per_gpu_hour", chosen.get("pricePerGpuHour"))
-        gpu_type = self.gpu_type or (None if chosen is None else chosen.get("gpu_type") or chosen.get("gpuType"))
+        price = None if chosen is None else chosen.price_per_gpu_hour
+        gpu_type = self.gpu_type or (None if chosen is None else chosen.gpu_type)
         return Quote(gpu_type, None if price is None else float(price), gpu_count(config), self.cli.team)
 
     # -- Backend -------------------------------------------------------------------------------
@@ -203,11 +203,13 @@ class ModelFactoryBackend(Backend):
         (run_dir / "logs").mkdir(exist_ok=True)
         hosted_toml = run_dir / "configs" / "hosted.toml"
         atomic_write_text(hosted_toml, config.upstream_toml())  # without [primenb]
-        args = ["train", "run", str(hosted_toml), "-o", "json", "--yes"]
+        args = ["train", "run", "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
         args += ["--volume", self.volume] if self.volume else []
-        args += ["--resume-from", resume_from] if resume_from else []
-        return self._start(config, run_dir, args, quote, resumed_from=resume_from)
+        if resume_from:
+            resume_from = answers.run_id(resume_from, "train run --resume-from")
+            args += ["--resume-from", resume_from]
+        return self._start(config, run_dir, [*args, "--", str(hosted_toml)], quote, resumed_from=resume_from)
 
     def resume(self, run: Run, *, name: str | None = None) -> Run:
         """Continue a PAUSED hosted run (``prime train resume``): a new platform run, recorded here
@@ -236,14 +238,18 @@ class ModelFactoryBackend(Backend):
         ).resolve()
         record_run(child)
         (child / "logs").mkdir(exist_ok=True)
-        args = ["train", "resume", str(info["run_id"]), "-o", "json", "--yes"]
+        rid = answers.run_id(info["run_id"], "train resume")
+        args = ["train", "resume", "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
-        return self._start(config, child, args, quote, resumed_from=str(info["run_id"]))
+        return self._start(config, child, [*args, "--", rid], quote, resumed_from=rid)
 
     def _start(self, config: Config, run_dir: Path, args: list[str], quote: Quote, *, resumed_from: str | None) -> Run:
         forwarded = [k for k in FORWARDED_SECRETS if self.cli._source().get(k)]
+        tail = args[args.index("--") :] if "--" in args else []
+        args = args[: len(args) - len(tail)]
         for key in forwarded:
             args += ["-e", key]  # by name: the CLI reads the value from its environment
+        args += tail
         try:
             # never retried: a 5xx after the platform created the run would launch (and bill) twice
             out = self.cli.json(*args, retry=False, secrets=forwarded)
@@ -255,25 +261,39 @@ class ModelFactoryBackend(Backend):
             raise HostedConfigError(
                 f"not launched: the platform rejected the config ({report.summary()})", report
             ) from None
+        except NotJSON as exc:  # the platform may have created (and bills) the run: say where to look
+            message = (
+                f"{exc}. The run may have started on the platform: look for it with `prime train list` "
+                "(or the dashboard) before launching again"
+            )
+            mark_status(run_dir, FAILED, error=message)
+            raise NotJSON(message) from None
         except PrimeCLIError as exc:
             mark_status(run_dir, FAILED, error=str(exc))
             raise
-        created = out.get("run") or {}
-        run_id = str(created.get("runId") or "")
+        created = answers.launched(out, f"train {args[1]}")
+        run_id = created.run_id
         if not run_id:
-            mark_status(run_dir, FAILED, error=f"prime {args[1]} printed no run id: {json.dumps(out)[:200]}")
+            shown = json.dumps(out, default=str)[:200]
+            mark_status(run_dir, FAILED, error=f"prime train {args[1]} printed no run id: {shown}")
             raise PrimenbError(
-                f"prime {args[1]} printed no run id ({json.dumps(out)[:200]}); the run may have started: "
+                f"prime train {args[1]} printed no run id ({shown}); the run may have started: "
                 "look for it with `prime train list` (or the dashboard) before launching again"
             )
+        # the billable run exists: its id is on disk before anything else can fail
+        write_remote(run_dir, {"backend": self.name, "run_id": run_id, "team": self.cli.team})
         info = {
             "backend": self.name,
             "run_id": run_id,
             "team": self.cli.team,
-            "gpu_type": created.get("gpuType") or quote.gpu_type,
+            "gpu_type": created.gpu_type or quote.gpu_type,
             "gpus": quote.gpus,
-            "price_per_gpu_hour": created.get("pricePerGpuHour", quote.price_per_gpu_hour),
-            "estimated_cost_per_hour": created.get("estimatedCostPerHour", quote.per_hour),
+            "price_per_gpu_hour": created.price_per_gpu_hour
+            if created.price_per_gpu_hour is not None
+            else quote.price_per_gpu_hour,
+            "estimated_cost_per_hour": created.estimated_cost_per_hour
+            if created.estimated_cost_per_hour is not None
+            else quote.per_hour,
             "volume": self.volume,
             "resumed_from": resumed_from,
             "dashboard": DASHBOARD.format(run_id=run_id),
@@ -356,8 +376,8 @@ def account(cli: PrimeCLI | None = None) -> Account:
     cli = cli or PrimeCLI()
     cli.require()
     view = cli.text("config", "view", "--plain")
-    teams = cli.json("teams", "list", "-o", "json").get("teams") or []
-    return Account(view, [t for t in teams if isinstance(t, dict)], cli.team or os.environ.get("PRIME_TEAM_ID"))
+    teams = answers.teams(cli.json("teams", "list", "-o", "json"))
+    return Account(view, teams, cli.team or os.environ.get("PRIME_TEAM_ID"))
 
 
 __all__ = [
