@@ -15,7 +15,7 @@ from typing import Any
 
 from primenb.backends.primecli import UPGRADE, PrimeCLIError
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
 
 
 class UnexpectedAnswer(PrimeCLIError):

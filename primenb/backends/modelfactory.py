@@ -275,11 +275,12 @@ class ModelFactoryBackend(Backend):
         run_id = created.run_id
         if not run_id:
             shown = json.dumps(out, default=str)[:200]
-            mark_status(run_dir, FAILED, error=f"prime train {args[1]} printed no run id: {shown}")
-            raise PrimenbError(
+            message = (
                 f"prime train {args[1]} printed no run id ({shown}); the run may have started: "
                 "look for it with `prime train list` (or the dashboard) before launching again"
             )
+            mark_status(run_dir, FAILED, error=message)
+            raise PrimenbError(message)
         # the billable run exists: its id is on disk before anything else can fail
         write_remote(run_dir, {"backend": self.name, "run_id": run_id, "team": self.cli.team})
         info = {

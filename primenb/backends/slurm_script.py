@@ -81,7 +81,7 @@ def directive(key: str, value: Any) -> str:
     return f"#SBATCH --{key}={text if _PLAIN.match(text) else shlex.quote(text)}"
 
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_.,:@%+/=\[\]-]+$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_.,:@%+/=\[\]-]+\Z")
 
 
 def batch_script(config: Any, run_dir: str, *, python: str = "python3", request_gpus: bool = True) -> str:

@@ -97,7 +97,7 @@ def parse_url(url: str) -> BackendSpec:
 
 
 _LIST_OPTIONS = ("env", "ssh_args", "sbatch_args")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
 def check_env_name(entry: str) -> str:

@@ -72,8 +72,9 @@ def test_secret_env_names_ssh_exports_read_values_at_submit_time(monkeypatch: py
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     exports, missing = env_exports(["HF_TOKEN", "NOT_SET_ANYWHERE"])
     assert exports == "export HF_TOKEN='it'\"'\"'s $(id) `x`'" and missing == ["NOT_SET_ANYWHERE"]
-    with pytest.raises(BackendSpecError):  # an old saved backend with NAME=VALUE is not sent
-        env_exports(["MODE=fast"])
+    for saved in (["MODE=fast"], ["AB\n"], ["-x"]):  # an old or edited saved backend is not sent
+        with pytest.raises(BackendSpecError):
+            env_exports(saved)
 
 
 # each pattern's opening fragment, repeated: a pattern that can fail late would try every copy
