@@ -11,7 +11,6 @@ import json
 import math
 import os
 import secrets
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,15 @@ def new_trace_id() -> str:
 
 
 def iso_to_epoch(text: str | None) -> float | None:
-    if not text:
+    """Seconds since the epoch; the UTC offset (``+0100``, ``Z``) is kept, a time without one is
+    local time. (Cutting to 19 characters dropped the offset: negative durations across zones.)"""
+    if not text or not isinstance(text, str):
         return None
+    from datetime import datetime
+
     try:
-        return time.mktime(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
-    except (ValueError, OverflowError):
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):
         return None
 
 
