@@ -21,6 +21,7 @@ from primenb.backends.primecli import PlatformUnreachable, PrimeCLI, PrimeCLIErr
 from primenb.backends.remote import read_remote, write_remote
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json, atomic_write_text
+from primenb.protocol.privacy import WITHHELD, config_denies, withheld_or, withhold_sample
 from primenb.protocol.rundir import COMPLETED, FAILED, FINAL_STATES, QUEUED, RUNNING, STOPPED, RunDir, now_iso
 
 STATES = {
@@ -142,7 +143,7 @@ class HostedControl:
             fields["paused"] = True
             note = f"paused: continue it with %prime_train --resume {self.files.root.name} (a new run, a child trace)"
         if record.error_message:
-            fields["error"] = record.error_message
+            fields["error"] = withheld_or(record.error_message) if self._denies() else record.error_message
         self._syncs += 1
         if state in FINAL_STATES:
             fields["ended_at"] = now_iso()
@@ -173,9 +174,24 @@ class HostedControl:
             rows = answers.samples(
                 self.cli.json("train", "rollouts", *id_args("--step", str(step), "--num", "8", ident=self.run_id))
             )
-            _append(self.files.samples_path, [sample_record(s, step) for s in rows])
+            kept = [sample_record(s, step) for s in rows]
+            _append(self.files.samples_path, [withhold_sample(r) for r in kept] if self._denies() else kept)
+
+    def _denies(self) -> bool:
+        """The run's own config says data_collection = "deny" (read each time: cheap, and a
+        config that cannot be read counts as denying)."""
+        try:
+            return config_denies(self.files.read_config())
+        except (OSError, ValueError):
+            return True
 
     def _pull_logs(self) -> None:
+        if self._denies():  # platform logs quote prompts and completions: none is kept here
+            note = f"(platform logs not kept here: {WITHHELD}; read them with `prime train logs {self.run_id}`)\n"
+            for component in LOG_COMPONENTS:
+                atomic_write_text(self.files.root / "logs" / f"{component}.log", note)
+            atomic_write_text(self.files.log_path, note)
+            return
         parts = []
         for component in LOG_COMPONENTS:
             try:

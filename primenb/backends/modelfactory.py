@@ -66,6 +66,12 @@ class LaunchCancelled(PrimenbError):
     pass
 
 
+DENY_HOSTED = (
+    'data_collection = "deny": the platform trains on your data set and sees every prompt and completion; '
+    "primenb keeps none of that text here (samples are hashed, platform logs are not copied)"
+)
+
+
 @dataclass
 class Quote:
     """What a launch costs, from ``prime train models -o json`` (shown before a billable launch)."""
@@ -74,6 +80,7 @@ class Quote:
     price_per_gpu_hour: float | None
     gpus: int
     team: str | None = None
+    deny: bool = False  # the config says data_collection = "deny"
 
     @property
     def per_hour(self) -> float | None:
@@ -86,9 +93,16 @@ class Quote:
         else:
             cost = f"${self.price_per_gpu_hour:.2f}/GPU-hour x {self.gpus} GPUs ≈ ${self.per_hour:.2f}/hour"
         who = f"team {self.team}" if self.team else "the account's default team (or personal account)"
-        return (
-            f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. Billing starts when the pods are ready."
-        )
+        text = f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. "
+        text += "Billing starts when the pods are ready."
+        if self.deny:
+            text += f"\n{DENY_HOSTED}"
+        return text
+
+
+def _denies(config: Config) -> bool:
+    privacy = getattr(getattr(config.model, "primenb", None), "privacy", None)
+    return getattr(privacy, "data_collection", "allow") == "deny"
 
 
 def gpu_count(config: Config) -> int:
@@ -166,7 +180,8 @@ class ModelFactoryBackend(Backend):
                 chosen = offer
         price = None if chosen is None else chosen.price_per_gpu_hour
         gpu_type = self.gpu_type or (None if chosen is None else chosen.gpu_type)
-        return Quote(gpu_type, None if price is None else float(price), gpu_count(config), self.cli.team)
+        price = None if price is None else float(price)
+        return Quote(gpu_type, price, gpu_count(config), self.cli.team, deny=_denies(config))
 
     # -- Backend -------------------------------------------------------------------------------
     def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
@@ -226,7 +241,13 @@ class ModelFactoryBackend(Backend):
                 f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
             )
         config = load_config(run.dir / "configs" / "config.toml")
-        quote = Quote(info.get("gpu_type"), info.get("price_per_gpu_hour"), int(info.get("gpus") or 1), self.cli.team)
+        quote = Quote(
+            info.get("gpu_type"),
+            info.get("price_per_gpu_hour"),
+            int(info.get("gpus") or 1),
+            self.cli.team,
+            deny=_denies(config),
+        )
         if not self.yes and (self.confirm is None or not self.confirm(quote)):
             raise LaunchCancelled(f"{quote.text()}\nNot resumed: confirm it, or pass --yes")
         parent = (read_trace(run.dir) or {}).get("trace_id")
@@ -302,7 +323,10 @@ class ModelFactoryBackend(Backend):
             "secrets_forwarded": forwarded,  # names only
         }
         write_remote(run_dir, info)
-        mark_status(run_dir, QUEUED, hosted=public_info(info), note=f"launched as {run_id}: {info['dashboard']}")
+        note = f"launched as {run_id}: {info['dashboard']}"
+        if _denies(config):
+            note += f"\n{DENY_HOSTED}"
+        mark_status(run_dir, QUEUED, hosted=public_info(info), note=note)
         record_hosted_in_trace(run_dir, info)
         return Run(run_dir, control=HostedControl(run_dir, self.cli, min_interval=self.min_interval))
 

@@ -21,6 +21,7 @@ from primenb.envs.registry import (
     resolve,
     unknown_error,
 )
+from primenb.protocol.privacy import error_text
 
 LIST_COLUMNS = ["id", "version", "source", "description", "reward_functions", "location"]
 NUM_SAMPLES = 3
@@ -201,7 +202,7 @@ def score_each(
             errors = getattr(exc, "errors", None)
             if isinstance(errors, dict) and errors:
                 exc = next(iter(errors.values()))
-            by_func[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            by_func[name] = error_text(exc)[:300]
             continue
         by_func[name] = value
         total += float(weight) * value

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from primenb.envs.errors import EnvironmentLoadError
+from primenb.protocol.privacy import error_text
 
 ENTRY = "load_environment"
 
@@ -96,9 +97,7 @@ def import_path(path: Path, env_id: str) -> ModuleType:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # `sys.exit()` at import must not end the kernel or CLI
         sys.modules.pop(name, None)
-        raise EnvironmentLoadError(
-            f"environment {env_id!r}: importing {file} raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise EnvironmentLoadError(f"environment {env_id!r}: importing {file} raised {error_text(exc)}") from exc
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(root)
@@ -154,11 +153,11 @@ def import_module(module_name: str, env_id: str) -> ModuleType:
                 f"(install it with pip, or register its folder with %prime_env add PATH)"
             ) from exc
         raise EnvironmentLoadError(
-            f"environment {env_id!r}: importing {module_name!r} raised ModuleNotFoundError: {exc}"
+            f"environment {env_id!r}: importing {module_name!r} raised {error_text(exc)}"
         ) from exc
     except (Exception, SystemExit) as exc:  # `sys.exit()` at import must not end the kernel or CLI
         raise EnvironmentLoadError(
-            f"environment {env_id!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f"environment {env_id!r}: importing {module_name!r} raised {error_text(exc)}"
         ) from exc
 
 
