@@ -34,25 +34,21 @@ def load_environment(**kwargs):
     rows = [{{"prompt": "{MARK} what is the secret?", "answer": "{MARK}"}}]
     raise ValueError(f"row 0 is malformed: {{rows[0]!r}}")
 '''
-PROMPT_FAILS = f'''
-"""An environment whose first prompt is not text: the check quotes it."""
-from primenb.envs import get_environment
-
-
-def load_environment(**kwargs):
-    env = get_environment("reverse-text", **kwargs)
-    rows = [{{"prompt": {{"{MARK}": 1}}, "answer": "x"}}]
-    env.train_rows = lambda: rows
-    env.dataset = rows
-    return env
-'''
+LOAD_VARIANTS = {
+    "load-raises": LOAD_FAILS,
+    "key-error": f"def load_environment(**kw):\n    raise KeyError({{'prompt': '{MARK}'}})\n",
+    "sys-exit": f"import sys\n\n\ndef load_environment(**kw):\n    sys.exit('{MARK} row 0')\n",
+    "import-raises": f"raise RuntimeError('cannot open rows: {MARK}')\n",
+}
 
 
 def grep(roots: list[Path], needle: str = MARK) -> list[str]:
     hits = []
     for root in roots:
         for p in root.rglob("*") if root.is_dir() else []:
-            if p.is_file() and not p.is_symlink() and needle.encode() in p.read_bytes():
+            if "-src" in p.parts[-2] or p.is_symlink() or not p.is_file():
+                continue  # the planted environment's own source holds the marker
+            if needle.encode() in p.read_bytes():
                 hits.append(str(p))
     return hits
 
@@ -86,7 +82,7 @@ def _config(env_id: str = "leakload") -> Any:
     return load_config(sft_toml(steps=2, env=env_id, model="primenb/tiny-byte-xs", batch_size=4, extra=DENY))
 
 
-@pytest.mark.parametrize("source", [LOAD_FAILS, PROMPT_FAILS], ids=["load-raises", "bad-prompt"])
+@pytest.mark.parametrize("source", list(LOAD_VARIANTS.values()), ids=list(LOAD_VARIANTS))
 def test_deny_local_environment_failing_to_load_leaks_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
