@@ -120,8 +120,11 @@ def test_deny_ssh_environment_failing_to_load_leaks_nothing(tmp_path: Path, monk
         add("deny-ssh", f"ssh://{svc['PRIMENB_SSH_HOST']}/~/{folder}", options)
         run = submit(_config(), name="deny-ssh", backend="deny-ssh")
         assert run.wait(timeout=600) == "failed", run.logs(50)
+        assert "leakload" in run.status.get("error", "") and "withheld" in run.status["error"], run.status
         remote = read_remote(run.dir)["remote_dir"]
-        found = subprocess.run([*ssh, f"grep -rl {MARK} {remote} || true"], capture_output=True, text=True, timeout=60)
+        found = subprocess.run(
+            [*ssh, f"grep -rl --exclude-dir=envs {MARK} {remote} || true"], capture_output=True, text=True, timeout=60
+        )
         assert found.stdout.strip() == "", found.stdout
         assert grep([tmp_path]) == []
         assert MARK not in server_answers()
@@ -150,6 +153,7 @@ def test_deny_slurm_environment_failing_to_load_leaks_nothing(tmp_path: Path, mo
     try:
         run = submit(load_config(text), name="deny-slurm", backend="deny-slurm")
         assert run.wait(timeout=600) == "failed", run.logs(50)
+        assert "leakload" in run.status.get("error", "") and "withheld" in run.status["error"], run.status
         assert grep([tmp_path]) == []
         assert MARK not in server_answers()
     finally:
