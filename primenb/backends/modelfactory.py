@@ -42,6 +42,7 @@ from primenb.fsutil import atomic_write_text
 from primenb.protocol.rundir import (
     FAILED,
     QUEUED,
+    RunDir,
     now_iso,
     record_run,
 )
@@ -215,8 +216,8 @@ class ModelFactoryBackend(Backend):
 
         run_dir = prepare(config, name=name, lineage=lineage, backend=self.name).resolve()
         record_run(run_dir)
-        (run_dir / "logs").mkdir(exist_ok=True)
-        hosted_toml = run_dir / "configs" / "hosted.toml"
+        RunDir(run_dir).logs.mkdir(exist_ok=True)
+        hosted_toml = RunDir(run_dir).config_file("hosted.toml")
         atomic_write_text(hosted_toml, config.upstream_toml())  # without [primenb]
         args = ["train", "run", "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
@@ -240,7 +241,7 @@ class ModelFactoryBackend(Backend):
             raise PrimenbError(
                 f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
             )
-        config = load_config(run.dir / "configs" / "config.toml")
+        config = load_config(run.files.config_toml)
         quote = Quote(
             info.get("gpu_type"),
             info.get("price_per_gpu_hour"),
@@ -258,7 +259,7 @@ class ModelFactoryBackend(Backend):
             backend=self.name,
         ).resolve()
         record_run(child)
-        (child / "logs").mkdir(exist_ok=True)
+        RunDir(child).logs.mkdir(exist_ok=True)
         rid = answers.run_id(info["run_id"], "train resume")
         args = ["train", "resume", "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
