@@ -173,10 +173,10 @@ class HostedControl:
         seen = read_jsonl_steps(self.files.samples_path)
         with_samples = [s for s in progress.steps_with_samples if s not in seen]
         for step in with_samples[-1:]:  # the newest: older ones stay one `prime train rollouts` away
-            rows = answers.samples(
+            got_samples = answers.samples(
                 self.cli.json("train", "rollouts", *id_args("--step", str(step), "--num", "8", ident=self.run_id))
             )
-            kept = [sample_record(s, step) for s in rows]
+            kept = [sample_record(s, step) for s in got_samples]
             _append(self.files.samples_path, [withhold_sample(r) for r in kept] if self._denies() else kept)
 
     def _denies(self) -> bool:
