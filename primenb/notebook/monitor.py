@@ -110,20 +110,25 @@ class Monitor:
             layout=W.Layout(width="320px"),
         )
         self.picker.observe(lambda _: self._redraw_chart(), names="value")
+        # the latest metrics fold open or shut by the reader's choice: an Accordion keeps that
+        # choice across refreshes (a <details> in a refreshed HTML value folds shut every time)
         self.table = W.HTML()
+        self.table_box = W.Accordion(children=[self.table], selected_index=None)
+        self.table_box.set_title(0, "latest metrics")
+        self.table_box.layout.display = "none"
         self.sample_view = W.HTML()
-        self.figure = charts.make_figure()
-        chart = self.figure if self.figure is not None else W.HTML("(install anywidget for live plotly charts)")
-        self.chart_box = W.VBox([chart, self.picker], layout=W.Layout(display="none"))
-        self.widget = W.VBox(
-            [
-                W.HBox([self.title, self.progress, self.phase, self.stop_button]),
-                self.warnings,
-                self.chart_box,
-                self.table,
-                self.sample_view,
-            ]
+        self.chart_panels = [
+            W.HTML(layout=W.Layout(display="none", margin="0 6px 6px 0")) for _ in range(charts.PANELS)
+        ]
+        for panel in self.chart_panels:
+            panel.add_class("primenb-chart")
+        grid = W.HBox(self.chart_panels, layout=W.Layout(flex_flow="row wrap"))
+        self.chart_box = W.VBox([grid, self.picker], layout=W.Layout(display="none"))
+        header = W.HBox(
+            [self.title, self.progress, self.phase, self.stop_button],
+            layout=W.Layout(flex_flow="row wrap", align_items="center"),  # narrow: wrap, never clip Stop
         )
+        self.widget = W.VBox([header, self.warnings, self.chart_box, self.table_box, self.sample_view])
         self.widget.add_class("primenb-monitor")
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -202,6 +207,8 @@ class Monitor:
             self.rows_seen += len(rows)
             self.last_row = rows[-1]
             self.table.value = _metrics_table(self.last_row)
+            self.table_box.set_title(0, f"latest metrics (step {self.last_row.get('step')})")
+            self.table_box.layout.display = "flex"
         self._update_status(status)
         if rows:
             keys = sorted(self.series.points)
@@ -242,11 +249,16 @@ class Monitor:
             self.stop_button.button_style = "success" if p.state == "completed" else ""
 
     def _redraw_chart(self) -> None:
-        if self.figure is None or self._stage is None:
+        if self._stage is None:
             return
         picked = self.picker.value or self._preferred
         layout = charts.panels(self._stage, set(self.series.points), picked)
-        charts.draw(self.figure, layout, self.series.points)
+        for i, view in enumerate(self.chart_panels):
+            if i < len(layout):
+                view.value = charts.panel_svg(layout[i], self.series.points)  # unchanged: nothing sent
+                view.layout.display = "block"
+            else:
+                view.layout.display = "none"
 
     def request_stop(self) -> None:
         self.stop_button.disabled = True
@@ -261,7 +273,7 @@ def _metrics_table(row: dict[str, Any]) -> str:
         for k, v in row.items()
         if isinstance(v, (int, float)) and k != "time"
     )
-    return f"<details><summary>latest metrics (step {row.get('step')})</summary><table>{cells}</table></details>"
+    return f"<table>{cells}</table>"
 
 
 # run directory -> the cell execution that last showed its monitor

@@ -203,8 +203,9 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     monitor.poll()
     assert "SFT warm-up · step 4/8" in monitor.phase.value and monitor.progress.value == 0.5
     assert monitor.chart_box.layout.display == "flex"
-    titles = [a.text for a in monitor.figure.layout.annotations]
-    assert titles[0] == "SFT warm-up loss" and list(monitor.figure.data[2].y) == [4.0, 3.0, 2.0, 1.0]
+    views = [p.value for p in monitor.chart_panels if p.layout.display != "none"]
+    assert "SFT warm-up loss" in views[0] and "warmup/loss: 1 (1…4)" in views[0]
+    assert all("<polyline" in v or "<circle" in v for v in views), views  # every panel shown has data
     assert "warmup/grad_norm" in monitor.picker.options
 
     with open(root / "metrics.jsonl", "a") as fh:
@@ -213,14 +214,19 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
         json.dumps({"name": "live", "mode": "rl", "state": "running", "phase": "training", "step": 4, "max_steps": 4})
     )
     monitor.poll()
-    assert [a.text for a in monitor.figure.layout.annotations][:3] == ["train reward (± std)", "eval reward", "loss"]
-    assert list(monitor.figure.data[2].y) == [0.0] * 4  # reward line; the band is slots 0-1
-    eval_trace = monitor.figure.data[3]
-    assert eval_trace.mode == "lines" and list(eval_trace.y) == [0.1, 0.6]
+    views = [p.value for p in monitor.chart_panels if p.layout.display != "none"]
+    assert [v.split("</text>")[0].rsplit(">", 1)[1] for v in views] == [
+        "train reward (± std)",
+        "eval reward",
+        "loss",
+        "grad_norm",
+    ]
+    assert "reward: 0 (0…0)" in views[0] and "primenb-band" in views[0]
+    assert "eval/rt/reward: 0.6 (0.1…0.6)" in views[1]
+    assert all("<polyline" in v or "<circle" in v for v in views), views
     assert "no learning signal" in monitor.warnings.value
-    assert monitor.figure._config["displayModeBar"] is False
     monitor.picker.value = "tokens/s"
-    assert monitor.figure.layout.annotations[3].text == "tokens/s"
+    assert "tokens/s" in monitor.chart_panels[3].value and "tokens/s: 100" in monitor.chart_panels[3].value
 
     monitor.request_stop()
     assert monitor.stop_button.description == "Stopping…" and (root / "STOP").exists()
@@ -280,8 +286,20 @@ def test_panels_follow_the_stage_and_old_runs_without_phase() -> None:
     # a run from before the phase fields: the keys tell; SFT runs get SFT panels
     assert stage_of("", None, {"reward", "reward_std"}) == "rl"
     assert stage_of("training", "sft", {"loss", "mean_token_accuracy"}) == "sft"
-    rl = panels("rl", {"reward", "reward_std", "loss", "eval/a/reward", "eval/b/reward", "eval/c/reward"}, None)
+    rl = panels(
+        "rl", {"reward", "reward_std", "loss", "grad_norm", "eval/a/reward", "eval/b/reward", "eval/c/reward"}, None
+    )
     assert [p.title for p in rl] == ["train reward (± std)", "eval reward", "loss", "grad_norm"]
     assert rl[0].band == "reward_std" and rl[1].keys == ("eval/a/reward", "eval/b/reward")
-    assert panels("sft", {"loss"}, "loss")[3].keys == ("loss",)  # the searched metric
-    assert panels("sft", {"loss"}, "no-such-key")[3].title == "grad_norm"
+    assert panels("sft", {"loss"}, "loss")[-1].keys == ("loss",)  # the searched metric, not drawn twice
+    assert panels("sft", {"loss", "grad_norm"}, "no-such-key")[-1].title == "grad_norm"
+
+
+def test_no_panel_is_left_empty_when_its_metric_is_never_logged() -> None:
+    from primenb.notebook.charts import panels
+
+    # no eval configured, no token accuracy logged: those panels are left out, not shown empty
+    warm = panels("sft warmup", {"warmup/loss", "warmup/grad_norm"}, None)
+    assert [p.title for p in warm] == ["SFT warm-up loss", "warmup/grad_norm"]
+    rl = panels("rl", {"reward", "reward_std", "loss", "grad_norm"}, None)
+    assert [p.title for p in rl] == ["train reward (± std)", "loss", "grad_norm"]
