@@ -86,6 +86,7 @@ class Monitor:
         self._poll_lock = threading.RLock()
         self._handle: Any = None
         self._finished = False
+        self._final: dict[str, Any] | None = None  # the summary `finish` put in place
         self._stage: str | None = None
         self._preferred = next((m for m in metrics if m not in ("reward", "loss")), None)
         self.updates = 0
@@ -140,6 +141,7 @@ class Monitor:
         else:
             self._handle = display(self._live_bundle(), raw=True, display_id=True)
             fallback.finish_on_shutdown(self)
+            _settle_after_each_cell(self)
         return self
 
     def start(self) -> Monitor:
@@ -164,20 +166,22 @@ class Monitor:
     def close(self) -> None:
         self._stop_event.set()
 
-    def finish(self) -> None:
-        """Replace the live display by the static summary (once): the run ended or the kernel goes."""
+    def finish(self) -> bool:
+        """Replace the live display by the static summary (once): the run ended or the kernel goes.
+        True when this call did it."""
         with self._lock:
             if self._finished:
-                return
+                return False
             self._finished = True
         self._stop_event.set()
         self.poll()
-        bundle = self.static_bundle()
+        bundle = self._final = self.static_bundle()
         if self._handle is not None:
             self._handle.update(bundle, raw=True)
         fallback.finished(self)
         if self.on_finish is not None:
             self.on_finish(self, bundle)
+        return True
 
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
@@ -265,6 +269,42 @@ class Monitor:
         self.stop_button.description = "Stopping…"
         self.stop_button.icon = "hourglass-half"
         self.run.stop(wait=False)
+
+
+# monitors still live in this kernel, settled after every cell (see `_settle`)
+_LIVE: list[Monitor] = []
+_HOOKED: set[int] = set()
+
+
+def _settle_after_each_cell(monitor: Monitor) -> None:
+    _LIVE.append(monitor)
+    shell = get_ipython()
+    if shell is not None and id(shell) not in _HOOKED:
+        shell.events.register("post_run_cell", lambda _result: _settle())
+        _HOOKED.add(id(shell))
+
+
+def _settle() -> None:
+    """After each cell: a monitor whose run has ended puts its summary in place *from this cell*.
+
+    The follower thread's display update carries the parent of the cell that showed the monitor; a
+    headless executor (nbclient, papermill, ``nbconvert --execute``) records only the messages of
+    the cell it is running, so the summary a thread sent while ``run.wait()`` ran in a later cell
+    would be lost and the saved notebook would say "running". Sent again here, in the running
+    cell, it updates the earlier cell's output through its display id; a live page just gets the
+    same summary twice."""
+    for monitor in list(_LIVE):
+        try:
+            if not (monitor._finished or monitor.poll()):
+                continue
+            if not monitor.finish():  # ended earlier, in the follower thread: send its summary again
+                if monitor._final is None:
+                    continue  # that thread is putting it in place right now: the next cell settles it
+                if monitor._handle is not None:
+                    monitor._handle.update(monitor._final, raw=True)
+        except Exception:  # one broken run directory must not break every cell
+            continue
+        _LIVE.remove(monitor)
 
 
 def _metrics_table(row: dict[str, Any]) -> str:
