@@ -139,7 +139,7 @@ class Monitor:
             self._finished = True
             self._handle = display(self.static_bundle(), raw=True, display_id=True)
         else:
-            self._handle = display(self._live_bundle(), raw=True, display_id=True)
+            self._handle = display(self._live_bundle(), raw=True, display_id=True, metadata=fallback.SNAPSHOT_METADATA)
             fallback.finish_on_shutdown(self)
             _settle_after_each_cell(self)
         return self
