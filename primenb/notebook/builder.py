@@ -21,6 +21,7 @@ from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook import form_fields as F
 from primenb.notebook.feedback import RED, Feedback
+from primenb.notebook.layout import wrapping_row
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from primenb.protocol.fields import Mode
     from primenb.run import Run
 
-LABEL = W.Layout(width="150px")
+LABEL = W.Layout(width="180px", min_width="180px", flex="0 0 auto")  # never cut ("max s")
 WIDE = W.Layout(width="260px")
 AMBER = "#b26a00"
 OPTIONAL_NUMBERS = ("ckpt_interval", "eval_interval")
@@ -224,9 +225,9 @@ class ConfigBuilder(Feedback):
             rows.append(row)
             if field.key == "env":
                 rows.append(self.env_args)
-        form = W.VBox(rows, layout=W.Layout(width="440px"))
+        form = W.VBox(rows, layout=W.Layout(width="470px", flex="0 0 auto"))
         form.add_class("primenb-form")
-        actions = W.HBox(
+        actions = wrapping_row(
             [
                 self.save_button,
                 self.save_path,
@@ -238,7 +239,15 @@ class ConfigBuilder(Feedback):
         )
         right = W.VBox([W.HTML("<b>TOML</b>"), self.text_input, self.other])
         box = W.VBox(
-            [self.status, W.HBox([form, right]), actions, self.message, self.cell_text, self.clipboard, self.output]
+            [
+                self.status,
+                wrapping_row([form, right], align_items="flex-start"),
+                actions,
+                self.message,
+                self.cell_text,
+                self.clipboard,
+                self.output,
+            ]
         )
         box.add_class("primenb-builder")
         return box

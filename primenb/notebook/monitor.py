@@ -20,6 +20,7 @@ from IPython import get_ipython
 from IPython.display import display
 
 from primenb.notebook import charts, fallback
+from primenb.notebook.layout import keep_label
 from primenb.protocol.rundir import FINAL_STATES, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
@@ -102,6 +103,7 @@ class Monitor:
             tooltip="save a final checkpoint and stop",
             layout=W.Layout(width="auto", min_width="110px"),
         )
+        keep_label(self.stop_button)
         self.stop_button.on_click(lambda _: self.request_stop())
         self.warnings = W.HTML()
         self.picker = W.Combobox(

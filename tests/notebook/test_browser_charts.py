@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow  # a Jupyter server + Chromium
 
 REPEATS = 5
 # the kernel side: a run directory fed like the engine feeds it (threads, so every cell returns at once)
-FEEDER = '''
+FEEDER = """
 import json, threading, time
 from pathlib import Path
 from primenb.run import Run
@@ -83,7 +83,7 @@ def fake_run(name, warmup):
     _status(d, state="running", phase="starting")
     threading.Thread(target=_feed, args=(d, warmup), daemon=True).start()
     show_monitor(Run(d))
-'''
+"""
 CELLS = [FEEDER] + [f'fake_run("{kind}{i}", {kind == "warm"})' for i in range(REPEATS) for kind in ("warm", "grpo")]
 
 # every live monitor on the page: its run's name and, per visible chart panel, its title and how
