@@ -131,7 +131,15 @@ class Monitor:
             [self.title, self.progress, self.phase, self.stop_button],
             layout=W.Layout(flex_flow="row wrap", align_items="center"),  # narrow: wrap, never clip Stop
         )
-        self.widget = W.VBox([header, self.warnings, self.chart_box, self.table_box, self.sample_view])
+        # a view outlives its kernel on the page (Kernel -> Restart leaves it as it was, its Stop
+        # button dead): it says how to follow the run again from the new kernel
+        self.reattach = W.HTML(
+            f'<span class="primenb-reattach" style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
+            f"if this kernel restarts, this view stops following the run: "
+            f"<code>%prime_train --attach {html.escape(run.name)}</code> follows it again (or stops it with "
+            f"<code>--stop</code>)</span>"
+        )
+        self.widget = W.VBox([header, self.warnings, self.chart_box, self.table_box, self.sample_view, self.reattach])
         self.widget.add_class("primenb-monitor")
 
     # -- lifecycle -----------------------------------------------------------------------

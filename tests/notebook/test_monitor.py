@@ -72,8 +72,15 @@ def make_run(root: Path, status: dict[str, Any], rows: list[dict[str, Any]], sam
         ({"state": "running", "phase": "importing"}, "importing torch, transformers and TRL…"),
         ({"state": "running", "phase": "building model"}, "building the model…"),
         (
-            {"state": "running", "phase": "sft warmup", "phase_step": 12, "phase_total": 40, "max_steps": 30},
-            "SFT warm-up · step 12/40",
+            {
+                "state": "running",
+                "phase": "sft warmup",
+                "phase_step": 12,
+                "phase_total": 40,
+                "max_steps": 30,
+                "mode": "rl",
+            },
+            "SFT warm-up · step 12/40 · then training (GRPO): 30 steps",
         ),
         (
             {"state": "running", "phase": "training", "mode": "rl", "step": 5, "max_steps": 30},
@@ -102,14 +109,31 @@ def test_eta_restarts_with_each_phase() -> None:
     clock = EtaClock(lambda: now[0])
     warm = {"state": "running", "phase": "sft warmup", "phase_total": 40}
     assert clock.eta(progress({**warm, "phase_step": 0})) is None
-    now[0] = 10.0
+    now[0] = 10.0  # the first step: its time (first generation, compilation) is not a step's cost
+    assert clock.eta(progress({**warm, "phase_step": 1})) is None
+    now[0] = 19.0
     assert clock.eta(progress({**warm, "phase_step": 10})) == pytest.approx(30.0)  # 1 step/s, 30 left
-    now[0] = 12.0  # GRPO starts at step 0 of 30: no rate yet, not "13m49s" from the warm-up's pace
+    now[0] = 21.0  # GRPO starts at step 0 of 30: no rate yet, not "13m49s" from the warm-up's pace
     rl = {"state": "running", "phase": "training", "max_steps": 30}
     assert clock.eta(progress({**rl, "step": 0})) is None
-    now[0] = 16.0
-    assert clock.eta(progress({**rl, "step": 2})) == pytest.approx(56.0)
-    assert "ETA 56s" in phase_line(progress({**rl, "step": 2}), 56.0)
+    now[0] = 25.0
+    assert clock.eta(progress({**rl, "step": 1})) is None
+    now[0] = 29.0
+    assert clock.eta(progress({**rl, "step": 3})) == pytest.approx(54.0)
+    assert "ETA 54s" in phase_line(progress({**rl, "step": 3}), 54.0)
+
+
+def test_early_eta_ignores_the_slow_start_of_a_phase() -> None:
+    """Step 0 -> 1 takes 20 s (a step-0 eval, compilation), then each step 1 s: the ETA at step 3
+    of 30 is 27 s, not the ~2x that counting the start gave."""
+    now = [0.0]
+    clock = EtaClock(lambda: now[0])
+    rl = {"state": "running", "phase": "training", "max_steps": 30}
+    clock.eta(progress({**rl, "step": 0}))
+    for step, t in ((1, 20.0), (2, 21.0), (3, 22.0)):
+        now[0] = t
+        eta = clock.eta(progress({**rl, "step": step}))
+    assert eta == pytest.approx(27.0)
 
 
 # -- warnings -----------------------------------------------------------------------------------------
@@ -191,6 +215,8 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     run = make_run(root, {"state": "running", "phase": "importing", "pid": 1}, [])
     monitor = Monitor(run)
     assert not monitor.poll()
+    # a view left behind by a kernel restart still says how to follow the run again
+    assert "%prime_train --attach live" in monitor.reattach.value
     assert (
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
