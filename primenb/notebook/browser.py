@@ -20,6 +20,7 @@ from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook.feedback import Feedback
 from primenb.notebook.layout import wrapping_row
+from primenb.protocol.documents import State
 from primenb.traces.table import DISPLAY
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from primenb.run import Run
 
 ANY = "any"
-STATES = ("completed", "failed", "stopped", "running", "queued")
+STATES = (State.COMPLETED, State.FAILED, State.STOPPED, State.RUNNING, State.QUEUED)
 # the grid's columns (the trace id is the row header); the rest stay in `browser.frame`
 GRID_COLUMNS = tuple(c for c in DISPLAY if c not in ("trace", "parent")) + ("parent",)
 MAX_NEWEST = 10**9

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.rundir import FINAL_STATES, State
 from primenb.render.phase import duration, phase_line, progress
 from primenb.render.svgchart import GRID, MUTED, STATE_COLORS, line_chart
 
@@ -125,7 +125,7 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
     elif trace_id and checkpoint:
         nxt.append(f"%prime_harness apply {trace_id} --steps {steps}")
         nxt.append(f'primenb.generate("{trace_id}", "your prompt")')
-    if state == "failed":
+    if state == State.FAILED:
         nxt.append(f'primenb.attach("{run.name}").logs()')
     return Ending(
         state=state,

@@ -14,14 +14,16 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
+from primenb.protocol.documents import State
+
 # line colours: readable on both the light and the dark theme's background
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-STATE_COLORS = {
-    "queued": "#888",
-    "running": "#1f77b4",
-    "completed": "#2e7d32",
-    "failed": "#c62828",
-    "stopped": "#b26a00",
+STATE_COLORS: dict[str, str] = {
+    State.QUEUED: "#888",
+    State.RUNNING: "#1f77b4",
+    State.COMPLETED: "#2e7d32",
+    State.FAILED: "#c62828",
+    State.STOPPED: "#b26a00",
 }
 # JupyterLab theme variables (fallbacks: the light theme) for what is not a line
 TEXT = "var(--jp-ui-font-color1, #333)"
