@@ -91,6 +91,9 @@ class ConfigBuilder(Feedback):
 
     def __init__(self, config: Any = None, *, name: str = "cfg") -> None:
         self._syncing = False
+        self._edited: str | None = None  # the form field edited last (until its validation ran)
+        # diagnostics no field owns, as last shown -> the field whose edit caused them (None: the text's)
+        self._unowned: dict[tuple[str, str], str | None] = {}
         self._config: Config | None = None
         self._mode: Mode = "rl"
         self.diagnostics: list[Diagnostic] = []
@@ -270,6 +273,7 @@ class ConfigBuilder(Feedback):
     def _on_field(self, key: str, value: Any) -> None:
         if self._syncing:
             return
+        self._edited = key  # a new diagnostic no field owns is shown beside this one
         self._guard(self._edit, key, value)
 
     def _on_mode(self, mode: Mode) -> None:
@@ -441,9 +445,16 @@ class ConfigBuilder(Feedback):
     def _show_diagnostics(self, report: Any) -> None:
         by_field: dict[str, list[str]] = {k: [] for k in self.inputs}
         rest: list[str] = []
+        edited, self._edited = self._edited, None
+        before, self._unowned = self._unowned, {}
         for d in self.diagnostics:
             line = _diag_html(d)
             key = F.owner(d.path, self._mode)
+            if key is None:
+                mark = (str(d.path), d.message)
+                # caused by the field just edited: shown there (not off-screen under the TOML) for as
+                # long as it lasts
+                key = self._unowned[mark] = before.get(mark, edited)
             by_field.get(key or "", rest).append(line)
         for key, lines in by_field.items():
             self.errors[key].value = "".join(lines)
@@ -495,7 +506,7 @@ def _diag_html(d: Any) -> str:
     where = f" (line {d.line})" if d.line else ""
     return (
         f'<div class="primenb-diag primenb-diag-{html.escape(d.severity)}" style="color:{color};'
-        f'font-size:12px;margin:0 0 4px 150px">{html.escape(d.severity)}{where}: '
+        f'font-size:12px;margin:0 0 4px 180px">{html.escape(d.severity)}{where}: '
         f"{html.escape(d.message)}{hint}</div>"
     )
 
