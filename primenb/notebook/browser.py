@@ -21,6 +21,7 @@ from primenb.notebook import fallback
 from primenb.notebook.feedback import Feedback
 from primenb.notebook.layout import wrapping_row
 from primenb.protocol.documents import State
+from primenb.render.summary import short_path
 from primenb.traces.table import DISPLAY
 
 if TYPE_CHECKING:
@@ -350,7 +351,7 @@ class HarnessBrowser(Feedback):
         if not self.export_path.value.strip():
             raise PrimenbError("type the folder to export to in the box next to Export")
         where = h.export(tid, self.export_path.value.strip())
-        self._say(f"exported {tid} to {html.escape(str(where))}")
+        self._say(f"exported {tid} to {html.escape(short_path(where))}")  # no absolute path
         return where
 
     def remove(self) -> tuple[str, ...]:

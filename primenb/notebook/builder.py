@@ -22,6 +22,7 @@ from primenb.notebook import fallback
 from primenb.notebook import form_fields as F
 from primenb.notebook.feedback import RED, Feedback
 from primenb.notebook.layout import wrapping_row
+from primenb.render.summary import short_path
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -184,7 +185,7 @@ class ConfigBuilder(Feedback):
 
         self._require_valid("saving")
         target = write_user_file(path or self.save_path.value, self.text, overwrite=True)
-        self._say(f"saved {target}")
+        self._say(f"saved {html.escape(short_path(target))}")
         return target
 
     def launch(self, name: str | None = None) -> Run:
@@ -197,7 +198,7 @@ class ConfigBuilder(Feedback):
         run = submit(config, name=name or self.run_name.value or None)
         follow_in_output(self.output, run)  # the summary replaces the monitor when the run ends
         self.runs.append(run)
-        self._say(f"started {run.name} in {run.dir}")
+        self._say(f"started {html.escape(run.name)} in {html.escape(short_path(run.dir))}")  # no absolute path
         return run
 
     def copy_cell(self, name: str | None = None) -> str:
