@@ -20,9 +20,10 @@ from IPython.display import display
 from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook import form_fields as F
-from primenb.notebook.feedback import RED, Feedback
+from primenb.notebook.feedback import GREEN, RED, Feedback
 from primenb.notebook.layout import wrapping_row
 from primenb.render.summary import short_path
+from primenb.render.svgchart import WARN
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 LABEL = W.Layout(width="180px", min_width="180px", flex="0 0 auto")  # never cut ("max s")
 WIDE = W.Layout(width="260px")
-AMBER = "#b26a00"
+AMBER = WARN
 OPTIONAL_NUMBERS = ("ckpt_interval", "eval_interval")
 
 
@@ -469,7 +470,7 @@ class ConfigBuilder(Feedback):
             )
         else:
             extra = f' · <span style="color:{AMBER}">{warnings} warning(s)</span>' if warnings else ""
-            self.status.value = f'<b style="color:#2e7d32">✓ valid {self._mode.upper()} config</b>{extra}'
+            self.status.value = f'<b style="color:{GREEN}">✓ valid {self._mode.upper()} config</b>{extra}'
 
     # -- helpers ---------------------------------------------------------------------------------
     def _require_valid(self, doing: str) -> Config:
@@ -503,7 +504,11 @@ def _tidy(key: str, value: Any) -> Any:
 
 def _diag_html(d: Any) -> str:
     color = RED if d.is_error else AMBER
-    hint = f'<div style="color:#555;margin-left:1em">hint: {html.escape(d.hint)}</div>' if d.hint else ""
+    hint = (
+        f'<div style="color:var(--jp-ui-font-color2, #555);margin-left:1em">hint: {html.escape(d.hint)}</div>'
+        if d.hint
+        else ""
+    )
     where = f" (line {d.line})" if d.line else ""
     return (
         f'<div class="primenb-diag primenb-diag-{html.escape(d.severity)}" style="color:{color};'

@@ -26,7 +26,7 @@ from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
 from primenb.render.summary import STATE_COLORS, run_html, samples_html, warnings_html
-from primenb.render.svgchart import downsample
+from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
 DEFAULT_METRICS = ("reward", "loss")
@@ -250,7 +250,7 @@ class Monitor:
         if p.state == State.RUNNING and not stage:
             line += " (charts appear with the first logged step)"
         error = (
-            f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
+            f' · <span style="color:{ERROR}">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
         )
         self.title.value = f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{html.escape(p.state)}</b>'
         # a remote backend's one-line note: queue position, cost so far, "platform unreachable, retrying"

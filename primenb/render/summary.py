@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.protocol.rundir import FINAL_STATES, State
 from primenb.render.phase import duration, phase_line, progress
-from primenb.render.svgchart import GRID, MUTED, STATE_COLORS, line_chart
+from primenb.render.svgchart import ERROR, GRID, MUTED, STATE_COLORS, line_chart
 
 if TYPE_CHECKING:
     from primenb.run import Run
@@ -273,7 +273,7 @@ def run_html(
         tail = status.get("log_tail") or ""
         tail = "\n".join(tail) if isinstance(tail, list) else tail
         error = (
-            f'<div style="color:#c62828">error: {html.escape(str(status["error"]))}</div>'
+            f'<div style="color:{ERROR}">error: {html.escape(str(status["error"]))}</div>'
             f'<pre style="max-height:12em;overflow:auto;font-size:85%">{html.escape(tail)}</pre>'
         )
     return (

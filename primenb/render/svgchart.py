@@ -18,12 +18,14 @@ from primenb.protocol.documents import State
 
 # line colours: readable on both the light and the dark theme's background
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+# what went wrong, what went well, what needs a look: errors, "valid", warnings, and run states
+ERROR, OK, WARN = "#c62828", "#2e7d32", "#b26a00"
 STATE_COLORS: dict[str, str] = {
     State.QUEUED: "#888",
     State.RUNNING: "#1f77b4",
-    State.COMPLETED: "#2e7d32",
-    State.FAILED: "#c62828",
-    State.STOPPED: "#b26a00",
+    State.COMPLETED: OK,
+    State.FAILED: ERROR,
+    State.STOPPED: WARN,
 }
 # JupyterLab theme variables (fallbacks: the light theme) for what is not a line
 TEXT = "var(--jp-ui-font-color1, #333)"
@@ -143,4 +145,4 @@ def _y_axis(lo: float, hi: float, left: int, top: int, w: int, h: int) -> list[s
     return out
 
 
-__all__ = ["COLORS", "STATE_COLORS", "downsample", "line_chart", "state_color"]
+__all__ = ["COLORS", "ERROR", "OK", "STATE_COLORS", "WARN", "downsample", "line_chart", "state_color"]
