@@ -49,7 +49,7 @@ def panels(stage: str, keys: set[str], picked: str | None) -> list[Panel]:
         out = [Panel("loss", ("loss",)), Panel("eval reward", _evals(keys))]
         out.append(Panel("token accuracy", ("mean_token_accuracy",)))
         default = "grad_norm"
-    out = [p for i, p in enumerate(out) if i == 0 or any(k in keys for k in p.keys)]
+    out = [p for p in out if any(k in keys for k in p.keys)]  # a panel comes with its first point
     chosen = picked if picked in keys else (default if default in keys else None)
     if chosen and all(chosen not in p.keys for p in out):
         out.append(Panel(chosen, (chosen,)))

@@ -329,3 +329,5 @@ def test_no_panel_is_left_empty_when_its_metric_is_never_logged() -> None:
     assert [p.title for p in warm] == ["SFT warm-up loss", "warmup/grad_norm"]
     rl = panels("rl", {"reward", "reward_std", "loss", "grad_norm"}, None)
     assert [p.title for p in rl] == ["train reward (± std)", "loss", "grad_norm"]
+    # the warm-up's step-0 eval logged before its first loss: the eval panel only, no empty loss panel
+    assert [p.title for p in panels("sft warmup", {"warmup/eval/rt/reward"}, None)] == ["eval reward (warm-up)"]
