@@ -58,7 +58,10 @@ def _wait(path):
 
 def _feed(d, warmup):
     time.sleep(1.0)  # the monitor is on the page before any step: its charts are hidden until then
-    if warmup:
+    if warmup:  # its step-0 eval comes first, alone for a moment (no loss yet)
+        _status(d, state="running", phase="sft warmup", phase_step=0, phase_total=6)
+        _rows(d, [{"step": 0, "phase": "sft warmup", "warmup/eval/rt/reward": 0.0}])
+        time.sleep(1.5)
         for i in range(1, 7):
             _status(d, state="running", phase="sft warmup", phase_step=i, phase_total=6)
             _rows(d, [{"step": i, "phase": "sft warmup", "warmup/loss": 5.0 - 0.5 * i,
@@ -95,17 +98,21 @@ PANELS = """() => [...document.querySelectorAll('.primenb-monitor')].map(m => ({
     data: p.querySelectorAll('svg polyline, svg circle').length,
   })),
 }))"""
-WARMUP_PANELS = ["SFT warm-up loss", "warm-up token accuracy", "warmup/grad_norm"]
+WARMUP_PANELS = ["SFT warm-up loss", "eval reward (warm-up)", "warm-up token accuracy", "warmup/grad_norm"]
 GRPO_PANELS = ["train reward (± std)", "loss", "grad_norm"]
 GRPO_EVAL_PANELS = ["train reward (± std)", "eval reward", "loss", "grad_norm"]
 
 
-def _settle(page: Any, expected: dict[str, list[str]], timeout_s: float, what: str) -> list[dict[str, Any]]:
-    """The monitors once each shows ``expected[name]`` panels; on timeout, what the page showed."""
+def _settle(
+    page: Any, expected: dict[str, list[str]], timeout_s: float, what: str, empty: set[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The monitors once each shows ``expected[name]`` panels; on timeout, what the page showed.
+    Every empty panel seen on the way (a moment counts too) is added to ``empty``."""
     last: list[list[dict[str, Any]]] = [[]]
 
     def settled() -> list[dict[str, Any]] | None:
         last[0] = seen = page.evaluate(PANELS)
+        empty.update((m["name"], p["title"]) for m in seen for p in m["panels"] if p["data"] == 0)
         by_name = {m["name"]: [p["title"] for p in m["panels"]] for m in seen}
         return seen if all(by_name.get(n) == titles for n, titles in expected.items()) else None
 
@@ -136,20 +143,22 @@ def test_every_panel_of_every_monitor_has_data(server: Lab) -> None:
     fake = server.root / "fake-runs"
     warm = [f"warm{i}" for i in range(REPEATS)]
     grpo = [f"grpo{i}" for i in range(REPEATS)]
+    empty: set[tuple[str, str]] = set()
     with chromium_page(height=1200) as page:
         open_notebook(page, server, "charts.ipynb")
-        lab_command(page, "notebook:run-all-cells")
+        lab_command(page, "notebook:run-all-cells", wait=False)  # watch from the first monitor on
         # the warm-up runs in their warm-up, the GRPO runs training with an eval
         expected = {**dict.fromkeys(warm, WARMUP_PANELS), **dict.fromkeys(grpo, GRPO_EVAL_PANELS)}
-        seen = _settle(page, expected, 90, "every monitor to show its panels")
+        seen = _settle(page, expected, 90, "every monitor to show its panels", empty)
         _assert_all_drawn(seen, 2 * REPEATS)
         screenshot(page, f"charts-warmup-{server.app}")
         # the warm-up runs move on to GRPO (no eval configured there: no eval panel, not an empty one)
         (fake / "GO").write_text("")
         expected = {**dict.fromkeys(warm, GRPO_PANELS), **dict.fromkeys(grpo, GRPO_EVAL_PANELS)}
-        seen = _settle(page, expected, 60, "the warm-up runs to show their GRPO panels")
+        seen = _settle(page, expected, 60, "the warm-up runs to show their GRPO panels", empty)
         _assert_all_drawn(seen, 2 * REPEATS)
         (fake / "DONE").write_text("")
         wait_for(lambda: page.locator(".primenb-summary").count() == 2 * REPEATS, 60, "every run's summary")
+        assert not empty, f"empty chart panels on the way: {sorted(empty)}"
         assert page.locator(".primenb-monitor").count() == 0
     print(f"{server.app}: {time.monotonic() - t0:.1f}s for {2 * REPEATS} monitors")
