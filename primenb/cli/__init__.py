@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_family(sub, "backend", {c.name: getattr(cli_backend, f"_{c.name}") for c in family("backend", CLI)})
     add_family(sub, "env", {c.name: getattr(cli_env, f"_{c.name}") for c in family("env", CLI)})
     add_family(sub, "harness", {c.name: getattr(cli_harness, f"_{c.name}") for c in family("harness", CLI)})
+    from primenb.cli.serve import add_commands
+
+    add_commands(sub)  # primenb serve ..., primenb eval ...
     return parser
 
 
@@ -125,6 +128,11 @@ def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words and words[0] in ("serve", "eval"):  # their own parsers (options may come first)
+        from primenb.cli.serve import dispatch
+
+        return dispatch(words)
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
