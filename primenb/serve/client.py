@@ -286,7 +286,16 @@ def find(url_or_pid: Any = None) -> Server:
 def add(trace: Any, server: Server | None = None) -> list[str]:
     """Load a trace's checkpoint into a running server (no restart); its new model id(s)."""
     server = server or find()
-    specs = [s for s in model_specs([trace], taken=set(server.refresh().models)) if s["kind"] == "checkpoint"]
+    cards = _admin(server, "GET", "/v1/models")["data"]
+    served = {(c.get("primenb") or {}).get("trace") for c in cards}
+    from primenb.traces.trace import get
+
+    if get(trace).id in served:
+        specs = []
+    else:
+        specs = [s for s in model_specs([trace], taken={c["id"] for c in cards}) if s["kind"] == "checkpoint"]
+    if not specs:
+        raise ServeError(f"{server.url} already serves {trace}; `%prime_serve list` shows its models")
     for spec in specs:
         _admin(server, "POST", "/admin/models", spec)
     server.refresh()

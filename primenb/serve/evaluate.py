@@ -57,7 +57,8 @@ class EvalResult:
         return f"eval on {self.env} via {self.server}\n{self.table.to_string(index=False)}"
 
     def _repr_html_(self) -> str:
-        return f"<div><b>eval on {html.escape(self.env)}</b> via <code>{html.escape(self.server)}</code>{self.table.to_html(index=False)}</div>"
+        head = f"<b>eval on {html.escape(self.env)}</b> via <code>{html.escape(self.server)}</code>"
+        return f"<div>{head}{self.table.to_html(index=False)}</div>"
 
 
 def _targets(refs: list[str], running: list[client.Server]) -> tuple[list[Target], list[Any]]:
@@ -192,8 +193,8 @@ def evaluate(
     if not rows:
         raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")
     server = _server_for(targets, todo)
-    tokens = int(max_tokens or _max_tokens(traces))
-    prompts = [environment.format_prompt(r["prompt"], chat=False) for r in rows]
+    shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
+    prompts = [str(environment.format_prompt(r["prompt"], chat=False)) for r in rows]
     names = environment.reward_names()
     private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
     headers = client._headers(server)
@@ -201,6 +202,8 @@ def evaluate(
 
     async def one_model(target: Target) -> tuple[list[str], list[int], float]:
         aclient = openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=600)
+        # a trace answers with its own run's token budget: the same completions as its own eval
+        tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
         kw: dict[str, Any] = {"max_tokens": tokens, "temperature": temperature}
         sem = asyncio.Semaphore(8)
 
