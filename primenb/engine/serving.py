@@ -154,6 +154,20 @@ class ModelPool:
         if not any(e.base_key == entry.base_key for e in self.entries.values()):
             self.bases.pop(entry.base_key, None)  # nothing uses these weights any more
 
+    def weight_bytes(self) -> int:
+        """Bytes of every tensor the served models hold, each storage counted once (a base shared
+        by its adapters counts once)."""
+        seen: set[int] = set()
+        total = 0
+        models = [b.model for b in self.bases.values()] + [e.model for e in self.entries.values() if e.model is not None]
+        for model in models:
+            for t in [*model.parameters(), *model.buffers()]:
+                ptr = t.untyped_storage().data_ptr()
+                if ptr not in seen:
+                    seen.add(ptr)
+                    total += t.untyped_storage().nbytes()
+        return total
+
     # -- generation ------------------------------------------------------------------------------
     def _model_tok(self, entry: Entry) -> tuple[Any, Any]:
         if entry.kind == "full":

@@ -317,6 +317,7 @@ async def admin_stats(request: Request) -> Response:
             "uptime_s": round(time.time() - state.started, 1),
             "stopping": state.stopping,
             "rss_bytes": rss_bytes(),
+            "weight_bytes": state.pool.weight_bytes(),
         }
     )
 

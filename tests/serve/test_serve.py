@@ -215,3 +215,24 @@ def test_eval_of_the_default_matches_its_final_eval(server: client.Server, trace
     stored = json.loads((Path(full.dir) / "evals" / "reverse-text.json").read_text())
     assert stored["summary"]["reward_mean"] == pytest.approx(final, abs=1e-9) and len(stored["samples"]) == 12
     assert result.chart() is not None
+
+
+def test_four_adapters_share_one_base(server: client.Server, traces: Any) -> None:
+    from primenb.engine.models import resolve_checkpoint
+
+    ckpt = resolve_checkpoint(Path(traces["ada"].dir) / "checkpoints")
+    adapter = (ckpt / "adapter_model.safetensors").stat().st_size
+    before = client._admin(server, "GET", "/admin/stats")
+    ids = [f"mem-{i}" for i in range(4)]
+    try:
+        for i in ids:
+            client._admin(server, "POST", "/admin/models", {"id": i, "checkpoint": str(ckpt), "model_name": BASE})
+        after = client._admin(server, "GET", "/admin/stats")
+        grown = after["weight_bytes"] - before["weight_bytes"]
+        assert 0 < grown <= 1.25 * 4 * adapter  # adapters only: the base is not copied
+        assert after["rss_bytes"] - before["rss_bytes"] < 64 * 2**20
+        c = openai.OpenAI(base_url=server.url, api_key="unused")
+        assert greedy(c, "mem-3", "hello=") == greedy(c, ADA, "hello=")  # the same weights answer alike
+    finally:
+        for i in ids:
+            client._admin(server, "DELETE", f"/admin/models/{i}")
