@@ -168,6 +168,7 @@ def test_add_and_remove_at_runtime(server: client.Server, traces: Any, tmp_path:
     shutil.copytree(traces["adb"].dir, copy)
     doc = json.loads((copy / "trace.json").read_text())
     doc["final"]["path"] = str(copy / "checkpoints" / Path(doc["final"]["path"]).name)
+    doc["trace_id"] = "0bad" + doc["trace_id"][4:]  # another trace, not the one served
     (copy / "trace.json").write_text(json.dumps(doc))
     shutil.rmtree(copy / "checkpoints")
     with pytest.raises(Exception, match="no checkpoint"):
