@@ -365,8 +365,10 @@ COMMANDS += (
             arg("models", nargs="+", metavar="MODEL_OR_TRACE", help="a trace, or a served model id (e.g. the base)"),
             arg("--env", required=True, metavar="ID", help="environment id (built in, or added with %prime_env add)"),
             arg("--args", nargs="+", action="extend", default=[], metavar="K=V", help="environment arguments"),
-            arg("-n", "--num-examples", type=int, default=20, metavar="N", help="held-out examples"),
-            arg("-r", "--rollouts", type=int, default=1, metavar="R", help="rollouts per example"),
+            arg(
+                "-n", "--num-examples", dest="num_examples", type=int, default=20, metavar="N", help="held-out examples"
+            ),
+            arg("-r", "--rollouts", dest="rollouts", type=int, default=1, metavar="R", help="rollouts per example"),
             arg("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (0: greedy)"),
             arg("--max-tokens", type=int, default=None, metavar="K", help="tokens per completion (default: the run's)"),
             _JSON,

@@ -128,12 +128,9 @@ def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
-    if words and words[0] in ("serve", "eval"):  # their own parsers (options may come first)
-        from primenb.cli.serve import dispatch
+    from primenb.cli.serve import normalize
 
-        return dispatch(words)
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
     except PrimenbError as exc:

@@ -1,4 +1,7 @@
-"""`primenb serve ...` and `primenb eval ...` in a terminal (the work is in `primenb.serve.verbs`)."""
+"""`primenb serve ...` and `primenb eval ...` in a terminal (the work is in `primenb.serve.verbs`).
+
+Declared like every family (`primenb serve start|add|remove|list|stop`, `primenb eval eval`); the
+bare forms `primenb serve [TRACE ...]` and `primenb eval MODEL ...` are read as `start` / `eval`."""
 
 from __future__ import annotations
 
@@ -7,28 +10,12 @@ import json
 import sys
 from typing import Any
 
-from primenb.commands import CLI, FAMILY_HELP, add_arguments, command, help_text
+from primenb.commands import CLI, FAMILY_HELP, add_arguments, family, help_text
 
 
-def parser_for(family: str, sub: str) -> argparse.ArgumentParser:
-    from primenb.commands import invocation
-
-    cmd = command(family, sub)
-    return add_arguments(argparse.ArgumentParser(prog=invocation(cmd, CLI), description=cmd.help), cmd, CLI)
-
-
-def serve_main(args: argparse.Namespace) -> int:
-    from primenb.serve.verbs import HANDLERS, split
-
-    sub, rest = split(list(args.rest))
-    parsed = parser_for("serve", sub).parse_args(rest)
-    out: Any = HANDLERS[sub](parsed)
-    as_json = getattr(parsed, "json", False)
+def _show(sub: str, out: Any, as_json: bool) -> None:
     if sub == "start":
-        if as_json:
-            print(json.dumps({"url": out.url, "pid": out.pid, "models": out.models}))
-        else:
-            print(repr(out))
+        print(json.dumps({"url": out.url, "pid": out.pid, "models": out.models}) if as_json else repr(out))
     elif sub == "list":
         print(out.to_json(orient="records") if as_json else (out.to_string(index=False) if len(out) else "no servers"))
     elif sub == "add":
@@ -37,42 +24,52 @@ def serve_main(args: argparse.Namespace) -> int:
         print(f"removed {out}")
     else:
         print("stopped " + (", ".join(out) or "nothing"))
-    sys.stdout.flush()
-    return 0
 
 
-def eval_main(args: argparse.Namespace) -> int:
+def _serve_handler(sub: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from primenb.serve.verbs import HANDLERS
+
+        _show(sub, HANDLERS[sub](args), bool(getattr(args, "json", False)))
+        sys.stdout.flush()
+        return 0
+
+    return run
+
+
+def _eval(args: argparse.Namespace) -> int:
     from primenb.serve.verbs import eval_run
 
-    parsed = parser_for("eval", "eval").parse_args(list(args.rest))
-    result = eval_run(parsed)
-    print(result.table.to_json(orient="records") if parsed.json else repr(result))
+    result = eval_run(args)
+    print(result.table.to_json(orient="records") if args.json else repr(result))
     return 0
 
 
 def add_commands(sub: Any) -> None:
-    for family, func in (("serve", serve_main), ("eval", eval_main)):
-        p = sub.add_parser(
-            family,
-            help=FAMILY_HELP[family],
-            description=help_text(family, CLI),
+    for name in ("serve", "eval"):
+        group = sub.add_parser(
+            name,
+            help=FAMILY_HELP[name],
+            description=help_text(name, CLI),
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            add_help=False,
         )
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=func)
+        gsub = group.add_subparsers(dest=f"{name}_command", required=True)
+        for cmd in family(name, CLI):
+            func = _eval if name == "eval" else _serve_handler(cmd.name)
+            add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(func=func)
 
 
-def dispatch(words: list[str]) -> int:
-    """``primenb serve ...`` / ``primenb eval ...``: errors as one line, like every command."""
-    from primenb.errors import PrimenbError
+def normalize(words: list[str]) -> list[str]:
+    """``serve [TRACE ...]`` -> ``serve start ...``; ``eval MODEL ...`` -> ``eval eval ...``."""
+    from primenb.serve.verbs import SUBCOMMANDS
 
-    family, rest = words[0], words[1:]
+    if not words or words[0] not in ("serve", "eval"):
+        return words
+    rest = words[1:]
     if rest[:1] in (["-h"], ["--help"]):
-        print(f"primenb {family}: {FAMILY_HELP[family]}\n\n{help_text(family, CLI)}")
-        return 0
-    try:
-        return (serve_main if family == "serve" else eval_main)(argparse.Namespace(rest=rest))
-    except PrimenbError as exc:
-        print(f"primenb: error: {exc}", file=sys.stderr)
-        return 2
+        return words
+    if words[0] == "serve" and (not rest or rest[0] not in (*SUBCOMMANDS, "start")):
+        return ["serve", "start", *rest]
+    if words[0] == "eval" and rest[:1] != ["eval"]:
+        return ["eval", "eval", *rest]
+    return words

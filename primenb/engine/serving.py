@@ -159,7 +159,9 @@ class ModelPool:
         by its adapters counts once)."""
         seen: set[int] = set()
         total = 0
-        models = [b.model for b in self.bases.values()] + [e.model for e in self.entries.values() if e.model is not None]
+        models = [b.model for b in self.bases.values()] + [
+            e.model for e in self.entries.values() if e.model is not None
+        ]
         for model in models:
             for t in [*model.parameters(), *model.buffers()]:
                 ptr = t.untyped_storage().data_ptr()

@@ -16,6 +16,8 @@ from typing import Any
 
 from primenb.serve import registry
 
+STOP_LINGER_S = 1.0
+
 
 def load_into(pool: Any, spec: dict[str, Any]) -> Any:
     """Serve one model of a spec (the base itself, or a checkpoint)."""
@@ -94,9 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     registry.write(record)
 
     async def watch() -> None:
+        since = None
         while not server.should_exit:
-            if state.stopping and state.inflight == 0:
-                server.should_exit = True
+            if state.stopping:
+                since = since or time.monotonic()
+                # linger a moment after the last request: late clients get a clear 503, not a reset
+                if state.inflight == 0 and time.monotonic() - since > STOP_LINGER_S:
+                    server.should_exit = True
             registry.update_models(os.getpid(), list(pool.entries))
             await asyncio.sleep(0.2)
 
