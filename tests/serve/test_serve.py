@@ -191,7 +191,7 @@ def test_refusals_port_in_use_key_and_stopping(serve_home: Path) -> None:
             with pytest.raises(openai.AuthenticationError):
                 openai.OpenAI(base_url=s.url, api_key="wrong", max_retries=0).models.list()
             good = openai.OpenAI(base_url=s.url, api_key="s3cret", max_retries=0)
-            assert [m.id for m in good.models.list()] == [BASE]
+            assert BASE in [m.id for m in good.models.list()]
             client._admin(s, "POST", "/admin/shutdown", {})
             with pytest.raises(openai.APIStatusError) as exc:  # a clear 503 while it stops
                 good.models.list()
