@@ -37,6 +37,11 @@ import {
 export const ROW_HEIGHT = 36;
 /** Rows rendered above and below the visible ones. */
 const OVERSCAN = 8;
+/**
+ * Errors stay as a toast until dismissed. JupyterLab's default `autoClose` is 0, which files a
+ * notification silently under the bell: every notification here says how long it shows.
+ */
+const SHOWN_ERROR = { autoClose: false as const };
 /** The most metric pages (5000 rows each) the detail view reads when it opens. */
 const MAX_DETAIL_PAGES = 20;
 const STATUS_FILTERS: ReadonlyArray<[string, string]> = [
@@ -149,7 +154,9 @@ export class RunsPanel extends Widget {
       this.statusFilter.appendChild(el('option', '', label, { value }));
     }
     this.statusFilter.addEventListener('change', () => this.restart());
-    header.append(this.search, this.statusFilter, button('↻', 'refresh', 'Refresh now', () => this.poke()));
+    header.appendChild(button('↻', 'refresh', 'Refresh now', () => this.poke()));
+    const filters = el('div', 'primenb-filters');
+    filters.append(this.search, this.statusFilter);
     this.status = el('div', 'primenb-status');
     this.count = el('div', 'primenb-count');
     this.list = el('div', 'primenb-list');
@@ -160,7 +167,7 @@ export class RunsPanel extends Widget {
     this.empty.hidden = true;
     this.detail = el('div', 'primenb-detail');
     this.detail.hidden = true;
-    this.node.append(header, this.status, this.count, this.empty, this.list, this.detail);
+    this.node.append(header, filters, this.status, this.count, this.empty, this.list, this.detail);
     document.addEventListener('visibilitychange', this.onVisibility);
   }
 
@@ -332,14 +339,42 @@ export class RunsPanel extends Widget {
     this.count.textContent = total ? `${total} run${total === 1 ? '' : 's'}${filtered ? ' (filtered)' : ''}` : '';
     const [first, last] = this.visibleRange();
     const rows: HTMLElement[] = [];
+    const kept = new Map<string, { sig: string; node: HTMLElement }>();
     for (let i = first; i <= Math.min(last, total - 1); i++) {
       const item = this.model.itemAt(i);
-      const node = item ? this.row(item) : el('div', 'primenb-run primenb-placeholder', '…');
+      let node: HTMLElement;
+      if (item) {
+        // a row is rebuilt only when what it shows changed: a node replaced under the pointer
+        // loses its hover and can swallow a click (live runs re-render every 2 s)
+        const sig = this.signature(item);
+        const old = this.rendered.get(item.trace);
+        node = old && old.sig === sig ? old.node : this.row(item);
+        kept.set(item.trace, { sig, node });
+      } else {
+        node = el('div', 'primenb-run primenb-placeholder', '…');
+      }
       node.style.top = `${i * ROW_HEIGHT}px`;
       node.setAttribute('data-index', String(i));
       rows.push(node);
     }
-    this.sizer.replaceChildren(...rows);
+    this.rendered = kept;
+    // rows are placed absolutely, so DOM order does not matter: touch only what changed
+    const wanted = new Set<Element>(rows);
+    for (const child of Array.from(this.sizer.children)) {
+      if (!wanted.has(child)) {
+        child.remove();
+      }
+    }
+    for (const node of rows) {
+      if (node.parentElement !== this.sizer) {
+        this.sizer.appendChild(node);
+      }
+    }
+  }
+
+  private signature(item: ITraceItem): string {
+    const series = this.model.series.get(item.trace);
+    return JSON.stringify([item, series?.cursor ?? -1]);
   }
 
   private row(item: ITraceItem): HTMLElement {
@@ -395,7 +430,7 @@ export class RunsPanel extends Widget {
         autoClose: 4000
       });
     } catch (error) {
-      Notification.error(`Could not stop ${trace}: ${errorText(error)}`);
+      Notification.error(`Could not stop ${trace}: ${errorText(error)}`, SHOWN_ERROR);
     }
     this.poke();
   }
@@ -403,8 +438,9 @@ export class RunsPanel extends Widget {
   /**
    * Ask for steps and overrides, then start the refinement. While the server answers, the panel's
    * status line says so; the outcome is one new toast (success, or the refusal with its reason),
-   * never an update of an earlier toast, which can lose the race with that toast's own rendering
-   * and leave it spinning while the refusal lands only under the bell.
+   * never an update of an earlier "in progress" toast: JupyterLab updates a toast only once it is
+   * rendered (else files it anew), and such a toast was seen left spinning while the refusal
+   * landed only under the bell.
    */
   async apply(trace: string): Promise<void> {
     const result = await showDialog({
@@ -418,7 +454,7 @@ export class RunsPanel extends Widget {
     const value = result.value;
     const bad = value.overrides.map(overrideProblem).filter(p => p !== null);
     if (bad.length) {
-      Notification.error(String(bad[0]));
+      Notification.error(String(bad[0]), SHOWN_ERROR);
       return;
     }
     this.status.textContent = `Starting a refinement of ${trace}…`;
@@ -427,10 +463,10 @@ export class RunsPanel extends Widget {
       const answer = await api.apply(trace, value);
       Notification.success(`Started ${answer.name} (trace ${answer.trace ?? '?'}) from ${trace}`, { autoClose: 5000 });
       for (const w of answer.warnings) {
-        Notification.warning(w);
+        Notification.warning(w, { autoClose: 10000 });
       }
     } catch (error) {
-      Notification.error(`Apply refused: ${errorText(error)}`, { autoClose: false });
+      Notification.error(`Apply refused: ${errorText(error)}`, SHOWN_ERROR);
     } finally {
       this.status.textContent = '';
     }
@@ -448,13 +484,13 @@ export class RunsPanel extends Widget {
       text = harnessApplyCell(trace);
     } catch (error) {
       if (error instanceof UnsafeCellError) {
-        Notification.error(error.message);
+        Notification.error(error.message, SHOWN_ERROR);
         return;
       }
       throw error;
     }
     if (!this.actions.insertCell(text)) {
-      Notification.warning('Open a notebook first: the cell goes below its active cell.');
+      Notification.warning('Open a notebook first: the cell goes below its active cell.', { autoClose: 5000 });
     }
   }
 
@@ -466,7 +502,7 @@ export class RunsPanel extends Widget {
       const source = c.path ? `# ${c.path} (read-only: what run ${name} trained)\n` : `# the resolved config of ${name} (read-only)\n`;
       this.actions.showText(`config ${name}`, source + c.toml);
     } catch (error) {
-      Notification.error(`No config for ${trace}: ${errorText(error)}`);
+      Notification.error(`No config for ${trace}: ${errorText(error)}`, SHOWN_ERROR);
     }
   }
 
@@ -620,6 +656,7 @@ export class RunsPanel extends Widget {
   private generation = 0;
   private scrollPending = false;
   private readonly fetching = new Set<number>();
+  private rendered = new Map<string, { sig: string; node: HTMLElement }>();
 }
 
 /** What the detail view reads: the drawn metrics and the reward-health counts. */
