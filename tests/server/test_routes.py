@@ -89,6 +89,15 @@ async def test_list_filters(home: Path, jp_fetch: Any) -> None:
     assert (await get(jp_fetch, "traces", env="_"))["total"] == 0
 
 
+async def test_list_sft_rows_carry_their_loss(home: Path, jp_fetch: Any) -> None:
+    """After a reload the sidebar has only the list: an SFT row needs its stored final loss."""
+    from tests.server.synth_runs import write_run
+
+    trace, _ = write_run(home / "runs", 1, prefix="sftrow", mode="sft", rows=[], created=1_900_000_000)
+    item = (await get(jp_fetch, "traces", limit="1"))["items"][0]
+    assert item["trace"] == trace and item["mode"] == "sft" and item["final_loss"] == pytest.approx(0.26)
+
+
 @pytest.mark.parametrize(
     "params",
     [{"limit": "0"}, {"limit": "501"}, {"limit": "x"}, {"offset": "-1"}, {"status": "bogus"}, {"q": "a" * 201}],
