@@ -1,9 +1,9 @@
 """Every ```python block in README.md and docs/*.md runs as written, so a documented call cannot
 silently disappear again.
 
-Each document's blocks run in order as the cells of one notebook: a real IPython
-``InteractiveShell`` with the extension loaded (as README's first line does), in a temporary
-folder, against a temporary PRIME_HOME holding three synthetic finished traces whose ids start
+Each block runs as the one cell of a fresh notebook: a real IPython ``InteractiveShell`` in its
+own process with the extension loaded (as README's first line does), in a temporary folder,
+against a temporary PRIME_HOME holding three synthetic finished traces whose ids start
 ``3fa9``, ``7c01`` and ``e2d4`` (the ids the docs use) with a few metric rows. A block that cannot
 run here says why in the document itself, on the line before it::
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ BLOCK = re.compile(r"^(?:<!-- not-run: (?P<why>[^>]+?) -->\n)?```python\n(?P<cod
 # (document, first line of the block) -> the reason the document gives; reviewed here on purpose
 NOT_RUN = {
     ("README.md", "%load_ext primenb"): "trains a model",
+    ("docs/serve.md", "srv = %prime_serve quickstart"): "needs a trained run",
     ("docs/harness.md", "%prime_harness apply 3fa9 --steps 200 --set trainer.optim.lr=1e-5"): "starts training runs",
 }
 
@@ -41,11 +43,12 @@ def blocks(doc: Path) -> list[tuple[int, str, str | None]]:
     return [(text.count("\n", 0, m.start("code")) + 1, m.group("code"), m.group("why")) for m in BLOCK.finditer(text)]
 
 
-def runnable_docs() -> list[Any]:
+def runnable_blocks() -> list[Any]:
     return [
-        pytest.param(doc, id=str(doc.relative_to(ROOT)))
+        pytest.param(doc, line, code, id=f"{doc.relative_to(ROOT)}:{line}")
         for doc in DOCS
-        if any(why is None for _, _, why in blocks(doc))
+        for line, code, why in blocks(doc)
+        if why is None
     ]
 
 
@@ -69,39 +72,37 @@ def prepare_home(home: Path, runs: Path) -> None:
         assert index_trace(doc, run_dir)
 
 
-@pytest.fixture
-def notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from IPython.core.interactiveshell import InteractiveShell
+# one block in a fresh kernel-like process: what a reader who pastes it into a new notebook gets
+# (in one shared shell, a module imported by an earlier block hides a missing attribute)
+RUNNER = """
+import sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_line_magic("load_ext", "primenb")
+result = shell.run_cell(sys.stdin.read(), store_history=False)
+failure = result.error_before_exec or result.error_in_exec
+print("BLOCK-FAILED: " + repr(failure) if failure is not None else "BLOCK-OK")
+"""
 
+
+@pytest.fixture
+def notebook_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A working folder and the environment of a fresh notebook over a prepared PRIME_HOME."""
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     work = tmp_path / "work"
     work.mkdir()
     prepare_home(tmp_path / "home", work / "runs")
-    monkeypatch.chdir(work)
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "primenb")
-    try:
-        yield shell
-    finally:
-        shell.run_line_magic("unload_ext", "primenb")
-        shell.reset(new_session=False)
+    env = {**os.environ, "PRIME_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    return work, env
 
 
-@pytest.mark.parametrize("doc", runnable_docs())
-def test_doc_snippets_run(doc: Path, notebook: Any) -> None:
-    from IPython.utils.capture import capture_output
-
-    ran = 0
-    for line, code, why in blocks(doc):
-        if why is not None:
-            continue
-        with capture_output() as out:
-            result = notebook.run_cell(code, store_history=False)
-        failure = result.error_before_exec or result.error_in_exec
-        assert failure is None, f"{doc.name}:{line}: the block fails as written: {failure!r}\n{out.stdout}{out.stderr}"
-        ran += 1
-    assert ran
+@pytest.mark.parametrize(("doc", "line", "code"), runnable_blocks())
+def test_doc_snippet_runs(doc: Path, line: int, code: str, notebook_dir: tuple[Path, dict[str, str]]) -> None:
+    work, env = notebook_dir
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER], input=code, cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "BLOCK-OK" in done.stdout, f"{doc.name}:{line}: the block fails as written\n{done.stdout}\n{done.stderr}"
 
 
 def test_not_run_blocks_are_listed() -> None:
