@@ -37,6 +37,17 @@ function item(trace: string, status: string, extra: Partial<ITraceItem> = {}): I
     best_eval: null,
     duration: null,
     backend: 'local',
+    batch: null,
+    group_size: null,
+    lora_rank: null,
+    best_eval_step: null,
+    final_eval: null,
+    final_loss: null,
+    metrics_match: null,
+    fingerprint: null,
+    data_hash: null,
+    seed: null,
+    revision: 1,
     host: null,
     reproduces: null,
     run_dir: null,
@@ -148,6 +159,7 @@ test('RunsModel folds pages and metric answers together', () => {
     ],
     last_step: 2,
     more: false,
+    status: 'running',
     state: 'running',
     step: 2,
     max_steps: 10
@@ -155,7 +167,7 @@ test('RunsModel folds pages and metric answers together', () => {
   m.addMetrics(answer);
   assert.equal(m.lastReward('aaaa'), 0.3);
   assert.equal(m.find('aaaa')!.steps, 2);
-  m.addMetrics({ ...answer, rows: [{ step: 3, reward: 0.4 }], state: 'stopped', step: 3 });
+  m.addMetrics({ ...answer, rows: [{ step: 3, reward: 0.4 }], status: 'stopped', state: 'stopped', step: 3 });
   assert.equal(m.find('aaaa')!.status, 'stopped');
   assert.equal(m.anyLive, false);
   assert.deepEqual(m.seriesOf('aaaa').steps, [1, 2, 3]);

@@ -176,6 +176,7 @@ def metrics_since(
             "rows": rows,
             "last_step": last,
             "more": truncated,
+            "status": status.get("state"),  # the name of a list row's column (`IIndexRow.status`)
             "state": status.get("state"),
             "step": status.get("step"),
             "max_steps": status.get("max_steps"),

@@ -205,13 +205,13 @@ def svg_chart(
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
     if y0 == y1:
-        y0, y1 = y0 - 0.5, y1 + 0.5
+        y0, y1 = y0 - 0.5, y1 + 0.5  # at 4.5e15, +-0.5 may round back to y0: the `or 1` below
 
     def sx(x: float) -> float:
         return pl + (x - x0) / ((x1 - x0) or 1) * w
 
     def sy(y: float) -> float:
-        return pt + h - (y - y0) / (y1 - y0) * h
+        return pt + h - (y - y0) / ((y1 - y0) or 1) * h
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
