@@ -143,45 +143,53 @@ def test_special_files_in_a_run_directory_are_not_read(home: Path) -> None:
 
 
 # -- reindex keeps concurrent updates -----------------------------------------------------------
-def test_reindex_keeps_every_concurrent_update(home: Path) -> None:
+@pytest.mark.slow  # 1200 fsynced trace writes: ~20-50 s on a shared machine
+def test_reindex_keeps_every_concurrent_update(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1200 traces written and indexed (as engines do) while a reindex scans and swaps: every one
+    is in the index afterwards (before the fix, those written during the scan were lost)."""
+    import primenb.protocol.index as index_module
     from primenb.protocol.index import Index, index_trace
 
+    real_row = index_module.index_row
+
+    def slow_scan_row(doc: dict[str, Any], run_dir: Any, *, resolved: bool = False) -> dict[str, Any]:
+        if resolved:  # the rebuild's scan, as on a slow disk: writers run meanwhile
+            time.sleep(0.004)
+        return real_row(doc, run_dir, resolved=resolved)
+
+    monkeypatch.setattr(index_module, "index_row", slow_scan_row)
     root = home / "outputs"
-    write_runs(root, 300, index=False)  # a rebuild with something to scan
-    index = Index()
-    index.reindex([str(root)])
-    docs = []
-    for i in range(1200):
-        run_dir = root / f"new-{i}"
-        run_dir.mkdir()
-        doc = make_doc(i, prefix="n")
-        write_trace(run_dir, doc)
-        docs.append((doc, run_dir))
-    stop = threading.Event()
+    write_runs(root, 600, index=False)  # a rebuild with something to scan
+    Index().add_root(root)
+    Index().connect().close()  # an index exists: writers do not wait for the rebuild to create one
+    started = threading.Event()
+    result: dict[str, Any] = {}
 
     def rebuild() -> None:
-        while not stop.is_set():
-            Index().reindex([str(root)])
+        started.set()
+        result.update(Index().reindex([str(root)]))
 
-    def update(part: list[tuple[dict[str, Any], Path]]) -> None:
-        for doc, run_dir in part:
-            doc["status"] = "completed"
+    def update(ids: range) -> None:
+        for i in ids:
+            run_dir = root / f"new-{i}"
+            run_dir.mkdir()
+            doc = make_doc(i, prefix="n")
             write_trace(run_dir, doc)
             assert index_trace(doc, run_dir)
 
-    rebuilder = threading.Thread(target=rebuild, daemon=True)
+    rebuilder = threading.Thread(target=rebuild)
     rebuilder.start()
-    time.sleep(0.3)
-    writers = [threading.Thread(target=update, args=(docs[i::4],)) for i in range(4)]
+    started.wait()
+    writers = [threading.Thread(target=update, args=(range(k, 1200, 4),)) for k in range(4)]
     for w in writers:
         w.start()
     for w in writers:
         w.join(600)
-    stop.set()
     rebuilder.join(600)
-    rows = dict(index.query("SELECT trace, revision FROM traces WHERE trace LIKE 'n%'"))
-    missing = [d["trace_id"] for d, _ in docs if rows.get(d["trace_id"]) != d["revision"]]
-    assert not missing, f"{len(missing)} of 1200 updates lost"
+    assert result["traces"] >= 600
+    rows = dict(Index().query("SELECT trace, revision FROM traces WHERE trace LIKE 'n%'"))
+    missing = [i for i in range(1200) if f"n{i:08d}" not in rows]
+    assert not missing, f"{len(missing)} of 1200 concurrent traces lost by the reindex"
 
 
 # -- a dead run whose folder cannot be written ------------------------------------------------
