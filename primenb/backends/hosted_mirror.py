@@ -182,7 +182,7 @@ class HostedControl:
 
     def _pull_checkpoints(self) -> None:
         data = self.cli.json("train", "checkpoints", self.run_id, "-o", "json")
-        atomic_write_json(self.files.root / "hosted_checkpoints.json", data)
+        atomic_write_json(self.files.path(RunDir.HOSTED_CHECKPOINTS), data)
 
     def _complete_trace(self) -> None:
         from primenb.protocol.index import index_trace
@@ -325,7 +325,8 @@ def hosted_info(run_dir: Path) -> dict[str, Any]:
     info = read_remote(run_dir)
     if not info.get("run_id"):
         raise PrimenbError(
-            f"{run_dir.name} is not a hosted run (no platform run id in {run_dir / 'remote.json'}): pause, resume, "
+            f"{run_dir.name} is not a hosted run (no platform run id in "
+            f"{RunDir(run_dir).path(RunDir.REMOTE)}): pause, resume, "
             "hosted continuations and checkpoint fetches are for runs launched with --backend modelfactory; "
             "continue any other run with %prime_harness apply"
         )
