@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from primenb.errors import PrimenbError
-from primenb.protocol.documents import StatusDoc, TraceDoc
+from primenb.protocol.documents import ManifestDoc, StatusDoc, TraceDoc
 from primenb.protocol.record import write_trace
 from tests.harness.synth import make_doc, write_runs
 
@@ -387,3 +387,62 @@ def test_fuzz_no_viewer_raises_on_any_typed_document(
     listing = data.list_traces(limit=10)
     json.dumps(listing, ensure_ascii=False).encode("utf-8")
     json.dumps(data.trace_detail("vfuzz00001"), ensure_ascii=False).encode("utf-8")
+
+
+SPECIAL = st.sampled_from(["fifo", "link-dev-zero", "link-outside", "dir-as-file"])
+PLACES = st.sampled_from(["configs/x", "metrics.jsonl", "samples.jsonl", "status.json", "final/weights"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    specials=st.lists(st.tuples(SPECIAL, PLACES), max_size=2, unique_by=lambda t: t[1]),
+    manifest=_documents(ManifestDoc, {"trace_id": "abcdef0123", "name": "ok-run"}),
+    trace=_documents(TraceDoc, {"trace_id": "abcdef0123", "name": "ok-run", "status": "completed"}),
+)
+def test_fuzz_import_of_any_bundle_is_an_import_or_a_message(
+    tmp_path_factory: pytest.TempPathFactory, specials: list[tuple[str, str]], manifest: Any, trace: Any
+) -> None:
+    import primenb.harness as h
+
+    root = tmp_path_factory.mktemp("bundle")
+    bundle = root / "b"
+    (bundle / "configs").mkdir(parents=True)
+    (bundle / "final").mkdir()
+    trace.update(trace_id="abcdef0123", name="ok-run")
+    manifest.update(trace_id="abcdef0123")
+    (bundle / "trace.json").write_text(_dump(trace))
+    (bundle / "primenb_export.json").write_text(_dump(manifest))
+    for kind, place in specials:
+        path = bundle / place
+        path.unlink(missing_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "link-dev-zero":
+            path.symlink_to("/dev/zero")
+        elif kind == "link-outside":
+            path.symlink_to(root)
+        else:
+            path.mkdir()
+    done: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            done["trace"] = h.import_(bundle, root / "dest")
+        except PrimenbError as exc:
+            done["error"] = str(exc)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PRIME_HOME", str(root / "home"))
+        worker = threading.Thread(target=go, daemon=True)
+        worker.start()
+        worker.join(30)
+    assert not worker.is_alive(), "import hung"
+    assert done, "import raised something other than a PrimenbError"
+    if any(kind != "dir-as-file" for kind, _ in specials):
+        assert "error" in done and not (root / "dest" / "trace.json").exists()
+    if "trace" in done:
+        assert _inside_path(done["trace"].final_checkpoint, root / "dest")
+
+
+def _inside_path(path: Path | None, root: Path) -> bool:
+    return path is None or Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
