@@ -39,7 +39,8 @@ def _viewers(home: Path) -> None:
     for item in listing["items"]:
         detail = data.trace_detail(item["trace"])
         json.dumps(detail, ensure_ascii=False).encode("utf-8")
-        json.dumps(data.metrics_since(item["trace"], None), ensure_ascii=False).encode("utf-8")
+        json.dumps(data.metrics_after(item["trace"]), ensure_ascii=False).encode("utf-8")
+        json.dumps(data.samples(item["trace"], 5), ensure_ascii=False).encode("utf-8")
         t = h.get(item["trace"])
         repr(t)
         t._repr_html_()
@@ -387,6 +388,7 @@ def test_fuzz_no_viewer_raises_on_any_typed_document(
     listing = data.list_traces(limit=10)
     json.dumps(listing, ensure_ascii=False).encode("utf-8")
     json.dumps(data.trace_detail("vfuzz00001"), ensure_ascii=False).encode("utf-8")
+    json.dumps(data.metrics_after("vfuzz00001"), ensure_ascii=False).encode("utf-8")
 
 
 SPECIAL = st.sampled_from(["fifo", "link-dev-zero", "link-outside", "dir-as-file"])
