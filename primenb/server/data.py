@@ -250,7 +250,10 @@ def _sync(run_dir: Path) -> None:
     if (status.get("backend") or "local") != "local" and is_live_state(status.get("state")):
         from primenb.backends import open_run
 
-        open_run(run_dir).status  # noqa: B018 (reading the status syncs the mirror)
+        try:
+            open_run(run_dir).status  # noqa: B018 (reading the status syncs the mirror)
+        except PrimenbError:  # a backend this machine does not know (a copied run): the files as they are
+            return
 
 
 def stop(trace_id: str, index: Index | None = None) -> dict[str, Any]:
