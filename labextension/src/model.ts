@@ -4,32 +4,15 @@
  * `metrics?cursor=N`), the polling cadence, sparkline geometry and the harness cell text.
  */
 
-export type State = 'queued' | 'running' | 'completed' | 'failed' | 'stopped' | 'unknown';
+import { IIndexRow, LIVE_STATES as RUN_LIVE_STATES, RUN_STATES, RunState } from './documents';
 
-export const LIVE_STATES: ReadonlyArray<string> = ['queued', 'running'];
-const KNOWN_STATES: ReadonlyArray<string> = ['queued', 'running', 'completed', 'failed', 'stopped'];
+export type State = RunState | 'unknown';
 
-/** One row of `GET /primenb/api/traces`. */
-export interface ITraceItem {
-  trace: string;
-  parent: string | null;
-  name: string | null;
-  created: number | null;
-  status: string | null;
-  mode: string | null;
-  model: string | null;
-  env: string | null;
-  steps: number | null;
-  max_steps: number | null;
-  lr: number | null;
-  final_reward: number | null;
-  final_loss?: number | null;
-  best_eval: number | null;
-  duration: number | null;
-  backend: string | null;
-  host: string | null;
-  reproduces: string | null;
-  run_dir: string | null;
+export const LIVE_STATES: ReadonlyArray<string> = RUN_LIVE_STATES;
+const KNOWN_STATES: ReadonlyArray<string> = RUN_STATES;
+
+/** One row of `GET /primenb/api/traces`: every index column (generated `IIndexRow`) and `live`. */
+export interface ITraceItem extends IIndexRow {
   live: boolean;
 }
 
@@ -49,7 +32,9 @@ export interface IMetricsAnswer {
   /** What to send as `cursor` next. */
   cursor: number;
   more: boolean;
-  state: string | null;
+  /** The run's state, named as a list row's `status` column (`state`: the same, kept for old clients). */
+  status?: RunState | null;
+  state: RunState | null;
   step: number | null;
   max_steps: number | null;
 }
@@ -427,9 +412,10 @@ export class RunsModel {
     addAnswer(s, answer, PANEL_KEYS);
     const item = this.find(answer.trace);
     if (item) {
-      if (answer.state) {
-        item.status = answer.state;
-        item.live = isLive(answer.state);
+      const status = answer.status ?? answer.state;
+      if (status) {
+        item.status = status;
+        item.live = isLive(status);
       }
       if (typeof answer.step === 'number') {
         item.steps = answer.step;

@@ -41,6 +41,17 @@ function item(trace: string, status: string, extra: Partial<ITraceItem> = {}): I
     best_eval: null,
     duration: null,
     backend: 'local',
+    batch: null,
+    group_size: null,
+    lora_rank: null,
+    best_eval_step: null,
+    final_eval: null,
+    final_loss: null,
+    metrics_match: null,
+    fingerprint: null,
+    data_hash: null,
+    seed: null,
+    revision: 1,
     host: null,
     reproduces: null,
     run_dir: null,
@@ -221,6 +232,7 @@ test('RunsModel folds pages and metric answers together', () => {
     start: 0,
     cursor: 2,
     more: false,
+    status: 'running',
     state: 'running',
     step: 2,
     max_steps: 10
@@ -228,7 +240,7 @@ test('RunsModel folds pages and metric answers together', () => {
   m.addMetrics(answer);
   assert.deepEqual(m.lastValue('aaaa'), { key: 'reward', value: 0.3 });
   assert.equal(m.find('aaaa')!.steps, 2);
-  m.addMetrics({ ...answer, rows: [{ step: 3, reward: 0.4 }], start: 2, cursor: 3, state: 'stopped', step: 3 });
+  m.addMetrics({ ...answer, rows: [{ step: 3, reward: 0.4 }], start: 2, cursor: 3, status: 'stopped', state: 'stopped', step: 3 });
   assert.equal(m.find('aaaa')!.status, 'stopped');
   assert.equal(m.anyLive, false);
   assert.deepEqual(m.seriesOf('aaaa').curves['reward'].steps, [1, 2, 3]);

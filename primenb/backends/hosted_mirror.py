@@ -191,7 +191,7 @@ class HostedControl:
         if self._denies():  # platform logs quote prompts and completions: none is kept here
             note = f"(platform logs not kept here: {WITHHELD}; read them with `prime train logs {self.run_id}`)\n"
             for component in LOG_COMPONENTS:
-                atomic_write_text(self.files.root / "logs" / f"{component}.log", note)
+                atomic_write_text(self.files.log_file(component), note)
             atomic_write_text(self.files.log_path, note)
             return
         parts = []
@@ -208,7 +208,7 @@ class HostedControl:
     def _pull_checkpoints(self) -> None:
         data = self.cli.json("train", "checkpoints", *id_args("-o", "json", ident=self.run_id))
         answers.checkpoints(data)  # a shape we do not know is an error, not a file written
-        atomic_write_json(self.files.root / "hosted_checkpoints.json", data)
+        atomic_write_json(self.files.path(RunDir.HOSTED_CHECKPOINTS), data)
 
     def _complete_trace(self) -> None:
         from primenb.protocol.index import index_trace
@@ -353,7 +353,8 @@ def hosted_info(run_dir: Path) -> dict[str, Any]:
     info = read_remote(run_dir)
     if not info.get("run_id"):
         raise PrimenbError(
-            f"{run_dir.name} is not a hosted run (no platform run id in {run_dir / 'remote.json'}): pause, resume, "
+            f"{run_dir.name} is not a hosted run (no platform run id in "
+            f"{RunDir(run_dir).path(RunDir.REMOTE)}): pause, resume, "
             "hosted continuations and checkpoint fetches are for runs launched with --backend modelfactory; "
             "continue any other run with %prime_harness apply"
         )

@@ -19,12 +19,12 @@ from typing import Any, Protocol
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.documents import StatusDoc, parse
-from primenb.protocol.reader import loads
+from primenb.protocol.reader import loads, read_json_object
 from primenb.protocol.rundir import FAILED, FINAL_STATES, LIVE_STATES, RunDir, now_iso
 
 log = logging.getLogger("primenb.backends")
 
-REMOTE_FILE = "remote.json"  # in the mirror: how to reach the remote run again (no secrets)
+REMOTE_FILE = RunDir.REMOTE  # in the mirror: how to reach the remote run again (no secrets)
 APPENDED = (RunDir.METRICS, RunDir.SAMPLES, RunDir.ENGINE_LOG, RunDir.LAUNCHER_LOG)  # = agent.APPENDED
 
 
@@ -39,15 +39,11 @@ class Channel(Protocol):
 
 
 def read_remote(run_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((run_dir / REMOTE_FILE).read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return read_json_object(RunDir(run_dir).path(REMOTE_FILE))
 
 
 def write_remote(run_dir: Path, info: dict[str, Any]) -> None:
-    atomic_write_json(run_dir / REMOTE_FILE, info)
+    atomic_write_json(RunDir(run_dir).path(REMOTE_FILE), info)
 
 
 class RemoteMirror:

@@ -31,7 +31,7 @@ from primenb.protocol.rundir import FAILED, FINAL_STATES, QUEUED, STOPPED, RunDi
 from primenb.run import Run
 
 LIVE_JOB = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
-SCRIPT = "slurm.sh"
+SCRIPT = RunDir.SLURM_SCRIPT
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[bytes]"]
 
@@ -192,12 +192,12 @@ class SlurmBackend(Backend):
                 return self._submit_over_ssh(config, run_dir, info, python)
             # the job inherits this process's environment (sbatch's --export=ALL), env= names included
             script = batch_script(config, str(run_dir), python=python, request_gpus=spec.request_gpus)
-            atomic_write_text(run_dir / SCRIPT, script)
-            job_id = _sbatch(local_runner, [*spec.sbatch_args, str(run_dir / SCRIPT)], cwd=None)
+            atomic_write_text(RunDir(run_dir).path(SCRIPT), script)
+            job_id = _sbatch(local_runner, [*spec.sbatch_args, str(RunDir(run_dir).path(SCRIPT))], cwd=None)
         except PrimenbError as exc:
             _failed(run_dir, str(exc))
             return Run(run_dir)
-        write_remote(run_dir, {**info, "job_id": job_id, "script": str(run_dir / SCRIPT)})
+        write_remote(run_dir, {**info, "job_id": job_id, "script": str(RunDir(run_dir).path(SCRIPT))})
         return Run(run_dir, control=SlurmControl(SlurmJob(run_dir, job_id, local_runner)))
 
     def _submit_over_ssh(self, config: Config, run_dir: Path, info: dict[str, Any], python: str) -> Run:
@@ -215,7 +215,7 @@ class SlurmBackend(Backend):
         found = probe(channel)
         remote_dir = f"{remote_workdir(spec.workdir, str(found['home']))}/{run_dir.name}"
         script = batch_script(config, remote_dir, python=python, request_gpus=spec.request_gpus)
-        atomic_write_text(run_dir / SCRIPT, script)
+        atomic_write_text(RunDir(run_dir).path(SCRIPT), script)
         info["remote_dir"] = remote_dir
         write_remote(run_dir, info)
         channel.put_tar(remote_dir, pack(run_dir))

@@ -278,6 +278,9 @@ class IndexRow(Document):
     table shows the fields marked ``shown``, the server lists every one, and the sidebar's
     TypeScript type is generated from this model."""
 
+    # the server sends every column: required in the (serialization) schema the sidebar's type comes from
+    model_config = ConfigDict(extra="allow", strict=True, json_schema_serialization_defaults_required=True)
+
     trace: str = _shown()
     parent: Str = _shown(default=None)
     name: Str = _shown(default=None)
@@ -482,7 +485,9 @@ def json_schema() -> dict[str, Any]:
     """The JSON schema of every run document (``$defs``), plus the `State` values."""
     from pydantic.json_schema import models_json_schema
 
-    _, schema = models_json_schema([(m, "validation") for m in DOCUMENTS.values()], title="primenb run documents")
+    # the index row as the server sends it (every column present); the files as they may be read
+    modes = {m: "serialization" if m is IndexRow else "validation" for m in DOCUMENTS.values()}
+    _, schema = models_json_schema(list(modes.items()), title="primenb run documents")  # type: ignore[arg-type]
     schema["versions"] = {
         "status": STATUS_VERSION,
         "trace": TRACE_VERSION,

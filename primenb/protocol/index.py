@@ -130,6 +130,8 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
     train_sources = train_sources if isinstance(train_sources, list) else []
     env = ",".join(dict.fromkeys(str(s.get("env_id")) for s in train_sources if isinstance(s, dict)))
     created = _num(doc.get("created")) or iso_to_epoch(_text(doc.get("created_at"))) or 0.0
+    if not 0.0 <= created < 10**10:  # before 1970 or after 2286: no date a table can show
+        created = 0.0
     match = _get(doc, "reproduction.metrics_match")
     return {
         "trace": trace_id,
@@ -206,6 +208,18 @@ class Index:
         """A file lock for rebuilds (SQLite's own locking covers ordinary writes)."""
         with open(self.folder / "index.lock", "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _writing(self, *, exclusive: bool = False) -> Iterator[None]:
+        """Ordinary writes hold this lock shared (for the few milliseconds of one upsert); a
+        rebuild holds it exclusively while it merges the writes made during its scan into the new
+        file and swaps it in, so no write lands in a file that is being replaced."""
+        with open(self.folder / "index.write.lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             try:
                 yield
             finally:
@@ -300,12 +314,43 @@ class Index:
                 con.execute("COMMIT")
             finally:
                 con.close()
-            self._swap(tmp)
+            with self._writing(exclusive=True):
+                self._merge_newer(tmp)
+                self._swap(tmp)
         finally:
             tmp.unlink(missing_ok=True)
         for where, why in skipped:
             log.warning("harness index: skipped %s (%s)", where, why)
         return rows, skipped
+
+    def _merge_newer(self, new: Path) -> None:
+        """Carry into the ``new`` file the writes the current index received while the rebuild
+        scanned: rows of a newer revision, and rows of traces the scan did not see yet (a run
+        launched meanwhile) whose run directory still holds them. Call under `_writing`."""
+        if not self.path.exists():
+            return
+        try:
+            con = sqlite3.connect(new, isolation_level=None, timeout=self.busy_timeout_s)
+        except sqlite3.Error:
+            return
+        try:
+            con.execute("ATTACH DATABASE ? AS old", (str(self.path),))
+            cols = tuple(r[1] for r in con.execute("PRAGMA old.table_info(traces)"))
+            if cols != NAMES:
+                return  # another layout: nothing to carry over
+            newer = con.execute(
+                f"SELECT {', '.join('o.' + c for c in NAMES)}, t.trace IS NULL FROM old.traces o "
+                "LEFT JOIN main.traces t ON t.trace = o.trace WHERE t.trace IS NULL OR o.revision > t.revision"
+            ).fetchall()
+            keep = [r[:-1] for r in newer if not r[-1] or not _stale(r[0], r[NAMES.index("run_dir")])]
+            if keep:
+                con.execute("BEGIN")
+                con.executemany(_UPSERT, keep)
+                con.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.debug("harness index: could not carry recent writes into the rebuilt index (%s)", exc)
+        finally:
+            con.close()
 
     def _swap(self, new: Path) -> None:
         """Replace the index file with ``new``. The old WAL is checkpointed and emptied first and
@@ -359,16 +404,30 @@ class Index:
         """Add or refresh one trace (ignored when the index holds a newer revision)."""
         self.upsert_many([index_row(doc, run_dir)])
 
+    def _with_writer(self, fn: Any) -> None:
+        """Run ``fn(con)`` on the current index file under the shared write lock (a rebuild in
+        progress waits for it, or it waits for the rebuild's swap); a missing or broken index is
+        rebuilt first, outside the lock."""
+        for _ in range(4):
+            with self._writing():
+                con = self._connect()
+                try:
+                    if self._healthy(con):
+                        fn(con)
+                        return
+                except sqlite3.DatabaseError as exc:
+                    if _is_lock_error(exc):
+                        raise
+                finally:
+                    con.close()
+            self.connect().close()  # rebuilds or recovers it
+        raise sqlite3.OperationalError(f"the harness index {self.path} could not be opened")  # pragma: no cover
+
     def upsert_many(self, rows: Sequence[dict[str, Any]]) -> None:
-        con = self.connect()
-        try:
-            self._write(con, rows, prune=False)
-        finally:
-            con.close()
+        self._with_writer(lambda con: self._write(con, rows, prune=False))
 
     def remove(self, trace_id: str) -> None:
-        con = self.connect()
-        try:
+        def delete(con: sqlite3.Connection) -> None:
             for attempt in range(20):
                 try:
                     con.execute("DELETE FROM traces WHERE trace = ?", (trace_id,))
@@ -377,8 +436,8 @@ class Index:
                     if not _is_lock_error(exc) or attempt == 19:
                         raise
                     time.sleep(0.1)
-        finally:
-            con.close()
+
+        self._with_writer(delete)
 
     # -- reading ----------------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -122,6 +122,9 @@ class RunDir:
     SAMPLES = "samples.jsonl"
     LAUNCHER = "launcher.json"
     REMOTE_LAUNCHER = "remote_launcher.json"
+    REMOTE = "remote.json"  # a remote backend's mirror: how to reach the remote run again
+    SLURM_SCRIPT = "slurm.sh"
+    HOSTED_CHECKPOINTS = "hosted_checkpoints.json"
     STOP = "STOP"
     CONFIGS = "configs"
     LOGS = "logs"

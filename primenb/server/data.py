@@ -176,6 +176,7 @@ def metrics_after(
             "start": start,
             "cursor": start + len(picked),
             "more": start + len(picked) < len(every),
+            "status": status.get("state"),  # the name of a list row's column (`IIndexRow.status`)
             "state": status.get("state"),
             "step": status.get("step"),
             "max_steps": status.get("max_steps"),
@@ -249,7 +250,10 @@ def _sync(run_dir: Path) -> None:
     if (status.get("backend") or "local") != "local" and is_live_state(status.get("state")):
         from primenb.backends import open_run
 
-        open_run(run_dir).status  # noqa: B018 (reading the status syncs the mirror)
+        try:
+            open_run(run_dir).status  # noqa: B018 (reading the status syncs the mirror)
+        except PrimenbError:  # a backend this machine does not know (a copied run): the files as they are
+            return
 
 
 def stop(trace_id: str, index: Index | None = None) -> dict[str, Any]:
