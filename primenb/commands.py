@@ -45,6 +45,9 @@ class Command:
 
 _SFT = arg("--sft", action="store_true", help="an SFT config", exclusive="mode")
 _RL = arg("--rl", action="store_true", help="an RL config", exclusive="mode")
+_LENIENT = arg(
+    "--lenient", action="store_true", help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)"
+)
 _TRACE = "a trace id, a unique id prefix, a run name, a run directory (in a notebook also a variable holding a Run)"
 _BACKEND = arg("--backend", default=None, metavar="B", help="where to train (default: [primenb] backend, local)")
 _NAME = arg("--name", default=None, metavar="RUN", help="run name (default: <env>--<model>--<id>)")
@@ -79,6 +82,7 @@ COMMANDS: tuple[Command, ...] = (
             _SFT,
             _RL,
             _JSON,
+            _LENIENT,
         ),
         faces=(CLI,),
     ),
@@ -92,6 +96,7 @@ COMMANDS: tuple[Command, ...] = (
             _SFT,
             _RL,
             arg("--fix", action="store_true", help="rewrite legacy keys and offer the migrated cell"),
+            _LENIENT,
         ),
         faces=(MAGIC,),
     ),
@@ -120,6 +125,12 @@ COMMANDS: tuple[Command, ...] = (
             _DETACH,
             arg("--sft", action="store_true", faces=(CLI,), help="validate as SFT", exclusive="mode"),
             arg("--rl", action="store_true", faces=(CLI,), help="validate as RL", exclusive="mode"),
+            arg(
+                "--lenient",
+                action="store_true",
+                faces=(CLI,),
+                help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)",
+            ),
             arg("--stop", metavar="RUN", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"),
             arg(
                 "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"

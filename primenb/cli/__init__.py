@@ -23,7 +23,7 @@ def _validate(args: argparse.Namespace) -> int:
     failed = False
     reports = []
     for file in args.files:
-        outcome = check(Path(file), mode=mode)
+        outcome = check(Path(file), mode=mode, lenient=args.lenient)
         failed |= not outcome.report.ok
         if args.json:
             reports.append(json.loads(outcome.report.to_json()))
@@ -53,7 +53,8 @@ def _train(args: argparse.Namespace) -> int:
     if not args.config:
         raise PrimenbError("primenb train needs a config file: primenb train rl.toml")
     try:
-        config = load_config(Path(args.config), mode="sft" if args.sft else "rl" if args.rl else None)
+        mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
+        config = load_config(Path(args.config), mode=mode, lenient=args.lenient)
     except ConfigError as exc:
         print(exc.report.to_text())
         return 1
