@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_family(sub, "backend", {c.name: getattr(cli_backend, f"_{c.name}") for c in family("backend", CLI)})
     add_family(sub, "env", {c.name: getattr(cli_env, f"_{c.name}") for c in family("env", CLI)})
     add_family(sub, "harness", {c.name: getattr(cli_harness, f"_{c.name}") for c in family("harness", CLI)})
+    from primenb.cli.serve import add_commands
+
+    add_commands(sub)  # primenb serve ..., primenb eval ...
     return parser
 
 
@@ -126,7 +129,9 @@ def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from primenb.cli.serve import normalize
+
+    args = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
     except PrimenbError as exc:

@@ -186,8 +186,9 @@ def _magic_classes() -> list[type[Magics]]:
     from primenb.notebook.backend_magics import BackendMagics
     from primenb.notebook.env_magics import EnvMagics
     from primenb.notebook.harness_magics import HarnessMagics
+    from primenb.notebook.serve_magics import ServeMagics
 
-    return [PrimeMagics, EnvMagics, HarnessMagics, BackendMagics]
+    return [PrimeMagics, EnvMagics, HarnessMagics, BackendMagics, ServeMagics]
 
 
 def _display_run(run: Any) -> None:
