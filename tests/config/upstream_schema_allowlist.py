@@ -9,7 +9,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "rl",
         "ckpt.interval",
         "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
+    ): "the shared [ckpt] is copied into [trainer.ckpt] and [orchestrator.ckpt], which bound it (>= 1)",
     (
         "rl",
         "deployment<multi_node>.num_infer_nodes",
@@ -27,24 +27,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
-        "inference.log.interval",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "inference.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "rl",
-        "inference.log.log_data",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "inference.log.vf_level",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
+        "type",
+    ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "rl",
         "inference.output_dir",
@@ -137,31 +127,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "orchestrator.eval.sampling.min_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.sampling.reasoning_effort",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.sampling.reasoning_effort",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.sampling.top_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.sampling.top_p",
-        "exclusiveMinimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "orchestrator.eval.source[].env",
         "closed",
     ): "env tables are checked by verifiers' own classes (config/vfcheck.py), not by this schema",
@@ -232,11 +197,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "orchestrator.eval.source[].interval",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "orchestrator.eval.source[].num_examples",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -245,11 +205,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "orchestrator.eval.source[].num_examples",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "rl",
-        "orchestrator.eval.source[].ratio",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
         "orchestrator.eval.source[].sampling",
@@ -267,38 +222,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "orchestrator.eval.source[].sampling.min_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.source[].sampling.reasoning_effort",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.source[].sampling.reasoning_effort",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.source[].sampling.top_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.eval.source[].sampling.top_p",
-        "exclusiveMinimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "orchestrator.eval.source[].serve",
         "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.log.interval",
-        "exclusiveMinimum",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
@@ -462,11 +387,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
-        "orchestrator.weight_broadcast<nixl>.host",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "orchestrator.weight_broadcast<nixl>.inference_world_size",
         "key",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
@@ -482,11 +402,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "orchestrator.weight_broadcast<nixl>.timeout",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "primenb",
         "key",
     ): "primenb's own [primenb] table (backend, init_from...): removed before the config reaches prime-rl",
@@ -497,59 +412,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "rl",
-        "trainer.log.interval",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "trainer.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "rl",
-        "trainer.log.log_data",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "trainer.log.vf_level",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<default>.adv_tau",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<default>.dppo_mask_high",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<default>.dppo_mask_low",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<default>.kl_tau",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<ipo>.adv_tau",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<ipo>.ipo_threshold",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.loss<ipo>.kl_tau",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
+        "type",
+    ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "rl",
         "trainer.model.fused_lm_head_token_chunk_size",
@@ -579,31 +449,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "rl",
         "trainer.monitors.prime",
         "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.optim<adamw>.betas1",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.optim<adamw>.betas2",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.optim<muon>.betas1",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.optim<muon>.betas2",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "trainer.optim<muon>.mu",
-        "minimum",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
@@ -637,11 +482,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
-        "trainer.weight_broadcast<nixl>.host",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "trainer.weight_broadcast<nixl>.inference_world_size",
         "key",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
@@ -657,16 +497,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "trainer.weight_broadcast<nixl>.timeout",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "weight_broadcast<nixl>.host",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "weight_broadcast<nixl>.session_id",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -675,11 +505,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "weight_broadcast<nixl>.session_id",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "rl",
-        "weight_broadcast<nixl>.timeout",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
         "data<fake>.batch_size",
@@ -717,16 +542,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
-        "eval.env_server_base_port",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.env_server_base_port",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "eval.sampling.extra_body",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -735,31 +550,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "eval.sampling.extra_body",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "sft",
-        "eval.sampling.min_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.sampling.reasoning_effort",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.sampling.reasoning_effort",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.sampling.top_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.sampling.top_p",
-        "exclusiveMinimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
         "eval.source[].env",
@@ -832,11 +622,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "sft",
-        "eval.source[].interval",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "eval.source[].num_examples",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -845,11 +630,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "eval.source[].num_examples",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "sft",
-        "eval.source[].ratio",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
         "eval.source[].sampling",
@@ -867,31 +647,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "sft",
-        "eval.source[].sampling.min_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.source[].sampling.reasoning_effort",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.source[].sampling.reasoning_effort",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.source[].sampling.top_p",
-        "maximum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "eval.source[].sampling.top_p",
-        "exclusiveMinimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "eval.source[].serve",
         "type",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
@@ -907,24 +662,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
-        "inference.log.interval",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "inference.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "sft",
-        "inference.log.log_data",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "inference.log.vf_level",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
+        "type",
+    ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "sft",
         "inference.output_dir",
@@ -982,24 +727,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
-        "log.interval",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "sft",
-        "log.log_data",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "log.vf_level",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
+        "type",
+    ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "sft",
         "memory_profiler_path",
@@ -1037,31 +772,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
-        "optim<adamw>.betas1",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "optim<adamw>.betas2",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "optim<muon>.betas1",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "optim<muon>.betas2",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "optim<muon>.mu",
-        "minimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "primenb",
         "key",
     ): "primenb's own [primenb] table (backend, init_from...): removed before the config reaches prime-rl",
@@ -1093,11 +803,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
-        "weight_broadcast<nixl>.host",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "weight_broadcast<nixl>.inference_world_size",
         "key",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
@@ -1111,9 +816,4 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "weight_broadcast<nixl>.session_id",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "sft",
-        "weight_broadcast<nixl>.timeout",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
 }

@@ -171,7 +171,9 @@ class NcclBroadcast(Section):
 
 class NixlBroadcast(Section):
     type: Literal["nixl"] = "nixl"
+    host: str = "localhost"
     port: int = 8001
+    timeout: int = 1200
     session_id: str | None = None
 
 
@@ -244,8 +246,8 @@ class OptimBase(Section):
 
 class AdamWConfig(OptimBase):
     type: Literal["adamw"] = "adamw"
-    betas1: float = 0.9
-    betas2: float = 0.999
+    betas1: Annotated[float, Field(ge=0)] = 0.9
+    betas2: Annotated[float, Field(ge=0)] = 0.999
 
 
 class SGDConfig(OptimBase):
@@ -256,9 +258,9 @@ class SGDConfig(OptimBase):
 
 class MuonConfig(OptimBase):
     type: Literal["muon"] = "muon"
-    mu: float = 0.95
-    betas1: float = 0.9
-    betas2: float = 0.95
+    mu: Annotated[float, Field(ge=0)] = 0.95
+    betas1: Annotated[float, Field(ge=0)] = 0.9
+    betas2: Annotated[float, Field(ge=0)] = 0.95
 
 
 class SignSGDConfig(OptimBase):

@@ -18,6 +18,12 @@ from primenb.config.schema.common import (
 )
 
 
+class InferenceLogConfig(LogConfig):
+    vf_level: str | None = None
+    log_data: bool = False
+    interval: Annotated[float, Field(gt=0)] = 10.0
+
+
 class ServerConfig(Section):
     host: str | None = None
     port: int = 8000
@@ -108,7 +114,7 @@ class InferenceConfig(Section):
     router: RouterConfig | None = VllmRouterConfig()
     backend_port: int = 8100
     vllm: VLLMConfig = VLLMConfig()
-    log: LogConfig = LogConfig()
+    log: InferenceLogConfig = InferenceLogConfig()
     env_vars: dict[str, str] = {}
     use_deep_gemm: bool = False
     weight_broadcast: WeightBroadcast | None = None

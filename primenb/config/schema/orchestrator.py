@@ -45,11 +45,11 @@ class TrainSamplingConfig(Section):
 
 class EvalSamplingConfig(Section):
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    top_p: float | None = None  # upstream bounds neither top_p nor min_p's top here
     top_k: int | None = None
-    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    min_p: Annotated[float, Field(ge=0)] | None = None
     max_completion_tokens: SanePosInt | None = None
-    reasoning_effort: str | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     extra_body: dict[str, Any] | None = None
 
 
@@ -82,6 +82,8 @@ class EvalSourceConfig(Section):
     num_examples: int | None = None
     group_size: PosInt | None = None
     sampling: EvalSamplingConfig | None = None
+    interval: PosInt = 100
+    ratio: Annotated[float, Field(gt=0)] = 1.0
 
 
 class TrainConfig(Section):
@@ -137,7 +139,7 @@ class OrchestratorLogConfig(Section):
     vf_level: str | None = None
     json_logging: bool = False
     log_data: bool = False
-    interval: float = 10.0
+    interval: Annotated[float, Field(gt=0)] = 10.0
 
 
 class ConcurrencyConfig(Section):

@@ -84,7 +84,7 @@ class ValConfig(Section):
 
 class SFTEvalConfig(EvalConfig):
     client: ClientConfig = ClientConfig()
-    env_server_base_port: int = 5000
+    env_server_base_port: Annotated[int, Field(ge=1, le=65535)] = 5000
     concurrency: ConcurrencyConfig = ConcurrencyConfig()
 
 

@@ -27,6 +27,8 @@ from primenb.config.schema.common import (
     typed_union,
 )
 
+NonNegFloat = Annotated[float, Field(ge=0)]
+
 
 class CompileConfig(Section):
     fullgraph: bool = False
@@ -137,17 +139,17 @@ class TrainerDataConfig(Section):
 
 class DefaultLoss(Section):
     type: Literal["default"] = "default"
-    dppo_mask_low: float = 0.2
-    dppo_mask_high: float = 0.2
-    adv_tau: float = 1.0
-    kl_tau: float = 1e-3
+    dppo_mask_low: NonNegFloat = 0.2
+    dppo_mask_high: NonNegFloat = 0.2
+    adv_tau: NonNegFloat = 1.0
+    kl_tau: NonNegFloat = 1e-3
 
 
 class IPOLoss(Section):
     type: Literal["ipo"] = "ipo"
-    ipo_threshold: float = 0.1
-    adv_tau: float = 1.0
-    kl_tau: float = 1e-3
+    ipo_threshold: NonNegFloat = 0.1
+    adv_tau: NonNegFloat = 1.0
+    kl_tau: NonNegFloat = 1e-3
 
 
 class CustomLoss(Section):
@@ -168,7 +170,10 @@ class TrainerCkptConfig(CkptConfig):
 
 class TrainerLogConfig(Section):
     level: str | None = None
+    vf_level: str | None = None
     json_logging: bool = False
+    log_data: bool = False
+    interval: Annotated[float, Field(gt=0)] = 10.0
     ranks_filter: list[int] = [0]
 
 
