@@ -20,27 +20,6 @@ from primenb.protocol.rundir import RunDir, atomic_write_json, claim_run_dir, no
 from primenb.protocol.safepath import safe_name, slug
 from primenb.run import Run
 
-# Keys a local run cannot honour: listed in the run summary, never silently dropped.
-NOT_USED_LOCALLY = (
-    "inference",
-    "weight_broadcast",
-    "rollout_transport",
-    "slurm",
-    "deployment.gpus_per_node",
-    "orchestrator.max_off_policy_steps",
-    "orchestrator.concurrency",
-    "orchestrator.model.client",
-    "trainer.model.impl",
-    "trainer.model.attn",
-    "trainer.model.compile",
-    "trainer.model.ac",
-    "trainer.model.ac_offloading",
-    "trainer.loss",
-    "monitors.wandb",
-    "monitors.prime",
-)
-
-
 def default_run_name(config: Config) -> str:
     """As upstream: `<envs>--<model>--<short id>`."""
     envs = "-".join(dict.fromkeys(slug(e, 60) for e in config.environments[:2])) or "run"
@@ -49,18 +28,10 @@ def default_run_name(config: Config) -> str:
 
 
 def unused_keys(config: Config) -> list[str]:
-    """Keys set in the config text that the local engine does not use."""
-    import tomllib
+    """Settings of the config that the local engine does not honour (`primenb.engine.honoured`)."""
+    from primenb.engine.honoured import not_used_locally
 
-    written = tomllib.loads(config.text)
-    found = []
-    for key in NOT_USED_LOCALLY:
-        node: Any = written
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            found.append(key)
-    return found
+    return not_used_locally(config.model)
 
 
 def num_processes(config: Config) -> int:
