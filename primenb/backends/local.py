@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from primenb.backends.base import Backend, Lineage
 from primenb.config import Config
@@ -19,6 +18,7 @@ from primenb.protocol.liveness import launch_record
 from primenb.protocol.rundir import RunDir, atomic_write_json, claim_run_dir, now_iso, record_run
 from primenb.protocol.safepath import safe_name, slug
 from primenb.run import Run
+
 
 def default_run_name(config: Config) -> str:
     """As upstream: `<envs>--<model>--<short id>`."""

@@ -50,8 +50,7 @@ def _unwrap(annotation: Any) -> tuple[list[type[BaseModel]], bool]:
     if origin is Annotated:
         return _unwrap(get_args(annotation)[0])
     if origin is list:
-        models, _ = _unwrap(get_args(annotation)[0])
-        return models, True
+        return _unwrap(get_args(annotation)[0])[0], True
     if origin in (Union, types.UnionType):
         models: list[type[BaseModel]] = []
         listed = False

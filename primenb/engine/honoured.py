@@ -9,7 +9,9 @@ Patterns are dotted paths with ``[]`` for a list item and ``*`` for any one key.
 
 from __future__ import annotations
 
-from primenb.config.leaves import SetLeaf, dotted, pattern, set_leaves
+from typing import Any
+
+from primenb.config.leaves import dotted, pattern, set_leaves
 from primenb.config.propagate import fed_by
 from primenb.config.schema import RLConfig, SFTConfig
 
@@ -122,30 +124,30 @@ def not_used_locally(model: RLConfig | SFTConfig) -> list[str]:
     setting filled (``[ckpt]`` into ``[orchestrator.ckpt]``) is left to the shared setting."""
     mode = "sft" if isinstance(model, SFTConfig) else "rl"
     leaves = list(set_leaves(model))
-    fed: list[tuple[str | int, ...]] = []
+    fed_values: dict[tuple[str | int, ...], Any] = {}  # sub-config key -> the shared value that filled it
+    fed_tables: set[tuple[str | int, ...]] = set()
     for leaf in leaves:
         if all(isinstance(p, str) for p in leaf.path):
-            fed += fed_by(tuple(str(p) for p in leaf.path), mode)
+            for target in fed_by(tuple(str(p) for p in leaf.path), mode):
+                if leaf.table:
+                    fed_tables.add(target)
+                else:
+                    fed_values[target] = leaf.value
     out: list[str] = []
-    skip: list[tuple[str | int, ...]] = []
+    reported: list[tuple[str | int, ...]] = []
     for leaf in leaves:
-        if any(leaf.path[: len(s)] == s for s in skip):
-            continue
-        if _fed(leaf, fed):
+        if any(leaf.path[: len(r)] == r for r in reported):
             continue
         where = pattern(leaf.path)
         if leaf.table:
-            if not _honours_inside(mode, where):
+            if not _honours_inside(mode, where) and leaf.path not in fed_tables:
                 out.append(dotted(leaf.path))
-                skip.append(leaf.path)
-            continue
-        if not is_honoured(mode, where):
+                reported.append(leaf.path)
+        elif leaf.path in fed_values and fed_values[leaf.path] == leaf.value:
+            continue  # a shared setting filled it: judged where the user wrote it
+        elif not is_honoured(mode, where):
             out.append(dotted(leaf.path))
     return out
-
-
-def _fed(leaf: SetLeaf, fed: list[tuple[str | int, ...]]) -> bool:
-    return any(leaf.path[: len(t)] == t for t in fed)
 
 
 __all__ = ["ELSEWHERE", "PLAN", "is_honoured", "not_used_locally"]

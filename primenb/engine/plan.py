@@ -10,6 +10,7 @@ The mapping is documented in ``docs/engine.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,7 +124,14 @@ def typed_config(cfg: dict[str, Any] | TypedConfig) -> TypedConfig:
     root: type[TypedConfig] = SFTConfig if mode == "sft" else RLConfig
     if mode == "rl":  # a dump writes unset shared values as none: propagation would copy them down
         cfg = {k: v for k, v in cfg.items() if v is not None}  # (every optional top-level RL table defaults to none)
-    data = (propagate_sft(cfg) if mode == "sft" else propagate_rl(cfg)).data
+    prop = propagate_sft(cfg) if mode == "sft" else propagate_rl(cfg)
+    if prop.conflicts:  # the loader refuses these; a hand-made dict gets the same answer
+        c = prop.conflicts[0]
+        raise PlanError(
+            f"{'.'.join(map(str, c.path))} = {c.value!r} disagrees with {'.'.join(map(str, c.shared))} = "
+            f"{c.shared_value!r}; set one"
+        )
+    data = prop.data
     try:
         return root.model_validate(data)
     except ValidationError as exc:
@@ -133,7 +141,7 @@ def typed_config(cfg: dict[str, Any] | TypedConfig) -> TypedConfig:
         raise PlanError(f"the resolved config is not a valid {mode.upper()} config: {problems}") from None
 
 
-def _sources(raw: list[TrainSourceConfig] | list[EvalSourceConfig], where: str) -> list[SourceSpec]:
+def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) -> list[SourceSpec]:
     out = []
     for i, src in enumerate(raw):
         taskset = src.env.taskset
