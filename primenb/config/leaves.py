@@ -31,17 +31,6 @@ def pattern(path: tuple[Part, ...]) -> str:
     return out
 
 
-def dotted(path: tuple[Part, ...]) -> str:
-    """``("orchestrator", "train", "source", 0, "name")`` -> ``orchestrator.train.source[0].name``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
 def _unwrap(annotation: Any) -> tuple[list[type[BaseModel]], bool]:
     """(the model classes an annotation holds, whether they sit in a list)."""
     origin = get_origin(annotation)
@@ -160,4 +149,4 @@ def _tag(model: BaseModel) -> tuple[str, Any] | None:
     return None
 
 
-__all__ = ["Chain", "SchemaLeaf", "SetLeaf", "dotted", "pattern", "schema_leaves", "set_leaves"]
+__all__ = ["Chain", "SchemaLeaf", "SetLeaf", "pattern", "schema_leaves", "set_leaves"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from primenb.config.leaves import dotted, pattern, set_leaves
+from primenb.config.diagnostics import format_path as dotted
+from primenb.config.leaves import pattern, set_leaves
 from primenb.config.propagate import fed_by
 from primenb.config.schema import RLConfig, SFTConfig
 
