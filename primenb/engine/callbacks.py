@@ -20,6 +20,8 @@ from primenb.engine.models import CHECKPOINT_META
 from primenb.engine.plan import Plan
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
+from primenb.envs.errors import RewardFunctionError
+from primenb.protocol.privacy import error_text
 from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
 
 log = logging.getLogger("primenb.engine")
@@ -219,6 +221,12 @@ class RunDirCallback(TrainerCallback):
         ctx, step = self.ctx, self.ctx.abs_step(state.global_step)
         if self.recorder is not None:
             self.recorder.flush(step)
+            health = self.recorder.health
+            health.end_step(ctx.device)
+            failure = health.over_limit()
+            if failure is not None:
+                ctx.write_metrics(step, health.take_metrics())  # the failing step's counts
+                raise RewardFunctionError(failure)
         if model is not None:
             if ctx.evaluator is not None and ctx.plan.eval and step % ctx.plan.eval.interval == 0:
                 ctx.evaluate(model, step)
@@ -233,6 +241,8 @@ class RunDirCallback(TrainerCallback):
         if not self.ctx.is_main or not logs:
             return
         values = dict(logs)
+        if self.recorder is not None:
+            values.update(self.recorder.health.take_metrics())
         now = time.time()
         for key in _TOKEN_COUNTERS:
             tokens = values.get(key)
@@ -329,6 +339,7 @@ class RewardRecorder:
         self.ctx = ctx
         self.weights: dict[str, float] = {}
         self._batch: dict[str, Any] | None = None
+        self.health = RewardHealth(ctx.plan.reward_error_limit)
 
     def wrap(
         self,
@@ -352,13 +363,25 @@ class RewardRecorder:
             cols["info"] = infos
             out: list[float | None] = [None] * len(prompts)
             if idx:
-                values = func(
-                    prompts=[prompts[i] for i in idx],
-                    completions=[completions[i] for i in idx],
-                    **{k: [v[i] for i in idx] for k, v in cols.items()},
-                )
+                failed_before = getattr(func, "failed", None)
+                try:
+                    values = func(
+                        prompts=[prompts[i] for i in idx],
+                        completions=[completions[i] for i in idx],
+                        **{k: [v[i] for i in idx] for k, v in cols.items()},
+                    )
+                except Exception as exc:  # an unguarded function (stop_run_on_error): the run stops
+                    self.health.count(name, len(idx), len(idx), exc)
+                    log.error("reward function %r raised %s: the run stops", name, error_text(exc))
+                    raise
                 for i, v in zip(idx, values, strict=True):
                     out[i] = None if v is None else float(v)
+                if failed_before is not None:  # guarded: failures were scored 0.0 and counted there
+                    failed = int(getattr(func, "failed", 0)) - int(failed_before)
+                    self.health.count(name, len(idx), failed, getattr(func, "last_error", None))
+                else:
+                    bad = sum(1 for v in values if v is not None and not math.isfinite(float(v)))
+                    self.health.count(name, len(idx), bad, ValueError("returned a non-finite score") if bad else None)
             state = kwargs.get("trainer_state")
             self._record(state, name, prompts, completions, kwargs.get("answer"), tasks, out)
             return out
@@ -416,6 +439,71 @@ class RewardRecorder:
         self.ctx.write_samples(batch["step"], rows)
 
 
+class RewardHealth:
+    """Reward calls and failures per function: counted as TRL scores each batch, summed over the
+    ranks at the end of each step, written into the next metrics row (``reward_calls``,
+    ``reward_errors``, ``reward_errors/<name>``), and held against ``reward_error_limit``."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.names: list[str] = []
+        self._step: dict[str, list[int]] = {}  # name -> [calls, errors] on this rank, this step
+        self.total: dict[str, list[int]] = {}  # name -> [calls, errors] on all ranks, whole run
+        self.pending: dict[str, list[int]] = {}  # ... since the last metrics row
+        self.first_error: dict[str, BaseException] = {}
+
+    def count(self, name: str, calls: int, errors: int, exc: BaseException | None) -> None:
+        if name not in self.names:
+            self.names.append(name)
+        c = self._step.setdefault(name, [0, 0])
+        c[0] += calls
+        c[1] += errors
+        if errors and exc is not None:
+            self.first_error.setdefault(name, exc)
+
+    def end_step(self, device: Any) -> None:
+        """Sum this step's counts over the ranks (one all-reduce, only with several ranks)."""
+        flat = [float(n) for name in self.names for n in self._step.get(name, [0, 0])]
+        if _dist_ready() and torch.distributed.get_world_size() > 1 and flat:
+            t = torch.tensor(flat, dtype=torch.float64, device=device)
+            torch.distributed.all_reduce(t)
+            flat = [float(x) for x in t.tolist()]
+        for i, name in enumerate(self.names):
+            calls, errors = int(flat[2 * i]), int(flat[2 * i + 1])
+            for book in (self.total, self.pending):
+                c = book.setdefault(name, [0, 0])
+                c[0] += calls
+                c[1] += errors
+        self._step = {}
+
+    def take_metrics(self) -> dict[str, float]:
+        """The counts since the last metrics row, as metrics (empty before the first reward call)."""
+        if not self.pending:
+            return {}
+        out: dict[str, float] = {
+            "reward_calls": float(sum(c for c, _ in self.pending.values())),
+            "reward_errors": float(sum(e for _, e in self.pending.values())),
+        }
+        for name, (_, errors) in self.pending.items():
+            out[f"reward_errors/{name}"] = float(errors)
+        self.pending = {}
+        return out
+
+    def over_limit(self) -> str | None:
+        """Why the run must stop, when a function's share of failures so far is above the limit."""
+        for name, (calls, errors) in self.total.items():
+            if calls and errors / calls > self.limit:
+                exc = self.first_error.get(name)
+                cause = f"; first failure: {error_text(exc)}" if exc is not None else ""
+                return (
+                    f"reward function {name!r} failed on {errors} of {calls} completions so far "
+                    f"({errors / calls:.0%}), above [primenb] reward_error_limit = {self.limit:g}{cause}. "
+                    "Fix the function (logs/engine.log has the traceback), or raise reward_error_limit "
+                    "to train on the completions it can score"
+                )
+        return None
+
+
 TEXT_FIELDS = ("prompt", "completion", "answer")
 
 
@@ -445,6 +533,7 @@ def _decode_info(value: Any) -> Any:
 
 __all__ = [
     "EngineContext",
+    "RewardHealth",
     "RewardRecorder",
     "RunDirCallback",
     "SampleBudget",

@@ -58,6 +58,7 @@ PLAN: dict[str, tuple[str, ...]] = {
         *(f"orchestrator.eval.{k}" for k in _EVAL),
         *(f"primenb.{k}" for k in _PRIMENB),
         "primenb.sft_warmup_steps",
+        "primenb.reward_error_limit",
     ),
     "sft": (
         "max_steps",

@@ -86,6 +86,8 @@ class Plan:
     sft_warmup_steps: int = 0  # rl: SFT steps on the environments' ideal answers before GRPO
     start_step: int = 0  # a continuation: init_from's step; steps start_step+1..max_steps train
     data_collection: str = "allow"  # "deny": no prompt/completion text is written anywhere
+    # rl: the share of failed reward calls that fails the run (a hand-made plan: the schema's default)
+    reward_error_limit: float = PrimenbSettings.model_fields["reward_error_limit"].default
     # rl
     sources: list[SourceSpec] = field(default_factory=list)
     batch_size: int = 8
@@ -248,6 +250,7 @@ def build_plan(cfg: dict[str, Any] | TypedConfig) -> Plan:
         sft_warmup_steps=extra.sft_warmup_steps if isinstance(m, RLConfig) else 0,
         start_step=extra.start_step,
         data_collection=extra.privacy.data_collection,
+        reward_error_limit=extra.reward_error_limit,
         seq_len=seq_len,
     )
     _check_scheduler(plan)
