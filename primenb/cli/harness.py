@@ -8,6 +8,8 @@ import sys
 import warnings
 from typing import Any
 
+from primenb.protocol.documents import State
+
 
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
     for w in caught:
@@ -25,7 +27,7 @@ def _wait(run: Any, detach: bool) -> int:
     import primenb.harness as h
 
     print(repr(h.get(run)))
-    return 0 if state in ("completed", "stopped") else 1
+    return 0 if state in (State.COMPLETED, State.STOPPED) else 1
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.backends.base import Lineage
 from primenb.errors import PrimenbError
-from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.rundir import FINAL_STATES, RunDir
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: Mode
 
 
 def _config_text(trace: Trace) -> str:
-    path = trace.run_dir / "configs" / "config.toml"
+    path = RunDir(trace.run_dir).config_toml
     try:
         return path.read_text(encoding="utf-8")
     except OSError:
