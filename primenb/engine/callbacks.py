@@ -7,7 +7,8 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,49 @@ SAMPLES_PER_STEP = 8
 # time since the previous sample set goes to them (issue 11: every 10 steps cost ~8% of throughput).
 SFT_SAMPLE_TIME_SHARE = 0.02
 _TOKEN_COUNTERS = ("num_tokens", "num_input_tokens_seen")
+
+
+@contextmanager
+def rng_isolated() -> Iterator[None]:
+    """Run side work (eval, sample sets) without touching the training's random streams: torch
+    (CPU and the current GPU), Python's and NumPy's states are restored afterwards, so when the
+    work runs (the sample budget follows the wall clock) cannot change what trains."""
+    import random
+
+    import numpy as np
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+class StepClock:
+    """Seconds primenb's own code takes during training, by part, so `bench/bench_engine.py` can
+    show where a step's time goes beside bare TRL's (logged once, at the end of training)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, float] = {}
+
+    def add(self, part: str, seconds: float) -> None:
+        self.parts[part] = self.parts.get(part, 0.0) + seconds
+
+    @contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(part, time.perf_counter() - t0)
+
+    def report(self, steps: int, wall_s: float) -> str:
+        """``step profile: {...}`` for engine.log: per-step milliseconds of each part."""
+        per = {k: round(1000 * v / max(1, steps), 3) for k, v in sorted(self.parts.items())}
+        return json.dumps({"steps": steps, "step_ms": round(1000 * wall_s / max(1, steps), 3), "parts_ms": per})
 
 
 def _dist_ready() -> bool:
@@ -71,6 +115,7 @@ class EngineContext:
     train_started: float = 0.0
     trace: Any = None  # primenb.engine.trace.TraceRecorder (rank 0 records)
     metric_phase: str = ""  # the "phase" field of every metrics row (see primenb.protocol.rundir)
+    clock: StepClock = field(default_factory=StepClock)
 
     def abs_step(self, step: int) -> int:
         """The run's step for the trainer's ``global_step``: a continuation counts on from
@@ -169,7 +214,8 @@ class EngineContext:
         if not prefix and step in self.evaluated_steps:
             return
         t0 = time.time()
-        metrics, _ = self.evaluator.run(model)
+        with rng_isolated(), self.clock.timing("eval"):
+            metrics, _ = self.evaluator.run(model)
         metrics["eval/time_s"] = time.time() - t0
         if prefix:
             self.write_metrics(step, {prefix + k: v for k, v in metrics.items()})
@@ -185,6 +231,23 @@ class EngineContext:
 
 # ---------------------------------------------------------------------------------------------
 # callbacks
+
+
+def _timed(part: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Count a callback method's time in ``self.ctx.clock`` under ``part``."""
+
+    def wrap(method: Callable[..., None]) -> Callable[..., None]:
+        def timed(self: Any, *args: Any, **kwargs: Any) -> None:
+            t0 = time.perf_counter()
+            try:
+                method(self, *args, **kwargs)
+            finally:
+                self.ctx.clock.add(part, time.perf_counter() - t0)
+
+        timed.__name__ = method.__name__
+        return timed
+
+    return wrap
 
 
 class RunDirCallback(TrainerCallback):
@@ -212,11 +275,14 @@ class RunDirCallback(TrainerCallback):
             self._sft_samples(model, state.global_step, force=True)
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        steps = int(state.global_step)
+        log.info("step profile: %s", self.ctx.clock.report(steps, time.time() - self.ctx.train_started))
         if model is not None:
             self.ctx.evaluate(model, self.ctx.abs_step(state.global_step))
             self._sft_samples(model, self.ctx.abs_step(state.global_step), force=True)  # the final model's
 
     # per step
+    @_timed("callbacks")
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         ctx, step = self.ctx, self.ctx.abs_step(state.global_step)
         if self.recorder is not None:
@@ -233,10 +299,12 @@ class RunDirCallback(TrainerCallback):
             if step % ctx.plan.sample_every == 0:
                 self._sft_samples(model, step, force=False)
             if ctx.plan.ckpt_interval and step % ctx.plan.ckpt_interval == 0:
-                ctx.save_checkpoint(model, step)
+                with ctx.clock.timing("checkpoints"):
+                    ctx.save_checkpoint(model, step)
         ctx.status.update(step=step, phase_step=int(state.global_step), throttle_s=1.0)
         check_stop(ctx, state, control)
 
+    @_timed("callbacks")
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if not self.ctx.is_main or not logs:
             return
@@ -268,7 +336,8 @@ class RunDirCallback(TrainerCallback):
         started = time.monotonic()
         if not force and not budget.allows(started):
             return
-        _, rows = ctx.sample_evaluator.run(model)
+        with rng_isolated(), ctx.clock.timing("samples"):
+            _, rows = ctx.sample_evaluator.run(model)
         ctx.write_samples(step, rows)
         budget.spent(step, started, time.monotonic())
 
@@ -355,7 +424,16 @@ class RewardRecorder:
         self.weights[name] = weight
         internal = {"trainer_state", "log_extra", "log_metric", "completion_ids", "info", "task"}
 
+        clock = self.ctx.clock
+
         def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+            t0 = time.perf_counter()
+            try:
+                return score(prompts, completions, **kwargs)
+            finally:
+                clock.add("reward_wrapper", time.perf_counter() - t0)
+
+        def score(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
             tasks = kwargs.get("task") or [source] * len(prompts)
             idx = [i for i, t in enumerate(tasks) if source is None or t == source]
             infos = [_decode_info(x) for x in kwargs.get("info") or [None] * len(prompts)]
@@ -364,6 +442,7 @@ class RewardRecorder:
             out: list[float | None] = [None] * len(prompts)
             if idx:
                 failed_before = getattr(func, "failed", None)
+                t_func = time.perf_counter()
                 try:
                     values = func(
                         prompts=[prompts[i] for i in idx],
@@ -374,6 +453,9 @@ class RewardRecorder:
                     self.health.count(name, len(idx), len(idx), exc)
                     log.error("reward function %r raised %s: the run stops", name, error_text(exc))
                     raise
+                spent = time.perf_counter() - t_func
+                clock.add("reward_funcs", spent)
+                clock.add("reward_wrapper", -spent)  # the wrapper's own time is the rest
                 for i, v in zip(idx, values, strict=True):
                     out[i] = None if v is None else float(v)
                 if failed_before is not None:  # guarded: failures were scored 0.0 and counted there

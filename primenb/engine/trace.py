@@ -36,8 +36,13 @@ _HASH_ALL_ROWS_UP_TO = 200_000
 
 
 def prepare_determinism() -> None:
-    """Before torch is imported: deterministic cuBLAS needs this in the environment."""
+    """Before torch is imported: deterministic cuBLAS needs this in the environment, and the CPU
+    thread pools must not size themselves by the machine's load (OpenMP's and MKL's "dynamic"
+    modes may use fewer threads on a busy machine, which splits reductions differently and
+    changes the low bits of every step)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    os.environ.setdefault("OMP_DYNAMIC", "FALSE")
+    os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 
 
 def enable_determinism() -> dict[str, Any]:
@@ -57,6 +62,9 @@ def enable_determinism() -> dict[str, Any]:
         "cudnn_deterministic": True,
         "cudnn_benchmark": False,
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "omp_dynamic": os.environ.get("OMP_DYNAMIC"),
+        "mkl_dynamic": os.environ.get("MKL_DYNAMIC"),
+        "cpu_threads": torch.get_num_threads(),
     }
 
 
