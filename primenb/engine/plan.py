@@ -137,10 +137,16 @@ def typed_config(cfg: dict[str, Any] | TypedConfig) -> TypedConfig:
     try:
         return root.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
-        )
+        problems = "; ".join(_problem(e) for e in exc.errors(include_url=False)[:5])
         raise PlanError(f"the resolved config is not a valid {mode.upper()} config: {problems}") from None
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"])
+    if error["type"] == "union_tag_invalid":  # `type = "lamb"`: say which types there are
+        ctx = error.get("ctx") or {}
+        return f"{where}.type = {ctx.get('tag')!r} is not supported; use one of {ctx.get('expected_tags')}"
+    return f"{where}: {error['msg']}"
 
 
 def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) -> list[SourceSpec]:

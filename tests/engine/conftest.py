@@ -47,6 +47,9 @@ def sft_config(**top: Any) -> dict[str, Any]:
         "run": {"name": "test-sft"},
     }
     cfg.update(top)
+    if isinstance(cfg.get("max_steps"), int) and isinstance(cfg.get("scheduler"), dict):
+        # the schema's constant scheduler has no warm-up: linear without decay is constant after it
+        cfg["scheduler"]["warmup_steps"] = min(5, cfg["max_steps"] - 1)
     return cfg
 
 

@@ -28,10 +28,12 @@ def _numbers(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _config() -> dict[str, Any]:
-    cfg = sft_config(max_steps=6, ckpt={"interval": 6, "keep_last": None})
+    cfg = sft_config(max_steps=4, ckpt={"interval": 4, "keep_last": None})
     cfg = deep_update(cfg, "primenb", {"seed": 3, "sample_every": 1, "logging_steps": 1, "init_from": None})
-    cfg = deep_update(cfg, "eval.interval", 3)
-    return deep_update(cfg, "eval.num_examples", 8)
+    cfg = deep_update(cfg, "data.batch_size", 16)
+    cfg = deep_update(cfg, "data.micro_batch_size", 8)  # two micro batches: accumulation in the sums
+    cfg = deep_update(cfg, "eval.interval", 2)
+    return deep_update(cfg, "eval.num_examples", 4)
 
 
 def _burners(n: int) -> list[subprocess.Popen[bytes]]:
@@ -41,16 +43,16 @@ def _burners(n: int) -> list[subprocess.Popen[bytes]]:
 
 def test_cpu_run_is_identical_beside_a_busy_process(tmp_path: Path) -> None:
     quiet = write_run(tmp_path / "quiet", _config())
-    assert run_engine(quiet).returncode == 0, (quiet / "engine.stdout.txt").read_text()[-3000:]
+    assert run_engine(quiet, timeout=600).returncode == 0, (quiet / "engine.stdout.txt").read_text()[-3000:]
     burners = _burners(os.cpu_count() or 2)
     try:
         busy = write_run(tmp_path / "busy", _config())
-        assert run_engine(busy).returncode == 0, (busy / "engine.stdout.txt").read_text()[-3000:]
+        assert run_engine(busy, timeout=600).returncode == 0, (busy / "engine.stdout.txt").read_text()[-3000:]
     finally:
         for p in burners:
             p.kill()
             p.wait()
     assert status(quiet)["state"] == status(busy)["state"] == "completed"
     assert _numbers(quiet) == _numbers(busy)
-    weights = [(d / "checkpoints" / "step_6" / "model.safetensors").read_bytes() for d in (quiet, busy)]
+    weights = [(d / "checkpoints" / "step_4" / "model.safetensors").read_bytes() for d in (quiet, busy)]
     assert weights[0] == weights[1]

@@ -160,7 +160,7 @@ def test_bad_optimizer_fails_with_reason(tmp_path: Path) -> None:
     assert proc.returncode == 1
     st = status(run_dir)
     assert st["state"] == "failed" and st["ended_at"]
-    assert "optimizer type 'lamb' is not supported" in st["error"]
+    assert "optim.type = 'lamb' is not supported; use one of 'adamw', 'sgd', 'muon', 'sign_sgd'" in st["error"]
     assert st["log_tail"] and any("lamb" in line for line in st["log_tail"])
     assert "Traceback" not in proc.stderr  # a user error is a message, not a traceback
 
