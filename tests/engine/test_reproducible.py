@@ -32,8 +32,9 @@ def _config() -> dict[str, Any]:
     cfg = deep_update(cfg, "primenb", {"seed": 3, "sample_every": 1, "logging_steps": 1, "init_from": None})
     cfg = deep_update(cfg, "data.batch_size", 16)
     cfg = deep_update(cfg, "data.micro_batch_size", 8)  # two micro batches: accumulation in the sums
-    cfg = deep_update(cfg, "eval.interval", 2)
-    return deep_update(cfg, "eval.num_examples", 4)
+    cfg = deep_update(cfg, "eval.interval", 4)
+    cfg = deep_update(cfg, "eval.sampling", {"max_completion_tokens": 16})  # short greedy sets: a cheap test
+    return deep_update(cfg, "eval.num_examples", 2)
 
 
 def _burners(n: int) -> list[subprocess.Popen[bytes]]:
