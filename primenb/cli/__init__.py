@@ -23,7 +23,7 @@ def _validate(args: argparse.Namespace) -> int:
     failed = False
     reports = []
     for file in args.files:
-        outcome = check(Path(file), mode=mode)
+        outcome = check(Path(file), mode=mode, lenient=args.lenient)
         failed |= not outcome.report.ok
         if args.json:
             reports.append(json.loads(outcome.report.to_json()))
@@ -53,7 +53,8 @@ def _train(args: argparse.Namespace) -> int:
     if not args.config:
         raise PrimenbError("primenb train needs a config file: primenb train rl.toml")
     try:
-        config = load_config(Path(args.config), mode="sft" if args.sft else "rl" if args.rl else None)
+        mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
+        config = load_config(Path(args.config), mode=mode, lenient=args.lenient)
     except ConfigError as exc:
         print(exc.report.to_text())
         return 1
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_family(sub, "backend", {c.name: getattr(cli_backend, f"_{c.name}") for c in family("backend", CLI)})
     add_family(sub, "env", {c.name: getattr(cli_env, f"_{c.name}") for c in family("env", CLI)})
     add_family(sub, "harness", {c.name: getattr(cli_harness, f"_{c.name}") for c in family("harness", CLI)})
+    from primenb.cli.serve import add_commands
+
+    add_commands(sub)  # primenb serve ..., primenb eval ...
     return parser
 
 
@@ -125,7 +129,9 @@ def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from primenb.cli.serve import normalize
+
+    args = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
     except PrimenbError as exc:

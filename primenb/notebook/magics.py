@@ -76,14 +76,14 @@ class PrimeMagics(Magics):
         mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
         text = cell
         if args.fix:
-            fix = fix_text(cell, mode=mode, first_line=CELL_FIRST_LINE)
+            fix = fix_text(cell, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
             display(fix)
             if fix.changed:
                 self._ipython.set_next_input(f"%%rltoml {line.strip().replace('--fix', '').strip()}\n{fix.after}")
                 text = fix.after
             outcome = fix.outcome
         else:
-            outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE)
+            outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
         if outcome.model is None:
             display(outcome.report)
             raise MagicFailed(f"{args.name} not updated: {outcome.report.summary().split(': ', 1)[1]} (listed above)")
@@ -186,8 +186,9 @@ def _magic_classes() -> list[type[Magics]]:
     from primenb.notebook.backend_magics import BackendMagics
     from primenb.notebook.env_magics import EnvMagics
     from primenb.notebook.harness_magics import HarnessMagics
+    from primenb.notebook.serve_magics import ServeMagics
 
-    return [PrimeMagics, EnvMagics, HarnessMagics, BackendMagics]
+    return [PrimeMagics, EnvMagics, HarnessMagics, BackendMagics, ServeMagics]
 
 
 def _display_run(run: Any) -> None:

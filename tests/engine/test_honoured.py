@@ -58,7 +58,11 @@ def _candidates(annotation: Any) -> list[Any]:
         elif origin is list:
             out += [[c] for c in _candidates(get_args(kind)[0])[:2]]
         elif origin is dict or kind is dict:
-            out += [{"X_TEST": "y"}]
+            args = get_args(kind)
+            value = args[1] if len(args) == 2 else str
+            models = _unwrap(value)[0]
+            values = _candidates(value) or ([{}] if models else [])
+            out += [{"x_test": v} for v in values[:2]] + [{}]
         elif kind is Any:
             out += ["x-test"]
     return out
