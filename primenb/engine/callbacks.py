@@ -233,16 +233,23 @@ class EngineContext:
 # callbacks
 
 
+_SIDE_WORK = ("eval", "samples", "checkpoints")  # timed on their own, wherever they run
+
+
 def _timed(part: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Count a callback method's time in ``self.ctx.clock`` under ``part``."""
+    """Count a callback method's own time in ``self.ctx.clock`` under ``part`` (eval, sample sets
+    and checkpoints inside it count under their own parts, not twice)."""
 
     def wrap(method: Callable[..., None]) -> Callable[..., None]:
         def timed(self: Any, *args: Any, **kwargs: Any) -> None:
+            clock = self.ctx.clock
+            side = sum(clock.parts.get(k, 0.0) for k in _SIDE_WORK)
             t0 = time.perf_counter()
             try:
                 method(self, *args, **kwargs)
             finally:
-                self.ctx.clock.add(part, time.perf_counter() - t0)
+                nested = sum(clock.parts.get(k, 0.0) for k in _SIDE_WORK) - side
+                clock.add(part, time.perf_counter() - t0 - nested)
 
         timed.__name__ = method.__name__
         return timed
