@@ -1,7 +1,10 @@
 """primenb's engine against a bare TRL script: same model, data and GRPO settings, side by side.
 
-Prints steady-state steps/s (target ratio >= 0.97) and the time from launch to the first logged
-step (target: within 2 s of the bare script). Runs alternate primenb / bare, ROUNDS times each.
+Prints steady-state steps/s (target ratio >= 0.97), the time from launch to the first logged
+step (target: within 2 s of the bare script), and where a step's time goes on each side (the
+engine's own per-part clock, logged as "step profile" in engine.log; the bare script times its
+reward functions). Runs alternate primenb / bare, ROUNDS times each. The machine's load average
+is printed with the results: on a shared machine only the ratio of one side-by-side run means much.
 """
 
 from __future__ import annotations
@@ -83,7 +86,16 @@ def sample_share(points: list[tuple[float, int]], sample_steps: set[int]) -> flo
     return extra / (points[-1][0] - points[0][0])
 
 
-def run_primenb(work: Path, i: int, config: str) -> tuple[float, float, Path, float]:
+def step_profile(log_path: Path) -> dict[str, float]:
+    """The engine's per-step milliseconds by part, from its "step profile" log line."""
+    found: dict[str, float] = {}
+    for line in log_path.read_text(errors="replace").splitlines():
+        if "step profile: " in line:
+            found = json.loads(line.split("step profile: ", 1)[1])["parts_ms"]
+    return found
+
+
+def run_primenb(work: Path, i: int, config: str) -> tuple[float, float, Path, float, dict[str, float]]:
     os.chdir(work)
     t0 = time.time()
     run = submit(load_config(config), name=f"primenb-{i}-{int(t0)}")
@@ -91,10 +103,11 @@ def run_primenb(work: Path, i: int, config: str) -> tuple[float, float, Path, fl
     rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "step" in r and "train_loss" not in r]
     points = [(r["time"], r["step"]) for r in rows]
     sampled = {r["step"] for r in read_jsonl(run.files.samples_path)} - {0, points[-1][1]}  # start/end: outside
-    return points[0][0] - t0, _rate(points), run.dir, sample_share(points, sampled)
+    profile = step_profile(run.files.log_path)
+    return points[0][0] - t0, _rate(points), run.dir, sample_share(points, sampled), profile
 
 
-def run_bare(run_dir: Path, work: Path, i: int) -> tuple[float, float]:
+def run_bare(run_dir: Path, work: Path, i: int) -> tuple[float, float, float]:
     out = work / f"bare-{i}.json"
     t0 = time.time()
     subprocess.run(
@@ -103,20 +116,51 @@ def run_bare(run_dir: Path, work: Path, i: int) -> tuple[float, float]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    points = [(t, step) for t, step, _ in json.loads(out.read_text())["logs"]]
-    return points[0][0] - t0, _rate(points)  # type: ignore[arg-type]
+    result = json.loads(out.read_text())
+    points = [(t, step) for t, step, _ in result["logs"]]
+    reward_ms = 1000 * float(result.get("reward_s", 0.0)) / max(1, points[-1][1])
+    return points[0][0] - t0, _rate(points), reward_ms  # type: ignore[arg-type]
+
+
+def _median_parts(profiles: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for p in profiles for k in p}
+    return {k: statistics.median(p.get(k, 0.0) for p in profiles) for k in keys}
+
+
+def print_breakdown(pr: float, br: float, parts: dict[str, float], bare_reward: float) -> None:
+    """Milliseconds per step on each side, the engine's parts beside bare TRL's."""
+    side = {k: parts.get(k, 0.0) for k in ("reward_funcs", "reward_wrapper", "eval", "samples", "checkpoints")}
+    own = parts.get("callbacks", 0.0)  # the engine counts eval, samples and checkpoints apart
+    p_step, b_step = 1000 / pr, 1000 / br
+    rows = [
+        ("reward functions", side["reward_funcs"], bare_reward),
+        ("primenb reward wrapper (samples, counts)", side["reward_wrapper"], 0.0),
+        ("primenb callbacks (metrics, status, stop)", own, 0.0),
+        ("eval / sample sets / checkpoints", side["eval"] + side["samples"] + side["checkpoints"], 0.0),
+    ]
+    p_rest = p_step - sum(r[1] for r in rows)
+    b_rest = b_step - bare_reward
+    print("where a step's time goes, ms per step (median)      primenb   bare TRL")
+    print(f"  step (1 / steady steps/s)                       {p_step:8.2f}   {b_step:8.2f}")
+    for name, p, b in rows:
+        print(f"  {name:<46}{p:8.2f}   {b:8.2f}")
+    print(f"  TRL + torch (the rest)                          {p_rest:8.2f}   {b_rest:8.2f}")
 
 
 def compare(label: str, config: str, work: Path) -> None:
     p_first, p_rate, b_first, b_rate, shares = [], [], [], [], []
+    profiles: list[dict[str, float]] = []
+    bare_rewards: list[float] = []
     for i in range(ROUNDS):
-        first, rate, run_dir, share = run_primenb(work, i, config)
+        first, rate, run_dir, share, profile = run_primenb(work, i, config)
         p_first.append(first)
         p_rate.append(rate)
         shares.append(share)
-        first, rate = run_bare(run_dir, work, i)
+        profiles.append(profile)
+        first, rate, reward_ms = run_bare(run_dir, work, i)
         b_first.append(first)
         b_rate.append(rate)
+        bare_rewards.append(reward_ms)
     pr, br = statistics.median(p_rate), statistics.median(b_rate)
     pf, bf = statistics.median(p_first), statistics.median(b_first)
     print(f"{label}, {ROUNDS} rounds (median)")
@@ -134,6 +178,8 @@ def compare(label: str, config: str, work: Path) -> None:
         f"(all rounds: primenb {[round(x, 2) for x in p_rate]} / {[round(x, 2) for x in p_first]}, "
         f"bare {[round(x, 2) for x in b_rate]} / {[round(x, 2) for x in b_first]})"
     )
+    print_breakdown(pr, br, _median_parts(profiles), statistics.median(bare_rewards))
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}, {os.cpu_count()} CPUs")
 
 
 def main() -> None:

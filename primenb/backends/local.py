@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from primenb.backends.base import Backend, Lineage
 from primenb.config import Config
@@ -20,26 +19,6 @@ from primenb.protocol.rundir import RunDir, State, atomic_write_json, claim_run_
 from primenb.protocol.safepath import safe_name, slug
 from primenb.run import Run
 
-# Keys a local run cannot honour: listed in the run summary, never silently dropped.
-NOT_USED_LOCALLY = (
-    "inference",
-    "weight_broadcast",
-    "rollout_transport",
-    "slurm",
-    "deployment.gpus_per_node",
-    "orchestrator.max_off_policy_steps",
-    "orchestrator.concurrency",
-    "orchestrator.model.client",
-    "trainer.model.impl",
-    "trainer.model.attn",
-    "trainer.model.compile",
-    "trainer.model.ac",
-    "trainer.model.ac_offloading",
-    "trainer.loss",
-    "monitors.wandb",
-    "monitors.prime",
-)
-
 
 def default_run_name(config: Config) -> str:
     """As upstream: `<envs>--<model>--<short id>`."""
@@ -49,18 +28,10 @@ def default_run_name(config: Config) -> str:
 
 
 def unused_keys(config: Config) -> list[str]:
-    """Keys set in the config text that the local engine does not use."""
-    import tomllib
+    """Settings of the config that the local engine does not honour (`primenb.engine.honoured`)."""
+    from primenb.engine.honoured import not_used_locally
 
-    written = tomllib.loads(config.text)
-    found = []
-    for key in NOT_USED_LOCALLY:
-        node: Any = written
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            found.append(key)
-    return found
+    return not_used_locally(config.model)
 
 
 def num_processes(config: Config) -> int:

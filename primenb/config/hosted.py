@@ -17,19 +17,9 @@ from typing import Any
 
 from primenb.config.diagnostics import Diagnostic, Report
 from primenb.config.positions import Path, scan
+from primenb.protocol.fields import get_path
 
 ON_VOLUME = ("/volume/", "datasets/")
-
-
-def _get(data: Any, path: Path) -> Any:
-    for part in path:
-        if isinstance(data, dict):
-            data = data.get(part)
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
 
 
 def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[str, Path, str, str]]:
@@ -46,7 +36,7 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
         )
     if "k8s" in raw:
         out.append(("error", ("k8s",), "[k8s] is the platform's business on a hosted run", "remove the [k8s] table"))
-    if _get(raw, ("inference", "deployment", "type")) == "disaggregated":
+    if get_path(raw, ("inference", "deployment", "type")) == "disaggregated":
         out.append(
             (
                 "error",
@@ -56,8 +46,8 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
             )
         )
     if mode == "rl":
-        fake = _get(raw, ("trainer", "data", "fake")) is not None
-        infer_gpus = _get(raw, ("deployment", "num_infer_gpus"))
+        fake = get_path(raw, ("trainer", "data", "fake")) is not None
+        infer_gpus = get_path(raw, ("deployment", "num_infer_gpus"))
         if not fake and "inference" not in raw:
             out.append(
                 (
@@ -87,8 +77,8 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
                         f"remove the [{table}] table",
                     )
                 )
-        name = _get(raw, ("data", "name"))
-        fake = _get(raw, ("data", "type")) == "fake"
+        name = get_path(raw, ("data", "name"))
+        fake = get_path(raw, ("data", "type")) == "fake"
         if isinstance(name, str) and not fake and _looks_local(name) and not name.startswith(ON_VOLUME):
             out.append(
                 (
@@ -109,7 +99,7 @@ def _problems(raw: dict[str, Any], mode: str, volume: str | None) -> list[tuple[
                 )
             )
     for key, what in ((("output_dir",), "output_dir"), (("run", "dir"), "run.dir"), (("slurm",), "[slurm]")):
-        if _get(raw, key) is not None:
+        if get_path(raw, key) is not None:
             out.append(
                 (
                     "warning",

@@ -18,6 +18,7 @@ import tomlkit
 from primenb.config.diagnostics import Diagnostic, format_path
 from primenb.config.positions import Path, Positions, TablePath
 from primenb.config.textedit import TextEdits
+from primenb.protocol.fields import MISSING, lookup
 
 ASYNC_KEYS = ("max_async_level", "strict_async_level")
 HOSTED_KEYS = {
@@ -257,10 +258,10 @@ def _source_lines(path: Path, source: dict[str, Any]) -> list[str]:
 
 
 def _get(data: dict[str, Any], path: Path) -> Any:
-    cur: Any = data
-    for p in path:
-        cur = cur[p]
-    return cur
+    value = lookup(data, path)
+    if value is MISSING:
+        raise KeyError(path)
+    return value
 
 
 def _pop(data: dict[str, Any], path: Path) -> Any:
@@ -280,12 +281,7 @@ def _ensure(data: dict[str, Any], path: TablePath) -> dict[str, Any]:
 
 
 def _is_table(data: dict[str, Any], *path: str) -> bool:
-    cur: Any = data
-    for p in path:
-        if not isinstance(cur, dict) or p not in cur:
-            return False
-        cur = cur[p]
-    return isinstance(cur, dict)
+    return isinstance(lookup(data, path), dict)
 
 
 def _harness_tables(d: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Path]]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primenb.config.positions import Path, TablePath
+from primenb.protocol.fields import MISSING, lookup
 
 # shared path -> sub-config paths it fills (inference only when [inference] exists)
 _SCALARS: list[tuple[TablePath, list[TablePath]]] = [
@@ -71,12 +72,8 @@ class Propagated:
 
 
 def _lookup(data: dict[str, Any], path: Path) -> tuple[bool, Any]:
-    cur: Any = data
-    for p in path:
-        if not isinstance(cur, dict) or p not in cur:
-            return False, None
-        cur = cur[p]
-    return True, cur
+    value = lookup(data, path)
+    return (False, None) if value is MISSING else (True, value)
 
 
 def _set(data: dict[str, Any], path: TablePath, value: Any) -> None:

@@ -20,7 +20,7 @@ from primenb.config.positions import Path
 from primenb.config.propagate import Propagated, fed_by, propagate_rl, propagate_sft
 from primenb.config.schema_walk import loc_to_path
 from primenb.config.synonyms import suggest
-from primenb.protocol.fields import Mode
+from primenb.protocol.fields import MISSING, Mode, lookup
 
 T = TypeVar("T")
 _ROUNDS = 12  # each round sets at least one part aside; real configs need one or two
@@ -98,12 +98,7 @@ def _set_aside(
 
 
 def _present(data: dict[str, Any], path: Path) -> bool:
-    cur: Any = data
-    for part in path:
-        if not isinstance(cur, dict) or part not in cur:
-            return False
-        cur = cur[part]
-    return True
+    return lookup(data, path) is not MISSING
 
 
 def _remove(data: dict[str, Any], path: Path) -> bool:

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from primenb.config.positions import Path
 from primenb.config.schema_walk import key_index, keys_at
-from primenb.protocol.fields import Mode
+from primenb.protocol.fields import SETTINGS, Mode
 
 
 @dataclass(frozen=True)
@@ -28,20 +28,22 @@ class Target:
     note: str = ""  # why it is not a plain rename (steps, not epochs), shown with the hint
 
 
-_LR = Target("trainer.optim.lr", "optim.lr")
-_STEPS = Target("max_steps", "max_steps", "prime-rl counts optimizer steps, not epochs")
-_BATCH = Target("orchestrator.batch_size", "data.batch_size", "rollouts (RL) or examples (SFT) per optimizer step")
-_GROUP = Target("orchestrator.group_size", None, "completions sampled per prompt")
-_COMPLETION = Target("orchestrator.train.sampling.max_completion_tokens", None)
-_RANK = Target("trainer.model.lora.rank", "model.lora.rank")
-_ALPHA = Target("trainer.model.lora.alpha", "model.lora.alpha")
-_SEQ = Target("seq_len", "data.seq_len")
-_WARMUP = Target(
-    "trainer.scheduler.warmup_steps",
-    "scheduler.warmup_steps",
-    'warm-up needs a scheduler with one: type = "linear" or "cosine" in the same table',
-)
-_MODEL = Target("model.name", "model.name")
+def _at(setting: str, note: str = "") -> Target:
+    """Where `primenb.protocol.fields.SETTINGS` keeps ``setting`` in each mode."""
+    where = SETTINGS[setting]
+    return Target(where.path("rl"), where.path("sft"), note)
+
+
+_LR = _at("lr")
+_STEPS = _at("max_steps", "prime-rl counts optimizer steps, not epochs")
+_BATCH = _at("batch_size", "rollouts (RL) or examples (SFT) per optimizer step")
+_GROUP = _at("group_size", "completions sampled per prompt")
+_COMPLETION = _at("max_tokens")
+_RANK = _at("lora_rank")
+_ALPHA = _at("lora_alpha")
+_SEQ = _at("seq_len")
+_WARMUP = _at("warmup_steps", 'warm-up needs a scheduler with one: type = "linear" or "cosine" in the same table')
+_MODEL = _at("model")
 
 # one table: the name another tool uses -> where the setting lives here
 SYNONYMS: dict[str, Target] = {
@@ -57,10 +59,10 @@ SYNONYMS: dict[str, Target] = {
     "training_steps": _STEPS,
     "warmup_steps": _WARMUP,
     "num_warmup_steps": _WARMUP,
-    "weight_decay": Target("trainer.optim.weight_decay", "optim.weight_decay"),
-    "max_grad_norm": Target("trainer.optim.max_norm", "optim.max_norm"),
-    "grad_clip": Target("trainer.optim.max_norm", "optim.max_norm"),
-    "clip_grad_norm": Target("trainer.optim.max_norm", "optim.max_norm"),
+    "weight_decay": _at("weight_decay"),
+    "max_grad_norm": _at("max_norm"),
+    "grad_clip": _at("max_norm"),
+    "clip_grad_norm": _at("max_norm"),
     "batch_size": _BATCH,
     "train_batch_size": _BATCH,
     "per_device_train_batch_size": _BATCH,
@@ -82,22 +84,22 @@ SYNONYMS: dict[str, Target] = {
     "rank": _RANK,
     "lora_alpha": _ALPHA,
     "alpha": _ALPHA,
-    "lora_dropout": Target("trainer.model.lora.dropout", "model.lora.dropout"),
-    "target_modules": Target("trainer.model.lora.target_modules", "model.lora.target_modules"),
-    "seed": Target("primenb.seed", "primenb.seed"),
+    "lora_dropout": _at("lora_dropout"),
+    "target_modules": _at("lora_targets"),
+    "seed": _at("seed"),
     "max_seq_length": _SEQ,
     "max_seq_len": _SEQ,
     "max_length": _SEQ,
     "seq_length": _SEQ,
     "context_length": _SEQ,
     "seq_len": _SEQ,
-    "temperature": Target("orchestrator.train.sampling.temperature", None),
+    "temperature": _at("temperature"),
     "model_name": _MODEL,
     "model_name_or_path": _MODEL,
     "model_id": _MODEL,
     "base_model": _MODEL,
     "dataset_name": Target(None, "data.name"),
-    "save_steps": Target("ckpt.interval", "ckpt.interval"),
+    "save_steps": _at("ckpt_interval"),
     "wandb_project": Target("monitors.wandb.project", "monitors.wandb.project"),
     "lr_scheduler_type": Target("trainer.scheduler.type", "scheduler.type"),
 }

@@ -23,6 +23,7 @@ from typing import Any
 
 from primenb.config.diagnostics import format_path
 from primenb.config.positions import Path
+from primenb.protocol.fields import get_path
 
 # the agent table every source gets when it names none (upstream's defaults)
 _DEFAULT_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
@@ -58,23 +59,11 @@ def _renderer_adapter() -> Any:
     return TypeAdapter(RendererConfig)
 
 
-def _get(data: Any, path: Path) -> Any:
-    cur = data
-    for p in path:
-        if isinstance(cur, dict) and isinstance(p, str):
-            cur = cur.get(p)
-        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
-            cur = cur[p]
-        else:
-            return None
-    return cur
-
-
 def _sources(data: dict[str, Any], mode: str) -> Iterator[Path]:
     rl_roots: list[Path] = [("orchestrator", "train", "source"), ("orchestrator", "eval", "source")]
     roots = rl_roots if mode == "rl" else [("eval", "source")]
     for root in roots:
-        sources = _get(data, root)
+        sources = get_path(data, root)
         if isinstance(sources, list):
             for i, src in enumerate(sources):
                 if isinstance(src, dict) and isinstance(src.get("env"), dict):
@@ -100,9 +89,9 @@ def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
 
 
 def _checked_tables(data: dict[str, Any], mode: str) -> dict[str, Any]:
-    envs = {format_path(at): _get(data, at) for at in _sources(data, mode)}
+    envs = {format_path(at): get_path(data, at) for at in _sources(data, mode)}
     renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
-    shown = {format_path(at): _get(data, at) for at in (renderers if mode == "rl" else [("renderer",)])}
+    shown = {format_path(at): get_path(data, at) for at in (renderers if mode == "rl" else [("renderer",)])}
     return {"envs": envs, "renderers": shown}
 
 
@@ -133,7 +122,7 @@ def _cache_write(key: str | None, found: list[PluginProblem]) -> None:
 
 
 def _plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
-    envs = [(at, _to_check(_get(data, at))) for at in _sources(data, mode)]
+    envs = [(at, _to_check(get_path(data, at))) for at in _sources(data, mode)]
     if envs and not verifiers_installed():
         yield PluginProblem(
             envs[0][0],
@@ -146,11 +135,11 @@ def _plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]
         vf = _verifiers()
         for at, env in envs:
             if env and vf is not None:
-                single = isinstance(_get(data, at + ("agent",)), dict)
+                single = isinstance(get_path(data, at + ("agent",)), dict)
                 yield from _env_problems(vf, env, at, single)
     renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
     for at in renderers if mode == "rl" else [("renderer",)]:
-        table = _get(data, at)
+        table = get_path(data, at)
         if isinstance(table, dict):
             yield from _renderer_problems(table, at)
 
@@ -247,7 +236,7 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any, single: b
     where = format_path(at + path[:-1])
     if kind == "extra_forbidden" and path:
         key = str(path[-1])
-        table = _get(data, path[:-1])
+        table = get_path(data, path[:-1])
         if len(path) == 1 and isinstance(data.get(key), dict):
             # env.<role>: a multi-agent env's seat, defined by the environment's package
             close = _close(key, ["agent", "taskset", "timeout", "retries", "interception", "id"])
@@ -292,7 +281,7 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any, single: b
     if kind == "union_tag_invalid":
         ctx = err.get("ctx") or {}
         return PluginProblem(
-            at + path + ("type",) if isinstance(_get(data, path), dict) else at + path,
+            at + path + ("type",) if isinstance(get_path(data, path), dict) else at + path,
             "error",
             f"unknown {str(ctx.get('discriminator', 'type')).strip(chr(39))} `{ctx.get('tag')}` "
             f"for [{format_path(at + path)}]",
@@ -311,7 +300,7 @@ def _harness_fields(loaders: Any, harness_id: str) -> list[str]:
 
 def _fields_near(err: Any, data: dict[str, Any]) -> list[str]:
     """Sibling keys that exist in the data: a cheap source of "did you mean"."""
-    parent = _get(data, _loc_to_path(tuple(err["loc"])[:-1], data))
+    parent = get_path(data, _loc_to_path(tuple(err["loc"])[:-1], data))
     return [k for k in parent if isinstance(k, str)] if isinstance(parent, dict) else []
 
 

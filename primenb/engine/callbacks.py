@@ -7,7 +7,8 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from primenb.engine.models import CHECKPOINT_META
 from primenb.engine.plan import Plan
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
+from primenb.envs.errors import RewardFunctionError
+from primenb.protocol.privacy import error_text
 from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
 
 log = logging.getLogger("primenb.engine")
@@ -29,6 +32,49 @@ SAMPLES_PER_STEP = 8
 # time since the previous sample set goes to them (issue 11: every 10 steps cost ~8% of throughput).
 SFT_SAMPLE_TIME_SHARE = 0.02
 _TOKEN_COUNTERS = ("num_tokens", "num_input_tokens_seen")
+
+
+@contextmanager
+def rng_isolated() -> Iterator[None]:
+    """Run side work (eval, sample sets) without touching the training's random streams: torch
+    (CPU and the current GPU), Python's and NumPy's states are restored afterwards, so when the
+    work runs (the sample budget follows the wall clock) cannot change what trains."""
+    import random
+
+    import numpy as np
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+class StepClock:
+    """Seconds primenb's own code takes during training, by part, so `bench/bench_engine.py` can
+    show where a step's time goes beside bare TRL's (logged once, at the end of training)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, float] = {}
+
+    def add(self, part: str, seconds: float) -> None:
+        self.parts[part] = self.parts.get(part, 0.0) + seconds
+
+    @contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(part, time.perf_counter() - t0)
+
+    def report(self, steps: int, wall_s: float) -> str:
+        """``step profile: {...}`` for engine.log: per-step milliseconds of each part."""
+        per = {k: round(1000 * v / max(1, steps), 3) for k, v in sorted(self.parts.items())}
+        return json.dumps({"steps": steps, "step_ms": round(1000 * wall_s / max(1, steps), 3), "parts_ms": per})
 
 
 def _dist_ready() -> bool:
@@ -69,6 +115,7 @@ class EngineContext:
     train_started: float = 0.0
     trace: Any = None  # primenb.engine.trace.TraceRecorder (rank 0 records)
     metric_phase: str = ""  # the "phase" field of every metrics row (see primenb.protocol.rundir)
+    clock: StepClock = field(default_factory=StepClock)
 
     def abs_step(self, step: int) -> int:
         """The run's step for the trainer's ``global_step``: a continuation counts on from
@@ -167,7 +214,8 @@ class EngineContext:
         if not prefix and step in self.evaluated_steps:
             return
         t0 = time.time()
-        metrics, _ = self.evaluator.run(model)
+        with rng_isolated(), self.clock.timing("eval"):
+            metrics, _ = self.evaluator.run(model)
         metrics["eval/time_s"] = time.time() - t0
         if prefix:
             self.write_metrics(step, {prefix + k: v for k, v in metrics.items()})
@@ -183,6 +231,30 @@ class EngineContext:
 
 # ---------------------------------------------------------------------------------------------
 # callbacks
+
+
+_SIDE_WORK = ("eval", "samples", "checkpoints")  # timed on their own, wherever they run
+
+
+def _timed(part: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Count a callback method's own time in ``self.ctx.clock`` under ``part`` (eval, sample sets
+    and checkpoints inside it count under their own parts, not twice)."""
+
+    def wrap(method: Callable[..., None]) -> Callable[..., None]:
+        def timed(self: Any, *args: Any, **kwargs: Any) -> None:
+            clock = self.ctx.clock
+            side = sum(clock.parts.get(k, 0.0) for k in _SIDE_WORK)
+            t0 = time.perf_counter()
+            try:
+                method(self, *args, **kwargs)
+            finally:
+                nested = sum(clock.parts.get(k, 0.0) for k in _SIDE_WORK) - side
+                clock.add(part, time.perf_counter() - t0 - nested)
+
+        timed.__name__ = method.__name__
+        return timed
+
+    return wrap
 
 
 class RunDirCallback(TrainerCallback):
@@ -210,29 +282,42 @@ class RunDirCallback(TrainerCallback):
             self._sft_samples(model, state.global_step, force=True)
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        steps = int(state.global_step)
+        log.info("step profile: %s", self.ctx.clock.report(steps, time.time() - self.ctx.train_started))
         if model is not None:
             self.ctx.evaluate(model, self.ctx.abs_step(state.global_step))
             self._sft_samples(model, self.ctx.abs_step(state.global_step), force=True)  # the final model's
 
     # per step
+    @_timed("callbacks")
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         ctx, step = self.ctx, self.ctx.abs_step(state.global_step)
         if self.recorder is not None:
             self.recorder.flush(step)
+            health = self.recorder.health
+            health.end_step(ctx.device)
+            failure = health.over_limit()
+            if failure is not None:
+                ctx.write_metrics(step, health.take_metrics())  # the failing step's counts
+                raise RewardFunctionError(failure)
         if model is not None:
             if ctx.evaluator is not None and ctx.plan.eval and step % ctx.plan.eval.interval == 0:
                 ctx.evaluate(model, step)
             if step % ctx.plan.sample_every == 0:
                 self._sft_samples(model, step, force=False)
             if ctx.plan.ckpt_interval and step % ctx.plan.ckpt_interval == 0:
-                ctx.save_checkpoint(model, step)
+                with ctx.clock.timing("checkpoints"):
+                    ctx.save_checkpoint(model, step)
         ctx.status.update(step=step, phase_step=int(state.global_step), throttle_s=1.0)
         check_stop(ctx, state, control)
 
+    @_timed("callbacks")
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if not self.ctx.is_main or not logs:
             return
         values = dict(logs)
+        if self.recorder is not None:
+            values.update(self.recorder.health.take_metrics())
         now = time.time()
         for key in _TOKEN_COUNTERS:
             tokens = values.get(key)
@@ -258,7 +343,8 @@ class RunDirCallback(TrainerCallback):
         started = time.monotonic()
         if not force and not budget.allows(started):
             return
-        _, rows = ctx.sample_evaluator.run(model)
+        with rng_isolated(), ctx.clock.timing("samples"):
+            _, rows = ctx.sample_evaluator.run(model)
         ctx.write_samples(step, rows)
         budget.spent(step, started, time.monotonic())
 
@@ -329,6 +415,7 @@ class RewardRecorder:
         self.ctx = ctx
         self.weights: dict[str, float] = {}
         self._batch: dict[str, Any] | None = None
+        self.health = RewardHealth(ctx.plan.reward_error_limit)
 
     def wrap(
         self,
@@ -344,7 +431,16 @@ class RewardRecorder:
         self.weights[name] = weight
         internal = {"trainer_state", "log_extra", "log_metric", "completion_ids", "info", "task"}
 
+        clock = self.ctx.clock
+
         def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+            t0 = time.perf_counter()
+            try:
+                return score(prompts, completions, **kwargs)
+            finally:
+                clock.add("reward_wrapper", time.perf_counter() - t0)
+
+        def score(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
             tasks = kwargs.get("task") or [source] * len(prompts)
             idx = [i for i, t in enumerate(tasks) if source is None or t == source]
             infos = [_decode_info(x) for x in kwargs.get("info") or [None] * len(prompts)]
@@ -352,13 +448,29 @@ class RewardRecorder:
             cols["info"] = infos
             out: list[float | None] = [None] * len(prompts)
             if idx:
-                values = func(
-                    prompts=[prompts[i] for i in idx],
-                    completions=[completions[i] for i in idx],
-                    **{k: [v[i] for i in idx] for k, v in cols.items()},
-                )
+                failed_before = getattr(func, "failed", None)
+                t_func = time.perf_counter()
+                try:
+                    values = func(
+                        prompts=[prompts[i] for i in idx],
+                        completions=[completions[i] for i in idx],
+                        **{k: [v[i] for i in idx] for k, v in cols.items()},
+                    )
+                except Exception as exc:  # an unguarded function (stop_run_on_error): the run stops
+                    self.health.count(name, len(idx), len(idx), exc)
+                    log.error("reward function %r raised %s: the run stops", name, error_text(exc))
+                    raise
+                spent = time.perf_counter() - t_func
+                clock.add("reward_funcs", spent)
+                clock.add("reward_wrapper", -spent)  # the wrapper's own time is the rest
                 for i, v in zip(idx, values, strict=True):
                     out[i] = None if v is None else float(v)
+                if failed_before is not None:  # guarded: failures were scored 0.0 and counted there
+                    failed = int(getattr(func, "failed", 0)) - int(failed_before)
+                    self.health.count(name, len(idx), failed, getattr(func, "last_error", None))
+                else:
+                    bad = sum(1 for v in values if v is not None and not math.isfinite(float(v)))
+                    self.health.count(name, len(idx), bad, ValueError("returned a non-finite score") if bad else None)
             state = kwargs.get("trainer_state")
             self._record(state, name, prompts, completions, kwargs.get("answer"), tasks, out)
             return out
@@ -416,6 +528,71 @@ class RewardRecorder:
         self.ctx.write_samples(batch["step"], rows)
 
 
+class RewardHealth:
+    """Reward calls and failures per function: counted as TRL scores each batch, summed over the
+    ranks at the end of each step, written into the next metrics row (``reward_calls``,
+    ``reward_errors``, ``reward_errors/<name>``), and held against ``reward_error_limit``."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.names: list[str] = []
+        self._step: dict[str, list[int]] = {}  # name -> [calls, errors] on this rank, this step
+        self.total: dict[str, list[int]] = {}  # name -> [calls, errors] on all ranks, whole run
+        self.pending: dict[str, list[int]] = {}  # ... since the last metrics row
+        self.first_error: dict[str, BaseException] = {}
+
+    def count(self, name: str, calls: int, errors: int, exc: BaseException | None) -> None:
+        if name not in self.names:
+            self.names.append(name)
+        c = self._step.setdefault(name, [0, 0])
+        c[0] += calls
+        c[1] += errors
+        if errors and exc is not None:
+            self.first_error.setdefault(name, exc)
+
+    def end_step(self, device: Any) -> None:
+        """Sum this step's counts over the ranks (one all-reduce, only with several ranks)."""
+        flat = [float(n) for name in self.names for n in self._step.get(name, [0, 0])]
+        if _dist_ready() and torch.distributed.get_world_size() > 1 and flat:
+            t = torch.tensor(flat, dtype=torch.float64, device=device)
+            torch.distributed.all_reduce(t)
+            flat = [float(x) for x in t.tolist()]
+        for i, name in enumerate(self.names):
+            calls, errors = int(flat[2 * i]), int(flat[2 * i + 1])
+            for book in (self.total, self.pending):
+                c = book.setdefault(name, [0, 0])
+                c[0] += calls
+                c[1] += errors
+        self._step = {}
+
+    def take_metrics(self) -> dict[str, float]:
+        """The counts since the last metrics row, as metrics (empty before the first reward call)."""
+        if not self.pending:
+            return {}
+        out: dict[str, float] = {
+            "reward_calls": float(sum(c for c, _ in self.pending.values())),
+            "reward_errors": float(sum(e for _, e in self.pending.values())),
+        }
+        for name, (_, errors) in self.pending.items():
+            out[f"reward_errors/{name}"] = float(errors)
+        self.pending = {}
+        return out
+
+    def over_limit(self) -> str | None:
+        """Why the run must stop, when a function's share of failures so far is above the limit."""
+        for name, (calls, errors) in self.total.items():
+            if calls and errors / calls > self.limit:
+                exc = self.first_error.get(name)
+                cause = f"; first failure: {error_text(exc)}" if exc is not None else ""
+                return (
+                    f"reward function {name!r} failed on {errors} of {calls} completions so far "
+                    f"({errors / calls:.0%}), above [primenb] reward_error_limit = {self.limit:g}{cause}. "
+                    "Fix the function (logs/engine.log has the traceback), or raise reward_error_limit "
+                    "to train on the completions it can score"
+                )
+        return None
+
+
 TEXT_FIELDS = ("prompt", "completion", "answer")
 
 
@@ -445,6 +622,7 @@ def _decode_info(value: Any) -> Any:
 
 __all__ = [
     "EngineContext",
+    "RewardHealth",
     "RewardRecorder",
     "RunDirCallback",
     "SampleBudget",

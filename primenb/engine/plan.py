@@ -1,45 +1,33 @@
-"""Resolved prime-rl config (a dict) -> a training plan and TRL arguments. Pure Python.
+"""Validated prime-rl config -> a training plan and TRL arguments. Pure Python.
 
-Everything here reads the dict defensively (``.get`` with defaults) so hand-written dicts work,
-and nothing imports torch, so the mapping can be tested and shown without the training stack.
+The plan is read from the typed config (`primenb.config.schema`), so every default lives in the
+schema; a resolved dict (``configs/resolved.json``) is validated into it first. Which settings
+the plan honours, and which a run reports as "not used locally", is `primenb.engine.honoured`.
+Nothing here imports torch, so the mapping can be tested and shown without the training stack.
 The mapping is documented in ``docs/engine.md``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from primenb.config.schema import RLConfig, SFTConfig
+from primenb.config.schema.common import CkptConfig, LoraConfig, PrimenbSettings
+from primenb.config.schema.orchestrator import EvalConfig, EvalSourceConfig, TrainSourceConfig
 from primenb.engine.models_info import DEFAULT_MODEL
 from primenb.envs.errors import _Base
 from primenb.protocol.fields import detect_mode
 
 OPTIM_TYPES = ("adamw", "sgd", "muon", "sign_sgd")
 SCHEDULER_TYPES = ("constant", "linear", "cosine")
+TypedConfig = RLConfig | SFTConfig
 
 
 class PlanError(_Base, ValueError):
     """The resolved config asks for something the local engine cannot do."""
-
-
-def _d(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _get(cfg: dict[str, Any], path: str, default: Any = None) -> Any:
-    node: Any = cfg
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return default if node is None else node
-
-
-def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise PlanError(f"{name} must be an integer, got {value!r}")
-    return int(value)
 
 
 @dataclass
@@ -98,6 +86,8 @@ class Plan:
     sft_warmup_steps: int = 0  # rl: SFT steps on the environments' ideal answers before GRPO
     start_step: int = 0  # a continuation: init_from's step; steps start_step+1..max_steps train
     data_collection: str = "allow"  # "deny": no prompt/completion text is written anywhere
+    # rl: the share of failed reward calls that fails the run (a hand-made plan: the schema's default)
+    reward_error_limit: float = PrimenbSettings.model_fields["reward_error_limit"].default
     # rl
     sources: list[SourceSpec] = field(default_factory=list)
     batch_size: int = 8
@@ -111,7 +101,7 @@ class Plan:
 
 
 # ---------------------------------------------------------------------------------------------
-# reading the resolved dict
+# reading the validated config
 
 
 def plan_mode(cfg: dict[str, Any]) -> str:
@@ -121,206 +111,218 @@ def plan_mode(cfg: dict[str, Any]) -> str:
     return detect_mode(cfg)
 
 
-def _sources(raw: Any, where: str) -> list[SourceSpec]:
-    if raw is None:
-        return []
-    if isinstance(raw, dict):
-        raw = [raw]
-    if not isinstance(raw, list):
-        raise PlanError(f"{where} must be a list of sources")
+def typed_config(cfg: dict[str, Any] | TypedConfig) -> TypedConfig:
+    """The validated config of a resolved dict: shared fields propagated as the loader does, then
+    the schema's own validation (a resolved.json written by primenb always passes)."""
+    if isinstance(cfg, (RLConfig, SFTConfig)):
+        return cfg
+    if not isinstance(cfg, dict):
+        raise PlanError(f"resolved config must be a table, got {type(cfg).__name__}")
+    from pydantic import ValidationError
+
+    from primenb.config.propagate import propagate_rl, propagate_sft
+
+    mode = plan_mode(cfg)
+    root: type[TypedConfig] = SFTConfig if mode == "sft" else RLConfig
+    if mode == "rl":  # a dump writes unset shared values as none: propagation would copy them down
+        cfg = {k: v for k, v in cfg.items() if v is not None}  # (every optional top-level RL table defaults to none)
+    prop = propagate_sft(cfg) if mode == "sft" else propagate_rl(cfg)
+    if prop.conflicts:  # the loader refuses these; a hand-made dict gets the same answer
+        c = prop.conflicts[0]
+        raise PlanError(
+            f"{'.'.join(map(str, c.path))} = {c.value!r} disagrees with {'.'.join(map(str, c.shared))} = "
+            f"{c.shared_value!r}; set one"
+        )
+    data = prop.data
+    try:
+        return root.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_problem(e) for e in exc.errors(include_url=False)[:5])
+        raise PlanError(f"the resolved config is not a valid {mode.upper()} config: {problems}") from None
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"])
+    if error["type"] == "union_tag_invalid":  # `type = "lamb"`: say which types there are
+        ctx = error.get("ctx") or {}
+        return f"{where}.type = {ctx.get('tag')!r} is not supported; use one of {ctx.get('expected_tags')}"
+    return f"{where}: {error['msg']}"
+
+
+def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) -> list[SourceSpec]:
     out = []
     for i, src in enumerate(raw):
-        src = _d(src)
-        taskset = _d(_get(src, "env.taskset", {}))
-        env_id = taskset.get("id") or _get(src, "env.id")
+        taskset = src.env.taskset
+        env_id = (taskset.id if taskset else None) or (src.env.model_extra or {}).get("id")
         if not env_id:
             raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')
-        args = {k: v for k, v in taskset.items() if k != "id" and v is not None}
-        out.append(SourceSpec(name=str(src.get("name") or env_id), env_id=str(env_id), env_args=args))
+        args = {k: v for k, v in (taskset.model_extra or {}).items() if v is not None} if taskset else {}
+        out.append(SourceSpec(name=str(src.name or env_id), env_id=str(env_id), env_args=args))
     return out
 
 
-def _optim(raw: dict[str, Any]) -> OptimSpec:
-    kind = str(raw.get("type") or "adamw").lower()
-    if kind not in OPTIM_TYPES:
+def _optim(raw: Any) -> OptimSpec:
+    kind = str(raw.type)
+    if kind not in OPTIM_TYPES:  # the schema's union; kept for plans built by hand
         raise PlanError(f"optimizer type {kind!r} is not supported; use one of {', '.join(OPTIM_TYPES)}")
-    max_norm = raw.get("max_norm")
-    return OptimSpec(
-        type=kind,
-        lr=float(raw.get("lr", 1e-6) if raw.get("lr") is not None else 1e-6),
-        weight_decay=float(raw.get("weight_decay") or 0.0) if "weight_decay" in raw else 0.01,
-        max_norm=float(max_norm) if max_norm is not None else 0.0,
-        betas=(float(raw.get("betas1", 0.9) or 0.9), float(raw.get("betas2", 0.999) or 0.999)),
-        momentum=float(raw.get("momentum", 0.9) if raw.get("momentum") is not None else 0.9),
-        nesterov=bool(raw.get("nesterov", True)),
-        mu=float(raw.get("mu", 0.95) or 0.95),
-    )
+    spec = OptimSpec(type=kind, lr=float(raw.lr), weight_decay=float(raw.weight_decay), max_norm=float(raw.max_norm))
+    if hasattr(raw, "betas1"):
+        spec.betas = (float(raw.betas1), float(raw.betas2))
+    if kind == "sgd":
+        spec.momentum, spec.nesterov = float(raw.momentum), bool(raw.nesterov)
+    if kind == "muon":
+        spec.mu = float(raw.mu)
+    return spec
 
 
-def _scheduler(raw: dict[str, Any]) -> SchedulerSpec:
-    kind = str(raw.get("type") or "constant").lower()
-    if kind not in SCHEDULER_TYPES:
-        raise PlanError(f"scheduler type {kind!r} is not supported; use one of {', '.join(SCHEDULER_TYPES)}")
+def _scheduler(raw: Any) -> SchedulerSpec:
     return SchedulerSpec(
-        type=kind,
-        warmup_steps=_int(raw.get("warmup_steps") or 0, "scheduler.warmup_steps"),
-        decay_steps=_int(raw.get("decay_steps") or 0, "scheduler.decay_steps"),
-        min_lr=float(raw.get("min_lr") or 0.0),
+        type=str(raw.type),
+        warmup_steps=int(getattr(raw, "warmup_steps", 0)),
+        decay_steps=int(getattr(raw, "decay_steps", 0)),
+        min_lr=float(getattr(raw, "min_lr", 0.0)),
     )
 
 
-def _lora(raw: Any) -> dict[str, Any] | None:
-    if not isinstance(raw, dict):
+def _lora(raw: LoraConfig | None) -> dict[str, Any] | None:
+    if raw is None:
         return None
     return {
-        "r": _int(raw.get("rank", 16), "lora.rank"),
-        "lora_alpha": float(raw.get("alpha", 32.0)),
-        "lora_dropout": float(raw.get("dropout") or 0.0),
-        "target_modules": list(raw.get("target_modules") or []),
-        "modules_to_save": list(raw.get("modules_to_save") or []),
+        "r": int(raw.rank),
+        "lora_alpha": float(raw.alpha),
+        "lora_dropout": float(raw.dropout),
+        "target_modules": list(raw.target_modules),
+        "modules_to_save": list(raw.modules_to_save),
     }
 
 
-def _ckpt(*candidates: Any) -> tuple[int | None, int | None]:
-    for raw in candidates:
-        if isinstance(raw, dict):
-            interval = raw.get("interval")
-            keep = raw.get("keep_last")
-            return (
-                _int(interval, "ckpt.interval") if interval else None,
-                _int(keep, "ckpt.keep_last") if keep else None,
-            )
-    return None, None
-
-
-def _primenb(cfg: dict[str, Any]) -> dict[str, Any]:
-    raw = _d(cfg.get("primenb"))
-    return {
-        "seed": _int(raw.get("seed", 0) or 0, "primenb.seed"),
-        "sample_every": max(1, _int(raw.get("sample_every", 10) or 10, "primenb.sample_every")),
-        "logging_steps": max(1, _int(raw.get("logging_steps", 1) or 1, "primenb.logging_steps")),
-        "init_from": raw.get("init_from") or None,
-        "sft_warmup_steps": max(0, _int(raw.get("sft_warmup_steps", 0) or 0, "primenb.sft_warmup_steps")),
-        "start_step": max(0, _int(raw.get("start_step", 0) or 0, "primenb.start_step")),
-        "data_collection": str(_d(raw.get("privacy")).get("data_collection") or "allow"),
-    }
-
-
-def _eval(raw: Any, where: str, default_tokens: int | None) -> EvalSpec | None:
-    if not isinstance(raw, dict):
+def _eval(raw: EvalConfig | None, where: str, default_tokens: int | None) -> EvalSpec | None:
+    if raw is None:
         return None
-    sources = _sources(raw.get("source"), f"{where}.source")
+    sources = _sources(raw.source, f"{where}.source")
     if not sources:
         return None
-    num = raw.get("num_examples")
     return EvalSpec(
-        interval=max(1, _int(raw.get("interval") or 100, f"{where}.interval")),
-        num_examples=-1 if num is None else _int(num, f"{where}.num_examples"),
+        interval=int(raw.interval),
+        num_examples=int(raw.num_examples),
         sources=sources,
-        max_completion_tokens=_get(raw, "sampling.max_completion_tokens") or default_tokens,
+        max_completion_tokens=raw.sampling.max_completion_tokens or default_tokens,
     )
 
 
-def build_plan(cfg: dict[str, Any]) -> Plan:
-    """Read the resolved config dict into a `Plan`; raises `PlanError` for what cannot run."""
-    mode = plan_mode(cfg)
-    extra = _primenb(cfg)
-    max_steps = cfg.get("max_steps")
-    if mode == "rl":
-        max_steps = max_steps or _get(cfg, "trainer.max_steps") or _get(cfg, "orchestrator.max_steps")
+def _smallest(*values: int | None) -> int | None:
+    """The tightest of several limits on one thing (unset ones left out)."""
+    given = [v for v in values if v is not None]
+    return min(given) if given else None
+
+
+def build_plan(cfg: dict[str, Any] | TypedConfig) -> Plan:
+    """Read a validated config (or a resolved dict, validated first) into a `Plan`; raises
+    `PlanError` for what the local engine cannot run."""
+    m = typed_config(cfg)
+    extra = m.primenb or PrimenbSettings()
+    ckpt: CkptConfig | None
+    if isinstance(m, RLConfig):
+        # the trainer and the orchestrator each stop at their own max_steps: the run at the first
+        max_steps = _smallest(m.max_steps, m.trainer.max_steps, m.orchestrator.max_steps)
+        model, optim, sched, ckpt = m.trainer.model, m.trainer.optim, m.trainer.scheduler, m.trainer.ckpt
+        # rollouts are at most orchestrator.seq_len long, the trainer takes trainer.model.seq_len
+        seq_len = _smallest(m.orchestrator.seq_len, model.seq_len)
+    else:
+        max_steps = m.max_steps
+        model, optim, sched, ckpt = m.model, m.optim, m.scheduler, m.ckpt
+        seq_len = None
     if not max_steps:
         raise PlanError("max_steps is not set; the local engine needs a step budget")
-    max_steps = _int(max_steps, "max_steps")
-    if max_steps < 1:
-        raise PlanError(f"max_steps must be >= 1, got {max_steps}")
-    if max_steps <= extra["start_step"]:
+    if max_steps <= extra.start_step:
         raise PlanError(
-            f"max_steps ({max_steps}) must be greater than primenb.start_step ({extra['start_step']}): "
+            f"max_steps ({max_steps}) must be greater than primenb.start_step ({extra.start_step}): "
             "max_steps is the last step of the run, counted on from the checkpoint it starts from"
         )
-
-    if mode == "rl":
-        model_name = (
-            _get(cfg, "model.name")
-            or _get(cfg, "trainer.model.name")
-            or _get(cfg, "orchestrator.model.name")
-            or DEFAULT_MODEL
-        )
-        optim_raw = _d(_get(cfg, "trainer.optim", {}))
-        sched_raw = _d(_get(cfg, "trainer.scheduler", {}))
-        lora_raw = _get(cfg, "trainer.model.lora")
-        ckpt = _ckpt(_get(cfg, "trainer.ckpt"), cfg.get("ckpt"))
-    else:
-        model_name = _get(cfg, "model.name") or DEFAULT_MODEL
-        optim_raw = _d(cfg.get("optim"))
-        sched_raw = _d(cfg.get("scheduler"))
-        lora_raw = _get(cfg, "model.lora")
-        ckpt = _ckpt(cfg.get("ckpt"))
-
     plan = Plan(
-        mode=mode,
-        model_name=str(model_name),
-        max_steps=max_steps,
-        optim=_optim(optim_raw),
-        scheduler=_scheduler(sched_raw),
-        seed=extra["seed"],
-        init_from=extra["init_from"],
-        lora=_lora(lora_raw),
-        ckpt_interval=ckpt[0],
-        keep_last=ckpt[1],
-        logging_steps=extra["logging_steps"],
-        sample_every=extra["sample_every"],
-        run_name=_get(cfg, "run.name"),
-        sft_warmup_steps=extra["sft_warmup_steps"] if mode == "rl" else 0,
-        start_step=extra["start_step"],
-        data_collection=extra["data_collection"],
+        mode="rl" if isinstance(m, RLConfig) else "sft",
+        model_name=str(model.name),
+        max_steps=int(max_steps),
+        optim=_optim(optim),
+        scheduler=_scheduler(sched),
+        seed=extra.seed,
+        init_from=extra.init_from or None,
+        lora=_lora(model.lora),
+        ckpt_interval=ckpt.interval if ckpt else None,
+        keep_last=ckpt.keep_last if ckpt else None,
+        logging_steps=extra.logging_steps,
+        sample_every=extra.sample_every,
+        run_name=m.run.name,
+        sft_warmup_steps=extra.sft_warmup_steps if isinstance(m, RLConfig) else 0,
+        start_step=extra.start_step,
+        data_collection=extra.privacy.data_collection,
+        reward_error_limit=extra.reward_error_limit,
+        seq_len=seq_len,
     )
     _check_scheduler(plan)
-
-    if mode == "rl":
-        orch = _d(cfg.get("orchestrator"))
-        plan.sources = _sources(_get(orch, "train.source"), "orchestrator.train.source")
-        if not plan.sources:
-            raise PlanError(
-                "orchestrator.train.source is empty; add a [[orchestrator.train.source]] with "
-                'env.taskset.id (e.g. "reverse-text")'
-            )
-        plan.batch_size = _int(orch.get("batch_size") or 128, "orchestrator.batch_size")
-        plan.group_size = _int(orch.get("group_size") or 1, "orchestrator.group_size")
-        if plan.group_size < 2:
-            raise PlanError(
-                f"orchestrator.group_size = {plan.group_size}: GRPO compares completions within a "
-                "group, so the local engine needs group_size >= 2"
-            )
-        plan.temperature = float(_get(orch, "train.sampling.temperature", 1.0))
-        plan.max_completion_tokens = _get(orch, "train.sampling.max_completion_tokens")
-        plan.seq_len = _get(orch, "seq_len") or _get(cfg, "trainer.model.seq_len")
-        plan.eval = _eval(orch.get("eval"), "orchestrator.eval", plan.max_completion_tokens)
+    if isinstance(m, RLConfig):
+        _rl(plan, m)
     else:
-        data = _d(cfg.get("data"))
-        if data.get("type", "sft") != "sft":
-            raise PlanError(f"data.type = {data.get('type')!r} is not supported locally; use 'sft'")
-        mask = _d(data.get("loss_mask"))
-        plan.data = {
-            "name": data.get("name") or "reverse-text",
-            "args": _d(data.get("args")),
-            "batch_size": _int(data.get("batch_size") or 128, "data.batch_size"),
-            "micro_batch_size": _int(data.get("micro_batch_size") or 1, "data.micro_batch_size"),
-            "seq_len": _int(data.get("seq_len") or _get(cfg, "model.seq_len") or 128, "data.seq_len"),
-            "seed": _int(data.get("seed") or 0, "data.seed"),
-            "shuffle": bool(data.get("shuffle", True)),
-            "loss_mask": {
-                "system": bool(mask.get("system", False)),
-                "user": bool(mask.get("user", False)),
-                "assistant": bool(mask.get("assistant", True)),
-                "tool": bool(mask.get("tool", False)),
-            },
-            "splits": data.get("splits") or None,
-            "subsets": data.get("subsets") or None,
-        }
-        plan.seq_len = plan.data["seq_len"]
-        plan.eval = _eval(cfg.get("eval"), "eval", None)
+        _sft(plan, m)
     return plan
+
+
+def _rl(plan: Plan, m: RLConfig) -> None:
+    o = m.orchestrator
+    plan.sources = _sources(o.train.source, "orchestrator.train.source")
+    if not plan.sources:
+        raise PlanError(
+            "orchestrator.train.source is empty; add a [[orchestrator.train.source]] with "
+            'env.taskset.id (e.g. "reverse-text")'
+        )
+    plan.group_size = int(o.group_size)
+    if plan.group_size < 2:
+        raise PlanError(
+            f"orchestrator.group_size = {plan.group_size}: GRPO compares completions within a "
+            "group, so the local engine needs group_size >= 2"
+        )
+    if o.batch_size is not None:
+        plan.batch_size = int(o.batch_size)
+    elif o.token_batch_size is not None:
+        plan.batch_size = token_batch_rollouts(o.token_batch_size, plan.seq_len or o.seq_len, plan.group_size)
+        plan.notes.append(
+            f"orchestrator.token_batch_size = {o.token_batch_size}: the local engine counts a step in "
+            f"rollouts; using {plan.batch_size} rollouts per step (token_batch_size / seq_len, whole groups)"
+        )
+    else:  # the loader fills batch_size when neither is set; a hand-made dict may not
+        raise PlanError("orchestrator.batch_size (or token_batch_size) is not set")
+    plan.temperature = float(o.train.sampling.temperature)
+    plan.max_completion_tokens = o.train.sampling.max_completion_tokens
+    plan.eval = _eval(o.eval, "orchestrator.eval", plan.max_completion_tokens)
+
+
+def token_batch_rollouts(token_batch_size: int, seq_len: int, group_size: int) -> int:
+    """Rollouts per step for a token budget: each rollout holds at most ``seq_len`` tokens, so a
+    budget of ``token_batch_size`` tokens needs at least this many, rounded up to whole groups."""
+    groups = max(1, math.ceil(math.ceil(token_batch_size / seq_len) / group_size))
+    return groups * group_size
+
+
+def _sft(plan: Plan, m: SFTConfig) -> None:
+    data = m.data
+    if data.type != "sft":
+        raise PlanError(f"data.type = {data.type!r} is not supported locally; use 'sft'")
+    mask = data.loss_mask
+    seq_len = int(_smallest(data.seq_len, m.model.seq_len) or data.seq_len)
+    plan.data = {
+        "name": data.name,
+        "args": {},
+        "batch_size": int(data.batch_size),
+        "micro_batch_size": int(data.micro_batch_size),
+        "seq_len": seq_len,
+        "seed": int(data.seed),
+        "shuffle": bool(data.shuffle),
+        "loss_mask": {"system": mask.system, "user": mask.user, "assistant": mask.assistant, "tool": mask.tool},
+        "splits": data.splits or None,
+        "subsets": data.subsets or None,
+    }
+    plan.seq_len = seq_len
+    plan.eval = _eval(m.eval, "eval", None)
 
 
 WARMUP_BATCH = 64

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from primenb.protocol.privacy import LogFilter, error_text, set_private
-from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, StatusFile, tail_lines
+from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, tail_lines
 
 log = logging.getLogger("primenb.engine")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         # one process trains on one GPU (TRL refuses nn.DataParallel); more GPUs need N ranks
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     setup_logging(run_dir, is_main=is_main, rank=rank)
-    status = StatusFile(run_dir, enabled=is_main)
+    from primenb.engine.status import EngineStatus
+
+    status = EngineStatus(run_dir, enabled=is_main)
 
     from primenb.engine.plan import build_plan
     from primenb.engine.stop import StopFlag

@@ -36,8 +36,14 @@ _HASH_ALL_ROWS_UP_TO = 200_000
 
 
 def prepare_determinism() -> None:
-    """Before torch is imported: deterministic cuBLAS needs this in the environment."""
+    """Before torch is imported: deterministic cuBLAS needs this in the environment, and OpenMP's
+    thread pool must not size itself by the machine's load (libgomp's "dynamic" mode, off by
+    default, picks fewer threads when the load average is high, which splits reductions
+    differently and changes the low bits of every step). MKL's own "dynamic" mode stays on: it
+    picks threads by problem size only, and turning it off made every small GEMM a two-thread
+    barrier, 5x slower per step on an oversubscribed machine (bench_engine, load 14 on 2 CPUs)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    os.environ.setdefault("OMP_DYNAMIC", "FALSE")
 
 
 def enable_determinism() -> dict[str, Any]:
@@ -57,6 +63,8 @@ def enable_determinism() -> dict[str, Any]:
         "cudnn_deterministic": True,
         "cudnn_benchmark": False,
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "omp_dynamic": os.environ.get("OMP_DYNAMIC"),
+        "cpu_threads": torch.get_num_threads(),
     }
 
 

@@ -59,6 +59,7 @@ class GuardedReward:
         self.scored = 0
         self.failed = 0
         self.failing_batches = 0
+        self.last_error: BaseException | None = None  # the latest failure, for the engine's report
 
     def __repr__(self) -> str:
         return f"<reward {self.__name__} of {self.env_id!r}: {self.failed}/{self.scored} failed>"
@@ -81,6 +82,7 @@ class GuardedReward:
                 values[i] = FAILED_SCORE
         self.scored += n
         if errors:
+            self.last_error = next(iter(errors.values()))
             self.failed += len(errors)
             self.failing_batches += 1
             self._log(errors, n)

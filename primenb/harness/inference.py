@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
-from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.fields import DEFAULT_MODEL, get_path
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
@@ -21,9 +21,7 @@ _TOKEN_PATHS = (
 
 def _default_tokens(trace: Trace) -> int:
     for path in _TOKEN_PATHS:
-        node: Any = trace.config
-        for p in path:
-            node = node.get(p) if isinstance(node, dict) else None
+        node = get_path(trace.config, path)
         if isinstance(node, int) and node > 0:
             return node
     return 64

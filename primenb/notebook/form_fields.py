@@ -6,78 +6,58 @@ comments, layout and every key the form does not know stay as they were.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from primenb.errors import PrimenbError
-from primenb.protocol.fields import Mode
-
-RL_SOURCE = "orchestrator.train.source[0]"
-RL_TASKSET = f"{RL_SOURCE}.env.taskset"  # an RL environment's id and arguments (SFT has none)
+from primenb.protocol.fields import MISSING, RL_SOURCE, RL_TASKSET, SETTINGS, Mode, lookup, path_parts
 
 
 @dataclass(frozen=True)
 class FormField:
-    key: str
+    key: str  # a setting of `primenb.protocol.fields.SETTINGS`: where RL and SFT keep it
     label: str
-    rl: tuple[str, ...]  # candidate paths in an RL config: the first present is read and written
-    sft: tuple[str, ...]  # ... in an SFT config; empty: the mode has no such setting
     owns: tuple[str, ...] = ()  # more path prefixes whose diagnostics belong next to this field
 
+    @property
+    def rl(self) -> tuple[str, ...]:  # candidate paths in an RL config: the first present is read and written
+        return SETTINGS[self.key].rl
+
+    @property
+    def sft(self) -> tuple[str, ...]:  # ... in an SFT config; empty: the mode has no such setting
+        return SETTINGS[self.key].sft
+
     def paths(self, mode: Mode) -> tuple[str, ...]:
-        return self.rl if mode == "rl" else self.sft
+        return SETTINGS[self.key].paths(mode)
 
 
 FIELDS: tuple[FormField, ...] = (
-    FormField("model", "model", ("model.name", "trainer.model.name"), ("model.name",)),
-    FormField("env", "environment", (f"{RL_TASKSET}.id",), ("data.name",), owns=(RL_SOURCE,)),
-    FormField("max_steps", "max steps", ("max_steps",), ("max_steps",)),
-    FormField("lr", "learning rate", ("trainer.optim.lr",), ("optim.lr",), owns=("trainer.optim", "optim")),
-    FormField("batch_size", "batch size", ("orchestrator.batch_size",), ("data.batch_size",)),
-    FormField("group_size", "group size", ("orchestrator.group_size",), ()),
-    FormField("seq_len", "sequence length", ("seq_len", "trainer.model.seq_len"), ("data.seq_len",)),
-    FormField("max_tokens", "max completion tokens", ("orchestrator.train.sampling.max_completion_tokens",), ()),
-    FormField("temperature", "temperature", ("orchestrator.train.sampling.temperature",), ()),
-    FormField("lora", "LoRA", ("trainer.model.lora",), ("model.lora",)),
-    FormField("lora_rank", "LoRA rank", ("trainer.model.lora.rank",), ("model.lora.rank",)),
-    FormField("lora_alpha", "LoRA alpha", ("trainer.model.lora.alpha",), ("model.lora.alpha",)),
-    FormField("lora_targets", "LoRA targets", ("trainer.model.lora.target_modules",), ("model.lora.target_modules",)),
-    FormField("ckpt_interval", "checkpoint every", ("ckpt.interval",), ("ckpt.interval",), owns=("ckpt",)),
-    FormField("eval_interval", "eval every", ("orchestrator.eval.interval",), ("eval.interval",)),
-    FormField("train_gpus", "train GPUs", ("deployment.num_train_gpus",), ("deployment.num_train_gpus",)),
-    FormField("infer_gpus", "inference GPUs", ("deployment.num_infer_gpus",), ()),
-    FormField("backend", "backend", ("primenb.backend",), ("primenb.backend",)),
+    FormField("model", "model"),
+    FormField("env", "environment", owns=(RL_SOURCE,)),
+    FormField("max_steps", "max steps"),
+    FormField("lr", "learning rate", owns=("trainer.optim", "optim")),
+    FormField("batch_size", "batch size"),
+    FormField("group_size", "group size"),
+    FormField("seq_len", "sequence length"),
+    FormField("max_tokens", "max completion tokens"),
+    FormField("temperature", "temperature"),
+    FormField("lora", "LoRA"),
+    FormField("lora_rank", "LoRA rank"),
+    FormField("lora_alpha", "LoRA alpha"),
+    FormField("lora_targets", "LoRA targets"),
+    FormField("ckpt_interval", "checkpoint every", owns=("ckpt",)),
+    FormField("eval_interval", "eval every"),
+    FormField("train_gpus", "train GPUs"),
+    FormField("infer_gpus", "inference GPUs"),
+    FormField("backend", "backend"),
 )
 BY_KEY = {f.key: f for f in FIELDS}
 
-_PART = re.compile(r"^([A-Za-z0-9_\-]+)(?:\[(\d+)\])?$")
-
-
-def _parts(path: str) -> list[tuple[str, int | None]]:
-    out = []
-    for part in path.split("."):
-        m = _PART.match(part)
-        if not m:
-            raise PrimenbError(f"internal: bad config path {path!r}")
-        out.append((m.group(1), int(m.group(2)) if m.group(2) is not None else None))
-    return out
-
-
-_MISSING = object()
+_MISSING = MISSING
 
 
 def get_at(data: Any, path: str) -> Any:
     """The value at ``a.b[0].c`` in nested dicts/lists, or `_MISSING`."""
-    for key, idx in _parts(path):
-        if not isinstance(data, dict) or key not in data:
-            return _MISSING
-        data = data[key]
-        if idx is not None:
-            if not isinstance(data, list) or idx >= len(data):
-                return _MISSING
-            data = data[idx]
-    return data
+    return lookup(data, path)
 
 
 def has(data: Any, path: str) -> bool:
@@ -111,19 +91,15 @@ def set_at(doc: Any, path: str, value: Any) -> None:
 
 
 def remove_at(doc: Any, path: str) -> None:
+    parts = path_parts(path)
     node = doc
-    parts = _parts(path)
-    for key, idx in parts[:-1]:
-        if key not in node:
+    for part in parts[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
             return
-        node = node[key]
-        if idx is not None:
-            if idx >= len(node):
-                return
-            node = node[idx]
-    key, _ = parts[-1]
-    if key in node:
-        del node[key]
+    if parts[-1] in node:
+        del node[parts[-1]]
 
 
 def owner(diag_path: str, mode: Mode) -> str | None:

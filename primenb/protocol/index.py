@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.protocol.documents import INDEX_COLUMNS, INDEX_VERSION, is_live_state
-from primenb.protocol.fields import Mode, detect_mode, get_field
+from primenb.protocol.fields import Mode, detect_mode, get_field, get_path
 from primenb.protocol.reader import is_regular
 from primenb.protocol.record import TRACE_FILE, read_trace, read_trace_checked
 from primenb.protocol.rundir import RunDir
@@ -52,15 +52,6 @@ def harness_home() -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # trace.json -> index row
-
-
-def _get(data: Any, path: str) -> Any:
-    for part in path.split("."):
-        try:
-            data = data.get(part)
-        except AttributeError:
-            return None
-    return data
 
 
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER; a bigger one (seed = 2**64) is not indexed
@@ -101,10 +92,12 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
     """lr, batch, group size, env ids, model id and seed from a resolved config."""
     m: Mode = "rl" if mode == "rl" else "sft" if mode == "sft" else detect_mode(config)
     if m == "rl":
-        sources = _get(config, "orchestrator.train.source") or []
-        envs = [_get(s, "env.taskset.id") for s in sources if isinstance(s, dict)] if isinstance(sources, list) else []
+        sources = get_path(config, "orchestrator.train.source") or []
+        envs = (
+            [get_path(s, "env.taskset.id") for s in sources if isinstance(s, dict)] if isinstance(sources, list) else []
+        )
     else:
-        envs = [_get(config, "data.name")]
+        envs = [get_path(config, "data.name")]
     return {
         "lr": _num(get_field(config, "lr", m)),
         "batch": _int(get_field(config, "batch_size", m)),
@@ -126,13 +119,13 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
     fields = config_fields(config, _text(doc.get("mode")))
     metrics = _dict(doc.get("metrics"))
     best, final = _dict(metrics.get("best_eval")), _dict(metrics.get("final_eval"))
-    train_sources = _get(doc, "data.train.sources")
+    train_sources = get_path(doc, "data.train.sources")
     train_sources = train_sources if isinstance(train_sources, list) else []
     env = ",".join(dict.fromkeys(str(s.get("env_id")) for s in train_sources if isinstance(s, dict)))
     created = _num(doc.get("created")) or iso_to_epoch(_text(doc.get("created_at"))) or 0.0
     if not 0.0 <= created < 10**10:  # before 1970 or after 2286: no date a table can show
         created = 0.0
-    match = _get(doc, "reproduction.metrics_match")
+    match = get_path(doc, "reproduction.metrics_match")
     return {
         "trace": trace_id,
         "parent": _text(doc.get("parent")),
@@ -140,14 +133,14 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
         "created": float(created),
         "status": _text(doc.get("status")),
         "mode": _text(doc.get("mode")),
-        "model": _text(_get(doc, "model.id")) or fields["model"],
+        "model": _text(get_path(doc, "model.id")) or fields["model"],
         "env": env or fields["env"],
-        "steps": _int(_get(doc, "steps.last")),
-        "max_steps": _int(_get(doc, "steps.max")),
+        "steps": _int(get_path(doc, "steps.last")),
+        "max_steps": _int(get_path(doc, "steps.max")),
         "lr": fields["lr"],
         "batch": fields["batch"],
         "group_size": fields["group_size"],
-        "lora_rank": _int(_get(doc, "adapter.rank")),
+        "lora_rank": _int(get_path(doc, "adapter.rank")),
         "final_reward": _num(metrics.get("final_reward")),
         "best_eval": _num(best.get("value")),
         "best_eval_step": _int(best.get("step")),
@@ -158,8 +151,8 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
         "host": _text(doc.get("host")),
         "reproduces": _text(doc.get("reproduces")),
         "metrics_match": None if match is None else int(bool(match)),
-        "fingerprint": _text(_get(doc, "model.fingerprint")),
-        "data_hash": _text(_get(doc, "data.train.hash")),
+        "fingerprint": _text(get_path(doc, "model.fingerprint")),
+        "data_hash": _text(get_path(doc, "data.train.hash")),
         "seed": fields["seed"],
         "run_dir": str(run_dir) if resolved else str(Path(run_dir).resolve()),
         "revision": _int(doc.get("revision")) or 0,

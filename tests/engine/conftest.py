@@ -35,7 +35,7 @@ def sft_config(**top: Any) -> dict[str, Any]:
             "loss_mask": {"system": False, "user": False, "assistant": True, "tool": False},
         },
         "optim": {"type": "adamw", "lr": 2e-3, "weight_decay": 0.0, "max_norm": 1.0, "betas1": 0.9, "betas2": 0.999},
-        "scheduler": {"type": "constant", "warmup_steps": 5},
+        "scheduler": {"type": "linear", "warmup_steps": 5, "decay_steps": 0},
         "ckpt": {"interval": 40, "keep_last": None},
         "eval": {
             "interval": 40,
@@ -47,6 +47,9 @@ def sft_config(**top: Any) -> dict[str, Any]:
         "run": {"name": "test-sft"},
     }
     cfg.update(top)
+    if isinstance(cfg.get("max_steps"), int) and isinstance(cfg.get("scheduler"), dict):
+        # the schema's constant scheduler has no warm-up: linear without decay is constant after it
+        cfg["scheduler"]["warmup_steps"] = min(5, cfg["max_steps"] - 1)
     return cfg
 
 
@@ -65,7 +68,6 @@ def rl_config(**top: Any) -> dict[str, Any]:
                 "betas2": 0.999,
             },
             "scheduler": {"type": "constant"},
-            "ckpt": None,
         },
         "orchestrator": {
             "batch_size": 16,

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,7 +160,7 @@ def test_bad_optimizer_fails_with_reason(tmp_path: Path) -> None:
     assert proc.returncode == 1
     st = status(run_dir)
     assert st["state"] == "failed" and st["ended_at"]
-    assert "optimizer type 'lamb' is not supported" in st["error"]
+    assert "optim.type = 'lamb' is not supported; use one of 'adamw', 'sgd', 'muon', 'sign_sgd'" in st["error"]
     assert st["log_tail"] and any("lamb" in line for line in st["log_tail"])
     assert "Traceback" not in proc.stderr  # a user error is a message, not a traceback
 
@@ -190,6 +191,35 @@ def test_crash_mid_training_keeps_checkpoints(tmp_path: Path) -> None:
     assert (run_dir / "checkpoints" / "step_2" / "model.safetensors").exists()
     assert not (run_dir / "checkpoints" / "step_3").exists()  # no final checkpoint on failure
     assert [r["step"] for r in metrics(run_dir) if "reward" in r] == [1, 2, 3]
+
+
+def _crashy(tmp_path: Path, name: str, max_steps: int, **env: Any) -> Path:
+    cfg = rl_config(max_steps=max_steps)
+    taskset = {"id": "tests.engine.crashy_env:load", "stop_run": False, "num_train": 200, "num_eval": 10, **env}
+    cfg["orchestrator"]["train"]["source"] = [{"name": "crashy", "env": {"taskset": taskset}}]
+    return write_run(tmp_path / name, cfg)
+
+
+def test_reward_function_failing_on_most_completions_fails_the_run(tmp_path: Path) -> None:
+    run_dir = _crashy(tmp_path, "allfail", 4, fail_on_call=1)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 1
+    st = status(run_dir)
+    assert st["state"] == "failed" and st["error_type"] == "RewardFunctionError"
+    assert "reward function 'lcs' failed on 16 of 16 completions" in st["error"]
+    assert "RuntimeError: reward server went away" in st["error"] and "reward_error_limit = 0.5" in st["error"]
+    (row,) = [r for r in metrics(run_dir) if "reward_errors" in r]
+    assert (row["step"], row["reward_calls"], row["reward_errors"], row["reward_errors/lcs"]) == (1, 16, 16, 16)
+
+
+def test_reward_failures_below_the_limit_are_counted_per_step(tmp_path: Path) -> None:
+    run_dir = _crashy(tmp_path, "somefail", 2, fail_every=4)
+    proc = run_engine(run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert status(run_dir)["state"] == "completed"
+    rows = [r for r in metrics(run_dir) if "reward" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert [(r["reward_calls"], r["reward_errors"], r["reward_errors/lcs"]) for r in rows] == [(16, 4, 4)] * 2
 
 
 def test_unloadable_model_fails_with_reason(tmp_path: Path) -> None:

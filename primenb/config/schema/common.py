@@ -319,5 +319,8 @@ class PrimenbSettings(Section):
     # Before RL, train this many SFT steps on the environment's reference answers: a random-init
     # model (the embedded default) otherwise rarely samples a rewarded completion.
     sft_warmup_steps: NonNegInt = 0
+    # RL: the run fails when a reward function fails (raises, or returns no finite number) on more
+    # than this share of the completions it has scored so far; below it, failures score 0.0.
+    reward_error_limit: Annotated[float, Field(ge=0, le=1)] = 0.5
     monitor: PrimenbMonitorSettings = PrimenbMonitorSettings()
     privacy: PrimenbPrivacySettings = PrimenbPrivacySettings()

@@ -1,0 +1,254 @@
+"""No silent drops: every leaf of the RL and SFT schemas, set to a non-default valid value, either
+changes the engine's plan (or makes it refuse the config with a clear error), is read elsewhere
+by primenb, or is listed in the run's "not used locally" list."""
+
+from __future__ import annotations
+
+import copy
+import types
+from collections import Counter
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import pytest
+from pydantic import BaseModel
+
+from primenb.config.leaves import SchemaLeaf, _unwrap, pattern, schema_leaves
+from primenb.config.propagate import fed_by, propagate_rl, propagate_sft
+from primenb.config.schema import RLConfig, SFTConfig
+from primenb.config.schema.common import OpenSection
+from primenb.engine.honoured import ELSEWHERE, PLAN, is_honoured, not_used_locally
+from primenb.engine.plan import PlanError, build_plan, typed_config
+from tests.engine.conftest import ENV, rl_config, sft_config
+
+
+def _base(mode: str) -> dict[str, Any]:
+    if mode == "sft":
+        return sft_config()
+    cfg = rl_config()
+    cfg["orchestrator"]["eval"] = {"interval": 3, "num_examples": 8, "source": [{"env": {"taskset": dict(ENV)}}]}
+    return cfg
+
+
+def _strip(annotation: Any) -> list[Any]:
+    """The non-model, non-None members of an annotation."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _strip(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return [m for a in get_args(annotation) for m in _strip(a)]
+    if annotation is type(None) or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return []
+    return [annotation]
+
+
+def _candidates(annotation: Any) -> list[Any]:
+    out: list[Any] = []
+    for kind in _strip(annotation):
+        origin = get_origin(kind)
+        if kind is bool:
+            out += [True, False]
+        elif kind is int:
+            out += [3, 1, 7, 5000]
+        elif kind is float:
+            out += [0.5, 0.125, 0.75, 3.0]
+        elif kind is str:
+            out += ["x-test", "0.5"]
+        elif origin is Literal:
+            out += list(get_args(kind))
+        elif origin is list:
+            out += [[c] for c in _candidates(get_args(kind)[0])[:2]]
+        elif origin is dict or kind is dict:
+            args = get_args(kind)
+            value = args[1] if len(args) == 2 else str
+            models = _unwrap(value)[0]
+            values = _candidates(value) or ([{}] if models else [])
+            out += [{"x_test": v} for v in values[:2]] + [{}]
+        elif kind is Any:
+            out += ["x-test"]
+    return out
+
+
+def _fill_required(cls: type[BaseModel], table: dict[str, Any]) -> None:
+    for name, field in cls.model_fields.items():
+        if field.is_required() and name not in table:
+            models, listed = _unwrap(field.annotation)
+            if models and not _strip(field.annotation):
+                sub: dict[str, Any] = {}
+                _tag(models[0], sub)
+                _fill_required(models[0], sub)
+                table[name] = [sub] if listed else sub
+            else:
+                table[name] = _candidates(field.annotation)[0]
+    if "base_url" in cls.model_fields:  # a frozen model reference needs a server to point at
+        table.setdefault("base_url", "http://127.0.0.1:8000/v1")
+
+
+def _tag(cls: type[BaseModel], table: dict[str, Any]) -> None:
+    for key in ("type", "name"):
+        field = cls.model_fields.get(key)
+        if field is not None and get_origin(field.annotation) is Literal and len(get_args(field.annotation)) == 1:
+            table[key] = field.default
+            return
+
+
+def _open(cfg: dict[str, Any], leaf: SchemaLeaf, root: type[BaseModel]) -> dict[str, Any]:
+    """The table holding ``leaf`` in ``cfg``, made to exist as the leaf's classes say."""
+    node = cfg
+    parent: type[BaseModel] = root
+    for key, cls in leaf.chain:
+        _, listed = _unwrap(parent.model_fields[key].annotation)
+        cur = node.get(key)
+        if listed:
+            if not isinstance(cur, list) or not cur:
+                cur = node[key] = [{}]
+            holder, idx = cur, 0
+            cur = cur[0]
+        else:
+            holder, idx = node, key
+        if not isinstance(cur, dict):
+            cur = {}
+        want: dict[str, Any] = {}
+        _tag(cls, want)
+        if any(cur.get(k) != v for k, v in want.items()):
+            cur = dict(want)  # another member of the union: start from its own defaults
+        cur.update(want)
+        _fill_required(cls, cur)
+        holder[idx] = cur  # type: ignore[index]
+        node, parent = cur, cls
+    return node
+
+
+def _outcome(cfg: dict[str, Any]) -> tuple[Any, list[str]]:
+    model = typed_config(cfg)
+    try:
+        plan: Any = build_plan(model)
+    except PlanError as exc:
+        plan = ("refused", str(exc))
+    return plan, not_used_locally(model)
+
+
+# keys that only count when another is unset (the config rules make the two exclusive)
+_SHARED = [("max_steps",), ("model",)]  # the shared keys the base configs write
+_UNSET_FOR = {"orchestrator.token_batch_size": "batch_size"}
+
+
+def _check(mode: str, root: type[BaseModel], leaf: SchemaLeaf) -> str:
+    base = _base(mode)
+    fed = {pattern(t) for shared in _SHARED for t in fed_by(shared, mode)}
+    if leaf.path in fed:  # a sub-config key: the shared value goes where it would propagate
+        base = propagate_sft(base).data if mode == "sft" else propagate_rl(base).data
+        for shared in _SHARED:
+            base.pop(shared[0], None)
+    if "[]" not in leaf.path:  # a shared key: its sub-config copies would disagree with it
+        for target in fed_by(tuple(leaf.path.split(".")), mode):
+            node: Any = base
+            for part in target[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(target[-1], None)
+    if leaf.path in _UNSET_FOR:
+        base["orchestrator"].pop(_UNSET_FOR[leaf.path], None)
+    if _strip(leaf.field.annotation) and _unwrap(leaf.field.annotation)[0]:
+        defaults = {repr(leaf.field.default)}
+        if all(repr(c) in defaults for c in _candidates(leaf.field.annotation)):
+            return "table"  # `source = "policy"` or a table: only the table's own keys can differ
+    is_tag = leaf.name in ("type", "name") and len(get_args(leaf.field.annotation)) == 1 and leaf.chain
+    if is_tag:  # a union's tag: compare the default member with this one
+        before = copy.deepcopy(base)
+        changed = copy.deepcopy(base)
+        _open(changed, leaf, root)
+        tries = [changed]
+    else:
+        before = copy.deepcopy(base)
+        table = _open(before, leaf, root)
+        current = table.get(leaf.name, leaf.field.get_default(call_default_factory=True))
+        tries = []
+        for value in _candidates(leaf.field.annotation):
+            if value == current:
+                continue
+            changed = copy.deepcopy(before)
+            _open(changed, leaf, root)[leaf.name] = value
+            tries.append(changed)
+    if is_tag and typed_config(changed).model_dump() == typed_config(before).model_dump():
+        return "default"  # the tag of the member used by default: nothing to change
+    try:
+        plan_before, _ = _outcome(before)
+    except PlanError as exc:
+        raise AssertionError(f"{leaf.path}: the base config does not validate: {exc}") from None
+    for changed in tries:
+        try:
+            plan_after, unused = _outcome(changed)
+        except PlanError:
+            continue  # not a valid value for this key: try the next
+        path = leaf.path
+        if any(_matches(spec, path) for spec in ELSEWHERE):
+            assert not any(_prefix(u, path) for u in unused), f"{path} is read by primenb but listed as unused"
+            return "elsewhere"
+        if is_honoured(mode, path):
+            if isinstance(plan_before, tuple):
+                return "refused"  # the table it sits in is refused locally with a clear error
+            assert plan_after != plan_before, f"{path} is declared honoured but does not change the plan"
+            return "refused" if isinstance(plan_after, tuple) else "plan"
+        reported = [u for u in unused if _prefix(u, path)]
+        assert reported, f"{path} does not change what runs and is not listed as unused: {unused}"
+        return "unused"
+    raise AssertionError(f"{leaf.path}: no valid non-default value found among the candidates")
+
+
+def _matches(spec: str, path: str) -> bool:
+    want, got = spec.split("."), path.split(".")
+    return len(want) == len(got) and all(w in ("*", g) for w, g in zip(want, got, strict=True))
+
+
+def _prefix(reported: str, path: str) -> bool:
+    """Whether a reported dotted path (with indices) is ``path`` or a table above it."""
+    import re
+
+    generic = re.sub(r"\[\d+\]", "[]", reported)
+    return path == generic or path.startswith(generic + ".") or path.startswith(generic + "[]")
+
+
+@pytest.mark.parametrize(("mode", "root"), [("rl", RLConfig), ("sft", SFTConfig)])
+def test_every_leaf_is_honoured_or_reported(mode: str, root: type[BaseModel]) -> None:
+    counts: Counter[str] = Counter()
+    failures = []
+    for leaf in schema_leaves(root):
+        try:
+            counts[_check(mode, root, leaf)] += 1
+        except AssertionError as exc:
+            failures.append(str(exc).splitlines()[0])
+    assert not failures, "\n".join(failures)
+    print(mode, dict(counts))
+    assert counts["plan"] >= 30 and counts["unused"] >= 100
+
+
+def test_declared_paths_exist() -> None:
+    """Every pattern the engine declares names a leaf (or a table) of its schema: a renamed key
+    cannot leave a dead declaration behind."""
+    for mode, root in (("rl", RLConfig), ("sft", SFTConfig)):
+        leaves = schema_leaves(root)
+        paths = {leaf.path for leaf in leaves}
+        tables = {p.rsplit(".", 1)[0] for p in paths}
+        # tables that take any key (taskset arguments, verifiers' env options)
+        open_tables = {
+            ".".join(leaf.path.split(".")[: i + 1])
+            for leaf in leaves
+            for i, (_, cls) in enumerate(leaf.chain)
+            if issubclass(cls, OpenSection)
+        }
+        for spec in (*PLAN[mode], *ELSEWHERE):
+            hit = any(_matches(spec, p) for p in paths | tables | {f"{t}.*" for t in open_tables})
+            assert hit or spec.rsplit(".", 1)[0] in open_tables, f"{mode}: {spec} is not a key of the schema"
+
+
+def test_token_batch_size_trains_in_whole_groups() -> None:
+    cfg = rl_config()
+    del cfg["orchestrator"]["batch_size"]
+    cfg["orchestrator"]["token_batch_size"] = 4096
+    plan = build_plan(cfg)  # seq_len 128: 32 rollouts, 8 groups of 4
+    assert plan.batch_size == 32 and "token_batch_size" in plan.notes[0]
+    assert "orchestrator.token_batch_size" not in not_used_locally(typed_config(cfg))
+
+
+def test_pattern_of_a_set_leaf() -> None:
+    assert pattern(("orchestrator", "train", "source", 0, "name")) == "orchestrator.train.source[].name"
