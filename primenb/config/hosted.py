@@ -155,4 +155,14 @@ def platform_report(text: str, errors: list[tuple[str, str]], *, source: str = "
     return Report(diags, source, text.splitlines())
 
 
-__all__ = ["hosted_report", "platform_report"]
+def platform_rules(backend: Any) -> Any:
+    """The rules of the platform behind ``[primenb] backend`` (None: no platform of its own). The
+    backends layer declares which backends have them (`Capabilities.platform_rules`); a test
+    holds this table and those declarations in agreement."""
+    return PLATFORM_RULES.get(str(backend)) if isinstance(backend, str) else None
+
+
+PLATFORM_RULES = {"modelfactory": hosted_report}  # backend name -> its platform's config rules
+
+
+__all__ = ["PLATFORM_RULES", "hosted_report", "platform_report", "platform_rules"]

@@ -164,10 +164,11 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
                 diagnostics.append(
                     _at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id")
                 )
-    if model is not None and (raw.get("primenb") or {}).get("backend") == "modelfactory":
-        from primenb.config.hosted import hosted_report  # the platform's own rules, in place
+    if model is not None:
+        from primenb.config.hosted import platform_rules  # the chosen backend's platform rules, in place
 
-        diagnostics += hosted_report(text, mode, source=source).diagnostics
+        rules = platform_rules((raw.get("primenb") or {}).get("backend"))
+        diagnostics += rules(text, mode, source=source).diagnostics if rules else []
     diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
     shown_lines = _redacted(lines, diagnostics)
     report = Report(_in_editor(diagnostics, first_line), source, shown_lines, first_line)

@@ -491,10 +491,12 @@ def _diag_html(d: Any) -> str:
     )
 
 
-def show_builder(config: Any = None) -> ConfigBuilder:
-    """Display a new builder (what `%prime_train --ui` does)."""
+def show_builder(config: Any = None, *, show: bool = True) -> ConfigBuilder:
+    """Display a new builder; ``show=False`` only returns it (what `%prime_train --ui` does: the
+    cell displays what it returns, once)."""
     builder = ConfigBuilder(config)
-    display(builder)
+    if show:
+        display(builder)
     return builder
 
 
