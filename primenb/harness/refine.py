@@ -81,10 +81,11 @@ def environment_ids(config: Config) -> list[str]:
     from primenb.engine.plan import build_plan
 
     plan = build_plan(config.resolved(primenb=True))
-    if plan.mode == "rl":
-        return [s.env_id for s in plan.sources]
-    name = str(plan.data.get("name") or "")
-    return [name] if name and is_env_name(name) else []
+    ids = [s.env_id for s in plan.sources]
+    ids += [s.env_id for s in plan.eval.sources] if plan.eval is not None else []
+    name = str(plan.data.get("name") or "") if plan.mode == "sft" else ""
+    ids += [name] if name and is_env_name(name) else []
+    return list(dict.fromkeys(ids))
 
 
 def require_trusted(trace: Trace, config: Config, verb: str, *, trust: bool) -> None:

@@ -253,8 +253,7 @@ def _toml_safe(value: Any) -> Any:
 
 def _sync(run_dir: Path) -> None:
     """A remote backend's run: bring its local mirror up to date (a local run: nothing to do)."""
-    status = RunDir(run_dir).read_status()
-    if (status.get("backend") or "local") != "local" and status.get("state") in LIVE_STATES:
+    if RunDir(run_dir).read_status().get("state") in LIVE_STATES:  # whatever the backend
         from primenb.backends import open_run
 
         open_run(run_dir).status  # noqa: B018 (reading the status syncs the mirror)
