@@ -90,9 +90,9 @@ def test_the_cli_and_the_magic_refuse_it_the_same_way(home: Path, shell) -> None
 def test_the_same_config_in_a_trace_made_here_is_not_questioned(home: Path) -> None:
     """Trust is about where a trace came from: a local run's own config (the user wrote it) and an
     imported trace on built-in environments pass the check (and fail later for other reasons)."""
+    from primenb.config import load_config
     from primenb.harness.refine import require_trusted
     from primenb.traces.trace import get
-    from primenb.config import load_config
 
     marker = home / "ran-local"
     text = _hostile(marker, "train")
