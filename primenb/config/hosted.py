@@ -16,6 +16,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from primenb.config.diagnostics import Diagnostic, Report
+from primenb.config.locate import located as _at
 from primenb.config.positions import Path, scan
 
 ON_VOLUME = ("/volume/", "datasets/")
@@ -127,8 +128,6 @@ def _looks_local(name: str) -> bool:
 
 def hosted_report(text: str, mode: str, *, source: str = "<cell>", volume: str | None = None) -> Report:
     """Every hosted-only rule ``text`` breaks, each located in the text."""
-    from primenb.config.loader import _at
-
     raw = tomllib.loads(text)
     pos = scan(text)
     diags = [_at(pos, {}, path, sev, "hosted", msg, hint) for sev, path, msg, hint in _problems(raw, mode, volume)]
@@ -139,8 +138,6 @@ def hosted_report(text: str, mode: str, *, source: str = "<cell>", volume: str |
 def platform_report(text: str, errors: list[tuple[str, str]], *, source: str = "<cell>") -> Report:
     """The platform's 422 errors (``config.trainer.optim.lr: must be > 0``) located in ``text``
     where the path maps to a line; the rest at the top."""
-    from primenb.config.loader import _at
-
     pos = scan(text)
     diags = []
     for where, message in errors:

@@ -125,3 +125,59 @@ def test_an_unknown_subcommand_shows_the_usage(shell, family):
     assert type(result.error_in_exec).__name__ == "MagicFailed"
     assert "unknown subcommand 'frobnicate'" in str(result.error_in_exec)
     assert f"%prime_{family} " in str(result.error_in_exec)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                scc = set()
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    scc.add(top)
+                    if top == node:
+                        break
+                if len(scc) > 1:
+                    out.append(scc)
+    return out
+
+
+def test_no_import_loop_that_runs():
+    """Import loops among primenb's modules: none at run time (`if TYPE_CHECKING:` imports apart)."""
+    import grimp
+
+    built = grimp.build_graph("primenb", exclude_type_checking_imports=True, cache_dir=None)
+    graph = {
+        m: {i for i in built.find_modules_directly_imported_by(m) if i.startswith("primenb")}
+        for m in built.modules
+        if m.startswith("primenb")
+    }
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]  # the counter counts
