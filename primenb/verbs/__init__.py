@@ -127,7 +127,7 @@ def as_json(value: Any) -> str:
     """``--json`` output of a result: records for a table, the document of a card or spec."""
     import json
 
-    if hasattr(value, "to_json") and hasattr(value, "columns"):  # a DataFrame
+    if hasattr(value, "iloc"):  # a DataFrame
         return str(value.to_json(orient="records", date_format="iso", indent=1))
     if hasattr(value, "to_dict"):
         value = value.to_dict()
