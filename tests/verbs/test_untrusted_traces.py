@@ -104,3 +104,18 @@ def test_the_same_config_in_a_trace_made_here_is_not_questioned(home: Path) -> N
     require_trusted(hostile, load_config(text), "rerun", trust=True)  # trusted on purpose
     assert not marker.exists()  # the check itself builds nothing
     assert json.loads((Path(hostile.run_dir) / "trace.json").read_text())["imported"]
+
+
+def test_the_sidebars_apply_route_refuses_it_too(home: Path) -> None:
+    from primenb.protocol.index import index_trace
+    from primenb.protocol.record import read_trace
+    from primenb.server import data
+
+    marker = home / "ran-sidebar"
+    run_dir = _imported_trace(home, _hostile(marker, "train"))
+    doc = read_trace(run_dir)
+    assert doc is not None and index_trace(doc, run_dir)
+    with pytest.raises(PrimenbError, match="--trust") as err:
+        data.apply(doc["trace_id"], steps=None, overrides=[], name=None)
+    assert type(err.value).__name__ == "Conflict" and "'subprocess'" in str(err.value)
+    assert not marker.exists()
