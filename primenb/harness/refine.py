@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from primenb.backends.base import Lineage
 
 # key-path edits of the config text: one copy, in the config layer (the builder uses them too)
-from primenb.config.tomledit import edited_config, parse_overrides, parse_value, remove_key, set_key
+from primenb.config.tomledit import edited_config, parse_overrides
 from primenb.errors import PrimenbError
 from primenb.protocol.rundir import FINAL_STATES
 from primenb.traces.trace import Trace, get
@@ -312,9 +312,6 @@ __all__ = [
     "edited_config",
     "environment_ids",
     "parse_overrides",
-    "parse_value",
-    "remove_key",
     "require_trusted",
     "rerun",
-    "set_key",
 ]

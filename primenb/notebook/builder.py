@@ -302,7 +302,7 @@ class ConfigBuilder(Feedback):
         elif value is None or str(value).strip() == "":
             F.remove_at(doc, path)
         elif key in OPTIONAL_NUMBERS:
-            from primenb.harness.refine import parse_value
+            from primenb.config.tomledit import parse_value
 
             F.set_at(doc, path, parse_value(str(value).strip()))  # "abc" stays text: the schema says why
         else:
@@ -330,7 +330,7 @@ class ConfigBuilder(Feedback):
             return
         import tomlkit
 
-        from primenb.harness.refine import parse_value
+        from primenb.config.tomledit import parse_value
 
         try:
             doc = tomlkit.parse(self.text)
