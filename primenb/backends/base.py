@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from primenb.errors import PrimenbError
 
@@ -41,14 +41,11 @@ class Capabilities:
     options: tuple[str, ...] = ()  # launch options it takes (from --gpu-type, --volume, --team, --yes)
     # what "continue this trace" means: "checkpoint" = from its final checkpoint here (apply);
     # "platform" = the platform continues its PAUSED run (the checkpoint stays there)
-    resume: str = "checkpoint"
+    resume: Literal["checkpoint", "platform"] = "checkpoint"
     pausable: bool = False  # --pause / --resume act on its runs
     fetches_checkpoints: bool = False  # a final checkpoint is fetched from elsewhere on first load
     platform_rules: bool = False  # configs are also checked against its platform's own rules
     describes_account: bool = False  # `backend show NAME` shows who pays (no saved spec)
-
-
-RESUME_MEANINGS = ("checkpoint", "platform")
 
 
 class Backend(ABC):
@@ -101,4 +98,4 @@ class Backend(ABC):
         raise PrimenbError(f"the {self.name} backend has no account to show")
 
 
-__all__ = ["RESUME_MEANINGS", "Backend", "Capabilities", "Lineage"]
+__all__ = ["Backend", "Capabilities", "Lineage"]
