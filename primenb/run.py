@@ -13,19 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from primenb.errors import PrimenbError
-from primenb.fsutil import read_json_object
 from primenb.home import prime_home
+from primenb.protocol.documents import State, is_final_state
 from primenb.protocol.liveness import group_alive, signal_group
 from primenb.protocol.rundir import (
-    FAILED,
-    FINAL_STATES,
     RUN_INDEX,
     RunDir,
     atomic_write_json,
     now_iso,
     read_jsonl,
     read_metrics,
-    tail_lines,
 )
 
 if TYPE_CHECKING:
@@ -93,9 +90,9 @@ class Run:
         if self._process is not None:
             self._process.poll()  # reap a finished child so its pid is free
         # no state at all (status.json missing or unreadable) counts as live: a dead process ends it
-        if status.get("state") not in FINAL_STATES and not self._alive(status):
+        if not is_final_state(status.get("state")) and not self._alive(status):
             status = self.files.read_status()  # it may have just finished
-            if status.get("state") not in FINAL_STATES:
+            if not is_final_state(status.get("state")):
                 return self._vanished(status), True
         return status, False
 
@@ -111,7 +108,7 @@ class Run:
         )
         return {
             **status,
-            "state": FAILED,
+            "state": State.FAILED,
             "ended_at": now_iso(),
             "log_tail": self.logs(20).splitlines(),
             "error": f"the training process {how} without writing a final status "
@@ -120,11 +117,13 @@ class Run:
 
     @property
     def state(self) -> str:
-        return str(self.status.get("state", "unknown"))
+        """The run's `State` (a string: ``"running"``...), ``"unknown"`` when status.json has none.
+        `status` is the whole status document."""
+        return State.parse(self.status.get("state")) or "unknown"
 
     @property
     def done(self) -> bool:
-        return self.state in FINAL_STATES
+        return is_final_state(self.state)
 
     def _alive(self, status: dict[str, Any]) -> bool:
         if self._process is not None:
@@ -136,13 +135,13 @@ class Run:
         if alive is None:
             # no launcher record yet (queued), or another machine's process: trust the status file,
             # unless there is no status at all and nothing was ever launched
-            return bool(status) or (self.dir / "launcher.json").exists()
+            return bool(status) or self.files.launcher_path.exists()
         return alive
 
     @property
     def launcher(self) -> dict[str, Any]:
         """launcher.json: the process group the launcher started (local backend)."""
-        return read_json_object(self.dir / "launcher.json")
+        return self.files.read_launcher()
 
     # -- data ----------------------------------------------------------------------------
     @property
@@ -196,11 +195,7 @@ class Run:
         in a notebook (`primenb.render.tidy.LogText`)."""
         from primenb.render.tidy import LogText, clean_log_lines
 
-        lines = tail_lines(self.files.log_path, n)
-        launcher = self.dir / "logs" / "launcher.log"
-        if not lines and launcher.exists():
-            lines = tail_lines(launcher, n)
-        return LogText("\n".join(clean_log_lines(lines)))
+        return LogText("\n".join(clean_log_lines(self.files.log_tail(n))))
 
     # -- control -------------------------------------------------------------------------
     def stop(self, *, wait: bool = True, timeout: float = 120.0, force: bool = False) -> str:
@@ -208,7 +203,7 @@ class Run:
 
         `force=True` (or a run that ignores the request for `timeout` seconds) kills its
         process group instead; checkpoints already written are kept."""
-        if self.refresh().get("state") in FINAL_STATES:
+        if is_final_state(self.refresh().get("state")):
             return self.state
         launcher = self.launcher
         if self._control is not None:
@@ -235,7 +230,7 @@ class Run:
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
         """Block until the run ends; returns its final state."""
         end = None if timeout is None else time.monotonic() + timeout
-        while self.refresh().get("state") not in FINAL_STATES:
+        while not is_final_state(self.refresh().get("state")):
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
             time.sleep(poll)
@@ -259,7 +254,7 @@ def find_run(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -
     """A run directory from a path, `output_dir/NAME`, or the index of launched runs (newest first)."""
     direct = Path(name_or_dir)
     for candidate in (direct, Path(output_dir) / direct):
-        if (candidate / "status.json").exists() or (candidate / "configs" / "resolved.json").exists():
+        if RunDir(candidate).is_run_dir():
             return candidate
     index = prime_home() / RUN_INDEX
     if index.exists():

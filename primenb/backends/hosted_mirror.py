@@ -124,7 +124,9 @@ class HostedControl:
             ahead, reason = record.get("runs_ahead"), record.get("queue_reason")
             fields["queue"] = {"position": ahead, "reason": reason}
             note = (
-                "queued" + (f": {ahead} run(s) ahead" if ahead is not None else "") + (f" ({reason})" if reason else "")
+                f"{QUEUED}"
+                + (f": {ahead} run(s) ahead" if ahead is not None else "")
+                + (f" ({reason})" if reason else "")
             )
         if state != QUEUED:
             self._pull_progress(fields)
@@ -174,7 +176,7 @@ class HostedControl:
                 text = self.cli.text("train", "logs", self.run_id, "-c", component, "--raw", "-n", "500", retry=False)
             except PrimeCLIError as exc:
                 text = f"(no {component} logs: {exc})"
-            atomic_write_text(self.files.root / "logs" / f"{component}.log", text)
+            atomic_write_text(self.files.log_file(component), text)
             parts.append(f"==> {component} <==\n{text.rstrip()}\n")
         atomic_write_text(self.files.log_path, "\n".join(parts))
 

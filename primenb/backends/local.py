@@ -16,7 +16,7 @@ from primenb.engine.launch import launch_command
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_text
 from primenb.protocol.liveness import launch_record
-from primenb.protocol.rundir import RunDir, atomic_write_json, claim_run_dir, now_iso, record_run
+from primenb.protocol.rundir import RunDir, State, atomic_write_json, claim_run_dir, now_iso, record_run
 from primenb.protocol.safepath import safe_name, slug
 from primenb.run import Run
 
@@ -85,12 +85,12 @@ def prepare(config: Config, *, name: str | None = None, lineage: Lineage | None 
     resolved = config.resolved(primenb=True)
     resolved["run"] = {**resolved.get("run", {}), "name": run_name}
     atomic_write_json(files.resolved_config, resolved)
-    atomic_write_text(run_dir / "configs" / "config.toml", config.text)
-    atomic_write_json(run_dir / "configs" / "local.json", {"not_used_by_local_backend": unused_keys(config)})
+    atomic_write_text(files.config_toml, config.text)
+    atomic_write_json(files.config_file("local.json"), {"not_used_by_local_backend": unused_keys(config)})
     atomic_write_json(
         files.status_path,
         {
-            "state": "queued",
+            "state": State.QUEUED,
             "name": run_name,
             "backend": backend,
             "mode": config.mode,
@@ -120,12 +120,13 @@ class LocalBackend(Backend):
 
 def submit(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
     run_dir = prepare(config, name=name, lineage=lineage)
-    (run_dir / "logs").mkdir(exist_ok=True)
+    files = RunDir(run_dir)
+    files.logs.mkdir(exist_ok=True)
     # Several ranks go through `accelerate launch --multi_gpu`, which starts N gloo ranks even on a
     # machine with no GPU (`--cpu --num_processes N` silently starts one).
     cmd = launch_command(run_dir, num_processes(config), launcher="accelerate")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(run_dir / "logs" / "launcher.log", "ab") as log:
+    with open(files.launcher_log, "ab") as log:
         try:
             process = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env
@@ -134,7 +135,7 @@ def submit(config: Config, *, name: str | None = None, lineage: Lineage | None =
             raise PrimenbError(f"could not start the engine ({' '.join(cmd)}): {exc}") from exc
     # A file of its own: status.json belongs to the engine from the moment it starts.
     atomic_write_json(
-        run_dir / "launcher.json",
+        files.launcher_path,
         {**launch_record(process.pid), "command": cmd, "python": sys.executable},
     )
     record_run(run_dir)

@@ -40,6 +40,7 @@ from primenb.fsutil import atomic_write_text
 from primenb.protocol.rundir import (
     FAILED,
     QUEUED,
+    RunDir,
     now_iso,
     record_run,
 )
@@ -209,8 +210,8 @@ class ModelFactoryBackend(Backend):
 
         run_dir = prepare(config, name=name, lineage=lineage, backend=self.name).resolve()
         record_run(run_dir)
-        (run_dir / "logs").mkdir(exist_ok=True)
-        hosted_toml = run_dir / "configs" / "hosted.toml"
+        RunDir(run_dir).logs.mkdir(exist_ok=True)
+        hosted_toml = RunDir(run_dir).config_file("hosted.toml")
         atomic_write_text(hosted_toml, config.upstream_toml())  # without [primenb]
         args = ["train", "run", str(hosted_toml), "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
@@ -232,7 +233,7 @@ class ModelFactoryBackend(Backend):
             raise PrimenbError(
                 f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
             )
-        config = load_config(run.dir / "configs" / "config.toml")
+        config = load_config(run.files.config_toml)
         quote = Quote(info.get("gpu_type"), info.get("price_per_gpu_hour"), int(info.get("gpus") or 1), self.cli.team)
         if not self.yes and (self.confirm is None or not self.confirm(quote)):
             raise LaunchCancelled(f"{quote.text()}\nNot resumed: confirm it, or pass --yes")
@@ -244,7 +245,7 @@ class ModelFactoryBackend(Backend):
             backend=self.name,
         ).resolve()
         record_run(child)
-        (child / "logs").mkdir(exist_ok=True)
+        RunDir(child).logs.mkdir(exist_ok=True)
         args = ["train", "resume", str(info["run_id"]), "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
         return self._start(config, child, args, quote, resumed_from=str(info["run_id"]))

@@ -3,7 +3,6 @@ run that never starts still has a trace, and lineage (parent, reproduced trace) 
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from primenb.backends.base import Lineage
 from primenb.protocol.hashing import redact
 from primenb.protocol.record import TRACE_VERSION, new_trace_id, write_trace
-from primenb.protocol.rundir import now_iso
+from primenb.protocol.rundir import RunDir, State, now_iso
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -27,7 +26,7 @@ def queued_trace(
     lineage = lineage or Lineage()
     settings = config.settings
     try:
-        resolved = json.loads((run_dir / "configs" / "resolved.json").read_text())
+        resolved = RunDir(run_dir).read_config()
     except (OSError, ValueError):
         resolved = config.resolved(primenb=True)
     doc: dict[str, Any] = {
@@ -41,7 +40,7 @@ def queued_trace(
         "backend": backend,
         "host": socket.gethostname() if settings.privacy.record_hostname else None,
         "mode": config.mode,
-        "status": "queued",
+        "status": State.QUEUED,
         "created_at": now_iso(),
         "created": time.time(),
         "config": redact(resolved),

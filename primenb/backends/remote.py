@@ -18,12 +18,14 @@ from typing import Any, Protocol
 
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
-from primenb.protocol.rundir import FAILED, FINAL_STATES, LIVE_STATES, RunDir, now_iso, tail_lines
+from primenb.protocol.documents import StatusDoc, parse
+from primenb.protocol.reader import loads
+from primenb.protocol.rundir import FAILED, FINAL_STATES, LIVE_STATES, RunDir, now_iso
 
 log = logging.getLogger("primenb.backends")
 
 REMOTE_FILE = "remote.json"  # in the mirror: how to reach the remote run again (no secrets)
-APPENDED = ("metrics.jsonl", "samples.jsonl", "logs/engine.log", "logs/launcher.log")
+APPENDED = (RunDir.METRICS, RunDir.SAMPLES, RunDir.ENGINE_LOG, RunDir.LAUNCHER_LOG)  # = agent.APPENDED
 
 
 class Channel(Protocol):
@@ -141,12 +143,12 @@ class RemoteMirror:
                     fh.truncate(0)
                 fh.seek(int(part.get("offset", 0)))
                 fh.write(data)
-        if "launcher.json" in files:
-            (self.local.root / "remote_launcher.json").write_bytes(base64.b64decode(files["launcher.json"]["data"]))
+        if RunDir.LAUNCHER in files:
+            self.local.remote_launcher_path.write_bytes(base64.b64decode(files[RunDir.LAUNCHER]["data"]))
         status: dict[str, Any] = {}
-        if "status.json" in files:
+        if RunDir.STATUS in files:
             try:
-                status = json.loads(base64.b64decode(files["status.json"]["data"]))
+                status = parse(StatusDoc, loads(base64.b64decode(files[RunDir.STATUS]["data"]))) or {}
             except ValueError:
                 status = {}
         self._alive = result.get("alive")
@@ -169,8 +171,7 @@ class RemoteMirror:
                 "state": FAILED,
                 "ended_at": now_iso(),
                 "error": why,
-                "log_tail": tail_lines(self.local.log_path, 20)
-                or tail_lines(self.local.root / "logs/launcher.log", 20),
+                "log_tail": self.local.log_tail(20),
             },
         )
         self._alive = False
@@ -193,7 +194,7 @@ class RemoteMirror:
         """Bring back trace.json and the final checkpoint; point the trace at this mirror and
         index it here."""
         status = self.local.read_status()
-        wanted = ["trace.json"]
+        wanted = [RunDir.TRACE]
         final = status.get("final_checkpoint")
         remote_ckpts = sorted(
             (p for p in self._checkpoints if p[5:].isdigit() and p.startswith("step_")), key=lambda s: int(s[5:])

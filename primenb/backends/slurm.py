@@ -27,7 +27,7 @@ from primenb.backends.spec import BackendSpec
 from primenb.config import Config
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json, atomic_write_text
-from primenb.protocol.rundir import FAILED, FINAL_STATES, QUEUED, STOPPED, RunDir, now_iso, record_run, tail_lines
+from primenb.protocol.rundir import FAILED, FINAL_STATES, QUEUED, STOPPED, RunDir, now_iso, record_run
 from primenb.run import Run
 
 LIVE_JOB = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
@@ -104,7 +104,7 @@ class SlurmJob:
 
     def _ended(self, status: dict[str, Any], slurm: dict[str, Any]) -> None:
         cancelled = str(self.state).startswith("CANCELLED")
-        tail = tail_lines(self.files.log_path, 20) or tail_lines(self.files.root / "logs" / "launcher.log", 20)
+        tail = self.files.log_tail(20)
         why = f"SLURM job {self.job_id} ended {self.state}" + (f" ({self.reason})" if self.reason else "")
         if not cancelled:
             why += " before the engine wrote a final status; see the log tail"
@@ -184,7 +184,7 @@ class SlurmBackend(Backend):
         spec = self.spec
         run_dir = prepare(config, name=name, lineage=lineage, backend="slurm").resolve()
         record_run(run_dir)
-        (run_dir / "logs").mkdir(exist_ok=True)
+        RunDir(run_dir).logs.mkdir(exist_ok=True)
         info: dict[str, Any] = {"backend": "slurm", "url": spec.url, "name": spec.name, "host": spec.host}
         python = spec.python or "python3"
         try:

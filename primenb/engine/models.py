@@ -24,6 +24,7 @@ from primenb.engine.models_info import (
     is_tiny,
     tiny_size,
 )
+from primenb.protocol.rundir import RunDir
 
 log = logging.getLogger("primenb.engine")
 
@@ -178,7 +179,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise ModelLoadError(f"init_from: {p} does not exist")
-    for base in (p / "checkpoints", p):
+    for base in (RunDir(p).checkpoints, p):
         steps = sorted((int(c.name[5:]), c) for c in base.glob("step_*") if c.name[5:].isdigit() and c.is_dir())
         if steps and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
             return steps[-1][1]

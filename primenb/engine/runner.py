@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from primenb.protocol.privacy import LogFilter, error_text, set_private
-from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, StatusFile, tail_lines
+from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, StatusFile, tail_lines
 
 log = logging.getLogger("primenb.engine")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ctx.open_writers()
         result = run_training(plan, ctx)
-        state = "stopped" if result.stopped else "completed"
+        state = State.STOPPED if result.stopped else State.COMPLETED
         status.finish(
             state,
             step=result.step,
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("aborted: %s", error_text(exc) if str(exc) else "interrupted")
         _flush_logs()
         status.finish(
-            "stopped",
+            State.STOPPED,
             error=f"aborted: {error_text(exc) if str(exc) else 'interrupted'}",
             log_tail=tail_lines(run_dir.log_path),
             wall_s=round(time.time() - t0, 2),
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             log.exception("engine failed: %s", _error_text(exc))
         _flush_logs()
         status.finish(
-            "failed",
+            State.FAILED,
             error=_error_text(exc),
             error_type=type(exc).__name__,
             log_tail=tail_lines(run_dir.log_path),

@@ -28,7 +28,7 @@ from primenb.protocol.record import (
     read_trace,
     write_trace,
 )
-from primenb.protocol.rundir import RunDir, now_iso, read_jsonl
+from primenb.protocol.rundir import RunDir, State, now_iso, read_jsonl
 
 log = logging.getLogger("primenb.engine")
 CUBLAS_WORKSPACE = ":4096:8"
@@ -161,7 +161,7 @@ class TraceRecorder:
             backend=doc.get("backend") or status.get("backend") or "local",
             host=status.get("host") if record_host else None,
             mode=mode,
-            status="running",
+            status=State.RUNNING,
             started_at=status.get("started_at") or now_iso(),
             finished_at=None,
             duration_s=None,
@@ -317,12 +317,12 @@ class TraceRecorder:
         self._write()
 
     def _trainer_args(self) -> dict[str, Any]:
-        import json
+        from primenb.protocol.reader import read_json_object
 
         try:
-            data = json.loads((self.run_dir.root / "configs" / "trainer_args.json").read_text())
+            data = read_json_object(self.run_dir.config_file("trainer_args.json"))
             return dict(data.get("args") or {})
-        except (OSError, ValueError):
+        except (OSError, ValueError, TypeError):
             return {}
 
     def _seeds(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -358,7 +358,7 @@ class TraceRecorder:
                 "note": f"the original run directory ({original_dir}) is not readable",
             }
         mine = list(read_jsonl(self.run_dir.metrics_path))
-        theirs = list(read_jsonl(Path(original_dir) / "metrics.jsonl"))
+        theirs = list(read_jsonl(RunDir(original_dir).metrics_path))
         result: dict[str, Any] = {"of": original_id, **compare_metrics(theirs, mine)}
         result["data_match"] = (self.doc.get("data") or {}).get("train", {}).get("hash") == (
             original.get("data") or {}

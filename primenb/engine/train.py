@@ -99,7 +99,7 @@ def _write_trainer_args(
         log.warning("%s", note)
     if ctx.is_main:
         atomic_write_json(
-            ctx.run_dir.root / "configs" / f"{file}.json",
+            ctx.run_dir.config_file(f"{file}.json"),
             {"trainer": kind, "args": args, "notes": notes},
         )
     ctx.status.update(notes=[*ctx.status.data.get("notes", []), *notes])

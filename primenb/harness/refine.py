@@ -14,7 +14,7 @@ from primenb.backends.base import Lineage
 # key-path edits of the config text: one copy, in the config layer (the builder uses them too)
 from primenb.config.tomledit import edited_config, parse_overrides
 from primenb.errors import PrimenbError
-from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.rundir import FINAL_STATES, RunDir
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class ApplyRefused(PrimenbError):
 
 
 def _config_text(trace: Trace) -> str:
-    path = trace.run_dir / "configs" / "config.toml"
+    path = RunDir(trace.run_dir).config_toml
     try:
         return path.read_text(encoding="utf-8")
     except OSError:

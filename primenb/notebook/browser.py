@@ -19,6 +19,7 @@ from IPython.display import display
 from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook.feedback import Feedback
+from primenb.protocol.documents import State
 from primenb.traces.table import DISPLAY
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from primenb.run import Run
 
 ANY = "any"
-STATES = ("completed", "failed", "stopped", "running", "queued")
+STATES = (State.COMPLETED, State.FAILED, State.STOPPED, State.RUNNING, State.QUEUED)
 # the grid's columns (the trace id is the row header); the rest stay in `browser.frame`
 GRID_COLUMNS = tuple(c for c in DISPLAY if c not in ("trace", "parent")) + ("parent",)
 MAX_NEWEST = 10**9

@@ -20,7 +20,7 @@ from IPython import get_ipython
 from IPython.display import display
 
 from primenb.notebook import charts, fallback
-from primenb.protocol.rundir import FINAL_STATES, metric_row
+from primenb.protocol.rundir import FINAL_STATES, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
@@ -226,7 +226,7 @@ class Monitor:
             self.chart_box.layout.display = "flex" if stage else "none"
         color = STATE_COLORS.get(p.state, "#888")
         line = phase_line(p, self.eta.eta(p))
-        if p.state == "running" and not stage:
+        if p.state == State.RUNNING and not stage:
             line += " (charts appear with the first logged step)"
         error = (
             f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
@@ -238,8 +238,8 @@ class Monitor:
         if p.state in FINAL_STATES:
             self.stop_button.disabled = True
             self.stop_button.description = p.state.capitalize()  # never left at "Stopping…"
-            self.stop_button.icon = "check" if p.state == "completed" else "stop"
-            self.stop_button.button_style = "success" if p.state == "completed" else ""
+            self.stop_button.icon = "check" if p.state == State.COMPLETED else "stop"
+            self.stop_button.button_style = "success" if p.state == State.COMPLETED else ""
 
     def _redraw_chart(self) -> None:
         if self.figure is None or self._stage is None:

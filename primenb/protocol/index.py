@@ -25,47 +25,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.documents import INDEX_COLUMNS, INDEX_VERSION, is_live_state
 from primenb.protocol.fields import Mode, detect_mode, get_field
-from primenb.protocol.record import TRACE_FILE, read_trace
+from primenb.protocol.reader import is_regular
+from primenb.protocol.record import TRACE_FILE, read_trace, read_trace_checked
+from primenb.protocol.rundir import RunDir
 
 log = logging.getLogger("primenb.harness")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = INDEX_VERSION
 INDEX_FILE = "index.sqlite"
 ROOTS_FILE = "roots.txt"
 
-# (column, SQL type): the DataFrame shows them in this order
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("trace", "TEXT PRIMARY KEY"),
-    ("parent", "TEXT"),
-    ("name", "TEXT"),
-    ("created", "REAL"),
-    ("status", "TEXT"),
-    ("mode", "TEXT"),
-    ("model", "TEXT"),
-    ("env", "TEXT"),
-    ("steps", "INTEGER"),
-    ("max_steps", "INTEGER"),
-    ("lr", "REAL"),
-    ("batch", "INTEGER"),
-    ("group_size", "INTEGER"),
-    ("lora_rank", "INTEGER"),
-    ("final_reward", "REAL"),
-    ("best_eval", "REAL"),
-    ("best_eval_step", "INTEGER"),
-    ("final_eval", "REAL"),
-    ("final_loss", "REAL"),
-    ("duration", "REAL"),
-    ("backend", "TEXT"),
-    ("host", "TEXT"),
-    ("reproduces", "TEXT"),
-    ("metrics_match", "INTEGER"),
-    ("fingerprint", "TEXT"),
-    ("data_hash", "TEXT"),
-    ("seed", "INTEGER"),
-    ("run_dir", "TEXT"),
-    ("revision", "INTEGER"),
-)
+# (column, SQL type), declared once by the typed index row (`primenb.protocol.documents.IndexRow`)
+COLUMNS: tuple[tuple[str, str], ...] = INDEX_COLUMNS
 NAMES = tuple(c for c, _ in COLUMNS)
 
 
@@ -486,7 +459,7 @@ class Index:
 
         seen: set[str] = set()
         for cand in candidates:
-            if (cand / TRACE_FILE).is_file():
+            if is_regular(RunDir(cand).trace_path):
                 dirs: Iterable[str] = [os.path.realpath(cand)]
             else:
                 try:  # children of a real folder, symlinks skipped: their paths are real already
@@ -497,13 +470,13 @@ class Index:
                 if real in seen:
                     continue
                 seen.add(real)
-                doc = read_trace(real)
+                doc, why = read_trace_checked(real)
                 if doc is None:
-                    if skipped is not None and os.path.isfile(os.path.join(real, TRACE_FILE)):
-                        skipped.append((real, f"{TRACE_FILE} is not a readable trace"))
+                    if skipped is not None and why != "missing":
+                        skipped.append((real, f"{TRACE_FILE} is not a readable trace ({why})"))
                     continue
                 try:
-                    if doc.get("status") in ("queued", "running"):
+                    if is_live_state(doc.get("status")):
                         reconcile(doc, Path(real))
                     row = index_row(doc, real, resolved=True)
                 except Exception as exc:  # one odd trace never empties the index
@@ -518,9 +491,9 @@ class Index:
         t0 = time.perf_counter()
         extra = [Path(p).expanduser().resolve() for p in paths]
         for p in extra:
-            if p.is_dir() and not (p / TRACE_FILE).exists():
+            if p.is_dir() and not RunDir(p).trace_path.exists():
                 self.add_root(p)
-            elif (p / TRACE_FILE).exists():
+            elif RunDir(p).trace_path.exists():
                 self.add_root(p.parent)
         with self._lock():
             rows, skipped = self._rebuild_locked(extra)

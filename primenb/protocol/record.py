@@ -7,19 +7,18 @@ repair a trace whose engine died without completing it (killed, out of memory).
 from __future__ import annotations
 
 import contextlib
-import json
+import datetime as _dt
 import math
 import os
 import secrets
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from primenb.protocol.rundir import FINAL_STATES, RunDir, now_iso, read_metrics
+from primenb.protocol.documents import FINAL_STATES, TRACE_VERSION, State, TraceDoc, is_final_state, read_document
+from primenb.protocol.rundir import RunDir, now_iso, read_metrics
 
-TRACE_FILE = "trace.json"
-TRACE_VERSION = 1
+TRACE_FILE = RunDir.TRACE
 # metrics that measure wall-clock time: they differ between identical runs
 _TIMING_KEYS = frozenset({"time", "step_time", "train_runtime", "eval/time_s"})
 CURVE_KEYS = ("reward", "loss")
@@ -31,11 +30,14 @@ def new_trace_id() -> str:
 
 
 def iso_to_epoch(text: str | None) -> float | None:
-    if not text:
+    """Seconds since the epoch of an ISO 8601 time stamp, its UTC offset kept (``+0000``,
+    ``+05:30``, ``Z``); one without an offset is local time. None when it is not one."""
+    if not isinstance(text, str) or not text:
         return None
     try:
-        return time.mktime(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
-    except (ValueError, OverflowError):
+        when = _dt.datetime.fromisoformat(text.strip())
+        return when.timestamp()  # naive: local time, as time.mktime
+    except (ValueError, OverflowError, OSError):
         return None
 
 
@@ -45,21 +47,31 @@ def is_timing_key(key: str) -> bool:
 
 
 def read_trace(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    try:
-        with open(os.path.join(run_dir, TRACE_FILE), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("trace_id") else None
+    """``run_dir/trace.json`` read safely and typed (`primenb.protocol.documents.TraceDoc`: a
+    wrong-typed field is left out, ``.warnings`` says which); None when there is no readable
+    trace (missing, not a regular file, too big or deep, no ``trace_id``)."""
+    doc, _ = read_trace_checked(run_dir)
+    return doc
+
+
+def read_trace_checked(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """`read_trace` with the reason when there is none (for the index's skipped list)."""
+    doc, why = read_document(TraceDoc, RunDir(run_dir).trace_path)
+    if doc is None:
+        return None, why
+    if not doc.get("trace_id"):
+        return None, "it has no trace_id"
+    return doc, None
 
 
 def write_trace(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     """Atomically replace trace.json; every write bumps ``revision`` (newest wins in the index)."""
     from primenb.protocol.rundir import atomic_write_json
 
-    doc["revision"] = int(doc.get("revision") or 0) + 1
+    revision = doc.get("revision")
+    doc["revision"] = (revision if isinstance(revision, int) and not isinstance(revision, bool) else 0) + 1
     doc["updated_at"] = now_iso()
-    atomic_write_json(Path(run_dir) / TRACE_FILE, doc)
+    atomic_write_json(RunDir(run_dir).trace_path, doc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,13 +201,23 @@ def checkpoints(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _inside(path: str, run_dir: Path) -> bool:
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(run_dir))
+    except (OSError, ValueError):
+        return False
+
+
 def final_checkpoint(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's final model or adapter: the status's ``final_checkpoint`` when it is a folder
+    inside the run directory (a copied or imported status cannot point anywhere else), else the
+    last ``checkpoints/step_N`` of a run that ended."""
     path = status.get("final_checkpoint")
     steps = [c for c in checkpoints(run_dir) if c["step"] is not None]
-    if path and Path(path).is_dir():
+    if isinstance(path, str) and path and _inside(path, run_dir) and Path(path).is_dir():
         step = next((c["step"] for c in steps if c["path"] == str(path)), status.get("step"))
         return {"path": str(path), "kind": checkpoint_kind(Path(path)), "step": step}
-    if status.get("state") in FINAL_STATES and steps:
+    if is_final_state(status.get("state")) and steps:
         last = steps[-1]
         return {"path": last["path"], "kind": last["kind"], "step": last["step"]}
     return None
@@ -212,7 +234,7 @@ def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, 
 
     files = RunDir(run_dir)
     summary = metrics_summary(read_metrics(files.metrics_path))
-    state = status.get("state") or doc.get("status")
+    state = State.parse(status.get("state")) or State.parse(doc.get("status"))
     doc["status"] = state
     if state in FINAL_STATES:
         doc["finished_at"] = status.get("ended_at") or doc.get("finished_at") or now_iso()
@@ -226,7 +248,7 @@ def complete_from_run_dir(doc: dict[str, Any], run_dir: Path, status: dict[str, 
             if start is not None and end is not None
             else None
         )
-    steps = dict(doc.get("steps") or {})
+    steps = dict(doc.get("steps") or {}) if isinstance(doc.get("steps"), dict) else {}
     steps["last"] = status.get("step") if isinstance(status.get("step"), int) else summary["last_step"]
     steps["max"] = status.get("max_steps", steps.get("max"))
     doc["steps"] = steps
@@ -246,20 +268,17 @@ def _record_vanished(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | 
     still says queued/running (``kill -9``): its failed status, written when the folder allows.
     None while it lives or when that cannot be told from here."""
     from primenb.protocol.liveness import group_alive
-    from primenb.protocol.rundir import FAILED, atomic_write_json, now_iso
+    from primenb.protocol.rundir import atomic_write_json
 
-    try:
-        launcher = json.loads((Path(run_dir) / "launcher.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(launcher, dict) or group_alive(launcher) is not False:
+    launcher = RunDir(run_dir).read_launcher()
+    if not launcher or group_alive(launcher) is not False:
         return None
     status = RunDir(run_dir).read_status()  # it may have just finished
-    if status.get("state") in FINAL_STATES:
+    if is_final_state(status.get("state")):
         return status
     status = {
         **status,
-        "state": FAILED,
+        "state": State.FAILED,
         "ended_at": now_iso(),
         "error": "the training process ended without writing a final status (killed?); noticed by the harness",
     }
@@ -268,24 +287,38 @@ def _record_vanished(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | 
     return status
 
 
+def current_status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The one answer to "is it still running": ``status.json`` (typed), its state turned
+    ``failed`` when it says queued/running but the launched process group is verifiably gone
+    (recorded in the run directory when it can be written; reported either way, so a dead run
+    in a read-only or full folder never shows running). Every view reads a run's state here
+    (`Run` adds what its own process handle or remote control knows)."""
+    status = RunDir(run_dir).read_status()
+    if is_final_state(status.get("state")):
+        return status
+    ended = _record_vanished(Path(run_dir), status)
+    return ended if ended is not None else status
+
+
+def current_state(run_dir: str | os.PathLike[str]) -> State | None:
+    """`current_status`'s state (None when status.json has none)."""
+    return State.parse(current_status(run_dir).get("state"))
+
+
 def reconcile(doc: dict[str, Any], run_dir: Path) -> bool:
     """A trace left ``queued``/``running`` by an engine that ended without completing it: complete
-    it from ``status.json`` (written as failed by whoever noticed the process was gone).
-    Returns True when the trace changed (and was written)."""
-    if doc.get("status") in FINAL_STATES:
+    it (in ``doc``) from `current_status`, and write it when the run directory allows.
+    Returns True when the trace changed (written or not: a read-only folder keeps the old file,
+    the caller's ``doc`` and the index still tell the truth)."""
+    if is_final_state(doc.get("status")):
         return False
-    status = RunDir(run_dir).read_status()
-    if status.get("state") not in FINAL_STATES:
-        ended = _record_vanished(run_dir, status)
-        if ended is None:
-            return False
-        status = ended
+    status = current_status(run_dir)
+    if not is_final_state(status.get("state")):
+        return False
     complete_from_run_dir(doc, run_dir, status)
     doc["completed_by"] = "harness (the engine ended without completing its trace)"
-    try:
+    with contextlib.suppress(OSError):
         write_trace(run_dir, doc)
-    except OSError:
-        return False
     return True
 
 
@@ -296,11 +329,14 @@ __all__ = [
     "comparable_rows",
     "compare_metrics",
     "complete_from_run_dir",
+    "current_state",
+    "current_status",
     "final_checkpoint",
     "is_timing_key",
     "metrics_summary",
     "new_trace_id",
     "read_trace",
+    "read_trace_checked",
     "reconcile",
     "write_trace",
 ]

@@ -9,8 +9,8 @@
     ``checkpoints/step_N/``    ``save_pretrained`` output (adapter only for LoRA)
     ``STOP``                   created by anyone to ask the engine to stop at the next step
 
-``status.json["state"]`` is one of ``queued`` (launcher), ``running``, ``completed``, ``failed``,
-``stopped``; ``phase`` (one of `PHASES`) says what a running engine does, with ``phase_step`` of
+``status.json["state"]`` is a `State` (`primenb.protocol.documents`): queued (launcher), running,
+completed, failed, stopped; ``phase`` (one of `PHASES`) says what a running engine does, with ``phase_step`` of
 ``phase_total`` counted within the phase. Each metrics row carries ``"phase"``: ``"sft warmup"``
 (the SFT warm-up of an RL run, keys still under ``warmup/``), ``"rl"`` or ``"sft"``; runs written
 before these fields existed have none of them and viewers fall back to ``step``/``max_steps`` and
@@ -30,13 +30,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from primenb.fsutil import atomic_write_json, read_json_object
+from primenb.fsutil import atomic_write_json
+from primenb.protocol import reader
+from primenb.protocol.documents import FINAL_STATES, LIVE_STATES, STATES, STATUS_VERSION, State, read_status
+from primenb.protocol.reader import tail_lines
 
 RUN_INDEX = "runs.txt"  # in the primenb home: one run directory per line, appended at launch
-QUEUED, RUNNING, COMPLETED, FAILED, STOPPED = "queued", "running", "completed", "failed", "stopped"
-STATES = (QUEUED, RUNNING, COMPLETED, FAILED, STOPPED)
-LIVE_STATES = (QUEUED, RUNNING)
-FINAL_STATES = (COMPLETED, FAILED, STOPPED)
+QUEUED, RUNNING, COMPLETED, FAILED, STOPPED = State.QUEUED, State.RUNNING, State.COMPLETED, State.FAILED, State.STOPPED
 # what a running engine does, in order (status.json "phase")
 STARTING, IMPORTING, BUILDING_MODEL, BUILDING_TRAINER = "starting", "importing", "building model", "building trainer"
 SFT_WARMUP, TRAINING, SAVING, DONE = "sft warmup", "training", "saving", "done"
@@ -85,20 +85,9 @@ class JsonlWriter:
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a JSONL file; a partial last line (a writer mid-append) is skipped."""
-    if not path.exists():
-        return
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):  # a bare number, list or string is not a row
-                yield row
+    """Rows of a JSONL file read safely (`primenb.protocol.reader`); a partial last line (a writer
+    mid-append) is skipped."""
+    return reader.read_jsonl(path)
 
 
 def metric_row(row: Any) -> dict[str, Any] | None:
@@ -122,54 +111,104 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return [r for r in map(metric_row, read_jsonl(path)) if r is not None]
 
 
-def tail_lines(path: Path, n: int = 30, max_bytes: int = 64_000) -> list[str]:
-    if not path.exists():
-        return []
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - max_bytes))
-        data = fh.read().decode("utf-8", errors="replace")
-    return data.splitlines()[-n:]
-
-
 class RunDir:
-    """Paths and writers for one run directory."""
+    """Every path inside one run directory, and its typed readers. Nothing else joins the names
+    of a run directory's files."""
+
+    # the names, relative to the run directory (remote backends list them for syncing)
+    STATUS = "status.json"
+    TRACE = "trace.json"
+    METRICS = "metrics.jsonl"
+    SAMPLES = "samples.jsonl"
+    LAUNCHER = "launcher.json"
+    REMOTE_LAUNCHER = "remote_launcher.json"
+    STOP = "STOP"
+    CONFIGS = "configs"
+    LOGS = "logs"
+    CHECKPOINTS = "checkpoints"
+    ENGINE_LOG = f"{LOGS}/engine.log"
+    LAUNCHER_LOG = f"{LOGS}/launcher.log"
+    # what a bundle (`primenb.traces.transfer`) carries of a run directory
+    BUNDLED = (TRACE, STATUS, METRICS, SAMPLES, CONFIGS)
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
     # paths
     @property
+    def configs(self) -> Path:
+        return self.root / self.CONFIGS
+
+    def config_file(self, name: str) -> Path:
+        """``configs/NAME`` (``config.toml``, ``local.json``, ``hosted.toml``, ``trainer_args.json``...)."""
+        return self.configs / name
+
+    @property
     def resolved_config(self) -> Path:
-        return self.root / "configs" / "resolved.json"
+        return self.config_file("resolved.json")
+
+    @property
+    def config_toml(self) -> Path:
+        return self.config_file("config.toml")
 
     @property
     def status_path(self) -> Path:
-        return self.root / "status.json"
+        return self.root / self.STATUS
+
+    @property
+    def trace_path(self) -> Path:
+        return self.root / self.TRACE
 
     @property
     def metrics_path(self) -> Path:
-        return self.root / "metrics.jsonl"
+        return self.root / self.METRICS
 
     @property
     def samples_path(self) -> Path:
-        return self.root / "samples.jsonl"
+        return self.root / self.SAMPLES
+
+    @property
+    def logs(self) -> Path:
+        return self.root / self.LOGS
+
+    def log_file(self, component: str) -> Path:
+        """``logs/COMPONENT.log`` (``engine``, ``launcher``, a hosted run's components)."""
+        return self.logs / f"{component}.log"
 
     @property
     def log_path(self) -> Path:
-        return self.root / "logs" / "engine.log"
+        return self.log_file("engine")
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.log_file("launcher")
+
+    @property
+    def launcher_path(self) -> Path:
+        return self.root / self.LAUNCHER
+
+    @property
+    def remote_launcher_path(self) -> Path:
+        return self.root / self.REMOTE_LAUNCHER
 
     @property
     def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
+        return self.root / self.CHECKPOINTS
 
     @property
     def stop_path(self) -> Path:
-        return self.root / "STOP"
+        return self.root / self.STOP
 
-    def checkpoint_dir(self, step: int) -> Path:
-        return self.checkpoints / f"step_{step}"
+    def path(self, name: str) -> Path:
+        """A file of the run directory named by one of the constants above (``RunDir.STATUS``...)."""
+        return self.root / name
+
+    def checkpoint_dir(self, step: int | str) -> Path:
+        return self.checkpoints / (f"step_{step}" if isinstance(step, int) else step)
+
+    def is_run_dir(self) -> bool:
+        """Whether the folder looks like a run directory (a status or a resolved config)."""
+        return self.status_path.exists() or self.resolved_config.exists()
 
     def list_checkpoints(self) -> list[tuple[int, Path]]:
         """``(step, path)`` of every ``checkpoints/step_N`` folder, oldest first."""
@@ -182,15 +221,29 @@ class RunDir:
                 found.append((int(m.group(1)), child))
         return sorted(found)
 
+    # readers: every one goes through `primenb.protocol.reader` (regular files, bounded)
     def read_config(self) -> dict[str, Any]:
-        with open(self.resolved_config, encoding="utf-8") as fh:
-            data = json.load(fh)
-        if not isinstance(data, dict):
+        value, why = reader.read_json(self.resolved_config)
+        if why is not None:
+            if why == "missing":
+                raise FileNotFoundError(2, "No such file or directory", str(self.resolved_config))
+            raise ValueError(f"{self.resolved_config} is {why}")
+        if not isinstance(value, dict):
             raise ValueError(f"{self.resolved_config} does not hold a JSON object")
-        return data
+        return value
 
     def read_status(self) -> dict[str, Any]:
-        return read_json_object(self.status_path)
+        """status.json typed (`primenb.protocol.documents.StatusDoc`): wrong-typed fields are left
+        out (``.warnings`` says which); ``{}`` when missing or unreadable."""
+        return read_status(self.status_path)
+
+    def read_launcher(self) -> dict[str, Any]:
+        """launcher.json: the process group the local launcher started."""
+        return reader.read_json_object(self.launcher_path)
+
+    def log_tail(self, n: int = 20) -> list[str]:
+        """The engine log's last ``n`` lines, else the launcher log's (an engine that never started)."""
+        return tail_lines(self.log_path, n) or tail_lines(self.launcher_log, n)
 
     def stop_requested(self) -> bool:
         return self.stop_path.exists()
@@ -258,7 +311,8 @@ class StatusFile:
 
     def start(self, **fields: Any) -> None:
         self.update(
-            state="running",
+            version=STATUS_VERSION,
+            state=RUNNING,
             pid=os.getpid(),
             ppid=os.getppid(),
             host=socket.gethostname(),
@@ -297,6 +351,7 @@ __all__ = [
     "TRAINING",
     "JsonlWriter",
     "RunDir",
+    "State",
     "StatusFile",
     "atomic_write_json",
     "claim_run_dir",

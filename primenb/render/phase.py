@@ -18,15 +18,18 @@ from primenb.protocol.rundir import (
     DONE,
     FINAL_STATES,
     IMPORTING,
+    QUEUED,
+    RUNNING,
     SAVING,
     SFT_WARMUP,
     STARTING,
     TRAINING,
+    State,
 )
 
 # the line shown before a phase has steps to count (it must say what is happening, not be empty)
 WAITING_TEXT = {
-    "queued": "queued: waiting for the backend to start the engine",
+    QUEUED: "queued: waiting for the backend to start the engine",
     STARTING: "starting the engine process…",
     IMPORTING: "importing torch, transformers and TRL…",
     BUILDING_MODEL: "building the model…",
@@ -49,7 +52,7 @@ class Progress:
 
     @property
     def fraction(self) -> float:
-        if self.state == "completed":
+        if self.state == State.COMPLETED:
             return 1.0
         return min(1.0, self.step / self.total) if self.total else 0.0
 
@@ -64,10 +67,10 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def progress(status: dict[str, Any]) -> Progress:
-    state = str(status.get("state") or "queued")
+    state = str(status.get("state") or QUEUED)
     phase = str(status.get("phase") or (TRAINING if _int(status.get("step")) else STARTING))
-    if state == "queued":
-        phase = "queued"
+    if state == QUEUED:
+        phase = QUEUED
     mode = status.get("mode")
     if phase == SFT_WARMUP:
         label = "SFT warm-up"
@@ -92,7 +95,7 @@ class EtaClock:
         self._origin: tuple[str, float, int] | None = None
 
     def eta(self, p: Progress) -> float | None:
-        if not p.counting or p.state != "running":
+        if not p.counting or p.state != RUNNING:
             return None
         now = self.clock()
         if self._origin is None or self._origin[0] != p.phase or p.step < self._origin[2]:

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from primenb.protocol.rundir import FINAL_STATES, metric_row
+from primenb.protocol.rundir import FINAL_STATES, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.summary import headline
 
@@ -71,4 +71,4 @@ def _report(run: Run) -> int:
         tail_text = status.get("log_tail")
         if tail_text:
             print("\n".join(tail_text) if isinstance(tail_text, list) else tail_text, file=sys.stderr)
-    return 0 if status.get("state") in ("completed", "stopped") else 1
+    return 0 if status.get("state") in (State.COMPLETED, State.STOPPED) else 1

@@ -9,19 +9,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.protocol.rundir import FINAL_STATES
+from primenb.protocol.rundir import FINAL_STATES, State
 from primenb.render.phase import duration, phase_line, progress
 from primenb.render.svgchart import line_chart
 
 if TYPE_CHECKING:
     from primenb.run import Run
 
-STATE_COLORS = {
-    "queued": "#888",
-    "running": "#1f77b4",
-    "completed": "#2e7d32",
-    "failed": "#c62828",
-    "stopped": "#b26a00",
+STATE_COLORS: dict[str, str] = {
+    State.QUEUED: "#888",
+    State.RUNNING: "#1f77b4",
+    State.COMPLETED: "#2e7d32",
+    State.FAILED: "#c62828",
+    State.STOPPED: "#b26a00",
 }
 
 
@@ -133,7 +133,7 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
     elif trace_id and checkpoint:
         nxt.append(f"%prime_harness apply {trace_id} --steps {steps}")
         nxt.append(f'primenb.generate("{trace_id}", "your prompt")')
-    if state == "failed":
+    if state == State.FAILED:
         nxt.append(f'primenb.attach("{run.name}").logs()')
     return Ending(
         state=state,

@@ -14,31 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.documents import State, is_live_state
 from primenb.protocol.index import Index
-from primenb.protocol.record import read_trace, reconcile
-from primenb.protocol.rundir import LIVE_STATES, RunDir, read_jsonl, tail_lines
+from primenb.protocol.reader import read_text
+from primenb.protocol.record import current_status, read_trace, reconcile
+from primenb.protocol.rundir import RunDir, read_jsonl
 
-# the columns a list row carries (a subset of the index's)
-LIST_FIELDS = (
-    "trace",
-    "parent",
-    "name",
-    "created",
-    "status",
-    "mode",
-    "model",
-    "env",
-    "steps",
-    "max_steps",
-    "lr",
-    "final_reward",
-    "best_eval",
-    "duration",
-    "backend",
-    "host",
-    "reproduces",
-    "run_dir",
-)
 MAX_METRIC_ROWS = 5000
 
 
@@ -106,9 +87,8 @@ def list_traces(
     rows = refresh_live(rows, index)
     items = []
     for row in rows:
-        full = dict(zip(COLUMNS, row, strict=True))
-        item = {k: full.get(k) for k in LIST_FIELDS}
-        item["live"] = item["status"] in LIVE_STATES
+        item = dict(zip(COLUMNS, row, strict=True))  # every index column (`IndexRow`)
+        item["live"] = is_live_state(item["status"])
         items.append(clean_dict(item))
     return {"items": items, "total": total, "offset": offset, "limit": limit}
 
@@ -143,15 +123,16 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
 
     doc, run_dir = load_doc(trace_id, index)
     trace = Trace(doc, run_dir)
-    status = RunDir(run_dir).read_status()
-    state = status.get("state") or trace.status
-    log_tail = tail_lines(RunDir(run_dir).log_path, 20) or tail_lines(run_dir / "logs" / "launcher.log", 20)
+    files = RunDir(run_dir)
+    status = current_status(run_dir)
+    state = State.parse(status.get("state")) or trace.state
+    log_tail = files.log_tail(20)
     return clean_dict(
         {
             "trace": trace.id,
             "name": trace.name,
             "status": state,
-            "live": state in LIVE_STATES,
+            "live": is_live_state(state),
             "headline": {k: v for k, v in trace.headline().items() if v not in (None, "")},
             "backend": doc.get("backend") or status.get("backend"),
             "parent": trace.parent,
@@ -160,6 +141,7 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
             "error": doc.get("error") or status.get("error"),
             "step": status.get("step"),
             "max_steps": status.get("max_steps") or (doc.get("steps") or {}).get("max"),
+            "warnings": [*getattr(doc, "warnings", []), *getattr(status, "warnings", [])][:20],
             "config": trace.config,
             "summary": trace.summary,
             "log_tail": log_tail,
@@ -187,7 +169,7 @@ def metrics_since(
     if truncated:
         rows = rows[:MAX_METRIC_ROWS]
         last = rows[-1]["step"]
-    status = files.read_status()
+    status = current_status(run_dir)
     return clean_dict(
         {
             "trace": trace_id,
@@ -220,11 +202,10 @@ def config_toml(trace_id: str, root_dir: str | None = None, index: Index | None 
     ``contents_path``: the file's path relative to the Jupyter root (None when outside it), so the
     sidebar can open it in the editor; otherwise it shows the text read-only."""
     doc, run_dir = load_doc(trace_id, index)
-    path = run_dir / "configs" / "config.toml"
-    if path.is_file():
-        text = path.read_text(encoding="utf-8")
-        source: Path | None = path
-    else:
+    path = RunDir(run_dir).config_toml
+    text = read_text(path, root=run_dir)
+    source: Path | None = path
+    if text is None:
         import tomlkit
 
         text = tomlkit.dumps(_toml_safe(doc.get("config") or {}))
@@ -253,7 +234,7 @@ def _toml_safe(value: Any) -> Any:
 
 def _sync(run_dir: Path) -> None:
     """A remote backend's run: bring its local mirror up to date (a local run: nothing to do)."""
-    if RunDir(run_dir).read_status().get("state") in LIVE_STATES:  # whatever the backend
+    if is_live_state(RunDir(run_dir).read_status().get("state")):  # whatever the backend
         from primenb.backends import open_run
 
         open_run(run_dir).status  # noqa: B018 (reading the status syncs the mirror)
@@ -268,7 +249,7 @@ def stop(trace_id: str, index: Index | None = None) -> dict[str, Any]:
         raise Conflict(f"trace {trace_id} has no run status in {run_dir}: nothing to stop")
     run = open_run(run_dir)
     state = run.stop(wait=False)
-    return {"trace": trace_id, "state": state, "stop_requested": state in LIVE_STATES}
+    return {"trace": trace_id, "state": state, "stop_requested": is_live_state(state)}
 
 
 _reapers: list[threading.Thread] = []

@@ -12,31 +12,15 @@ from typing import Any
 import pandas as pd
 
 from primenb.errors import PrimenbError
+from primenb.protocol.documents import INDEX_SHOWN, is_live_state
 from primenb.protocol.index import NAMES, Index
 from primenb.traces import views as V
 from primenb.traces.trace import indexed_short_ids
 from primenb.traces.views import short_ids
 
-DISPLAY = (
-    "trace",
-    "parent",
-    "name",
-    "created",
-    "status",
-    "mode",
-    "model",
-    "env",
-    "steps",
-    "lr",
-    "batch",
-    "group_size",
-    "lora_rank",
-    "final_reward",
-    "best_eval",
-    "duration",
-    "backend",
-)
-COLUMNS = DISPLAY + tuple(c for c in NAMES if c not in DISPLAY and c != "revision")
+# the shown columns and their order are declared once, with the index row's fields
+DISPLAY = INDEX_SHOWN
+COLUMNS = tuple(c for c in NAMES if c != "revision")
 SHOWN_ROWS = 50
 
 
@@ -195,7 +179,8 @@ def query(
 
 def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, ...]]:
     """Rows of queued/running traces get their current step (and a final state, when the engine
-    died without completing its trace) from the run directory: a few files, only for live runs."""
+    died without completing its trace, even when its run directory cannot be written) from the
+    run directory: a few files, only for live runs."""
     from pathlib import Path
 
     from primenb.protocol.index import index_row
@@ -205,12 +190,12 @@ def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, .
     pos = {c: i for i, c in enumerate(COLUMNS)}
     out = []
     for row in rows:
-        if row[pos["status"]] in ("queued", "running"):
+        if is_live_state(row[pos["status"]]) and isinstance(row[pos["run_dir"]], str):
             run_dir = Path(row[pos["run_dir"]])
             doc = read_trace(run_dir)
             if doc is not None and reconcile(doc, run_dir):
-                index.upsert(doc, run_dir)
                 fresh = index_row(doc, run_dir)
+                index.upsert_many([fresh])
                 row = tuple(fresh.get(c) for c in COLUMNS)
             else:
                 st = RunDir(run_dir).read_status()

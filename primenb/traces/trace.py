@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.documents import State
 from primenb.protocol.fields import Mode
+from primenb.protocol.reader import is_regular
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
-from primenb.protocol.rundir import read_jsonl, read_metrics
+from primenb.protocol.rundir import RunDir, read_jsonl, read_metrics
 from primenb.traces import views as V
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ class Trace:
     def __init__(self, doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> None:
         self.doc = doc
         self.run_dir = Path(run_dir)
+        self.files = RunDir(self.run_dir)
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike[str]) -> Trace:
@@ -58,8 +61,16 @@ class Trace:
         return self.doc.get("parent")
 
     @property
+    def state(self) -> State | None:
+        """The run's `State` as the trace records it; None when unknown. (`Run.state` is the same
+        for a `Run`; `Run.status` is the whole status.json document.)"""
+        return State.parse(self.doc.get("status"))
+
+    @property
     def status(self) -> str:
-        return str(self.doc.get("status") or "unknown")
+        """The state as text, ``"unknown"`` when the trace records none (kept for compatibility:
+        `state` is the typed one)."""
+        return str(self.state or "unknown")
 
     @property
     def mode(self) -> Mode | None:
@@ -107,17 +118,17 @@ class Trace:
         return self.doc.get(key, default)
 
     def metric_rows(self) -> list[dict[str, Any]]:
-        return read_metrics(self.run_dir / "metrics.jsonl")  # objects with an int step, numbers only
+        return read_metrics(self.files.metrics_path)  # objects with an int step, numbers only
 
     @property
     def metrics(self) -> pd.DataFrame:
         """One row per (phase, step), as `Run.metrics` (`primenb.render.tidy.metrics_frame`)."""
         from primenb.render.tidy import metrics_frame
 
-        return metrics_frame(read_jsonl(self.run_dir / "metrics.jsonl"))
+        return metrics_frame(read_jsonl(self.files.metrics_path))
 
     def sample_rows(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.run_dir / "samples.jsonl"))
+        return list(read_jsonl(self.files.samples_path))
 
     @property
     def samples(self) -> pd.DataFrame:
@@ -382,7 +393,7 @@ def get(ref: Any, *, index: Index | None = None) -> Trace:
     if not text:
         raise TraceNotFound("no trace given")
     path = Path(text).expanduser()
-    if (path / TRACE_FILE).is_file():
+    if is_regular(RunDir(path).trace_path):
         return Trace.load(path)
     index = index or Index()
     rows = index.query("SELECT trace, run_dir FROM traces WHERE trace = ?", (text,))

@@ -2,32 +2,83 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.documents import MANIFEST_VERSION, ManifestDoc, is_live_state, parse
+from primenb.protocol.reader import open_regular, read_json_object
 from primenb.protocol.record import TRACE_FILE, read_trace, write_trace
-from primenb.protocol.rundir import FINAL_STATES, atomic_write_json, now_iso
+from primenb.protocol.rundir import FINAL_STATES, RunDir, atomic_write_json, now_iso
 from primenb.protocol.safepath import contained, is_safe_id, safe_name, symlinks_under
 from primenb.traces.trace import Trace, get
 
 MANIFEST = "primenb_export.json"
-_COPY = ("trace.json", "status.json", "metrics.jsonl", "samples.jsonl", "configs")
+_COPY = RunDir.BUNDLED
+
+
+def special_files(root: Path) -> list[Path]:
+    """Everything under ``root`` that is neither a regular file nor a folder (symbolic links,
+    FIFOs, devices, sockets): a bundle never holds one, and copying one could hang (a FIFO),
+    never end (``/dev/zero``) or leave the folder (a link)."""
+    found: list[Path] = []
+    if not root.is_dir() or root.is_symlink():
+        return [root] if os.path.lexists(root) and not root.is_file() and not root.is_dir() else []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in (*dirnames, *filenames):
+            path = Path(dirpath) / name
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append(path)
+    return found
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    fd = open_regular(src)
+    if fd is None:
+        raise PrimenbError(f"{src} is not a regular file (a link, FIFO or device); it was not copied")
+    with os.fdopen(fd, "rb") as fin, open(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
 
 
 def _copy(src: Path, dst: Path) -> None:
     """Copy contents only: a bundle is for sharing, so its files get the usual (umask) mode, not
-    the mode they had in the run directory (a 0600 file there would stay private in the bundle)."""
+    the mode they had in the run directory (a 0600 file there would stay private in the bundle).
+    Regular files and folders only (`special_files` are refused before copying)."""
+    if src.is_symlink():
+        raise PrimenbError(f"{src} is a symbolic link; it was not copied")
     if src.is_dir():
-        shutil.copytree(src, dst, copy_function=shutil.copyfile)
-    elif src.is_file():
+        dst.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            _copy(Path(entry.path), dst / entry.name)
+    elif os.path.lexists(src):
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        _copy_file(src, dst)
+
+
+def _refuse_special(root: Path, names: Any, what: str) -> None:
+    bad = [p for name in names for p in special_files(root / name)]
+    if bad:
+        raise PrimenbError(
+            f"{what} holds files that are not regular files or folders "
+            f"({', '.join(str(p.relative_to(root)) for p in bad[:3])}: links, FIFOs or devices); "
+            "a run's files never are, so nothing was copied"
+        )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+    except (OSError, ValueError):
+        return False
 
 
 def export(ref: Any, path: str | os.PathLike[str]) -> Path:
@@ -40,10 +91,15 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
     dest = Path(path).expanduser().resolve()
     if dest.exists() and any(dest.iterdir()):
         raise PrimenbError(f"{dest} exists and is not empty; export into a new folder")
+    ckpt = trace.final_checkpoint
+    if ckpt is not None and not _inside(ckpt, trace.run_dir):  # a copied status/trace cannot ship any folder
+        ckpt = None
+    _refuse_special(trace.run_dir, [*_COPY, *([ckpt.relative_to(trace.run_dir)] if ckpt else [])], str(trace.run_dir))
     dest.mkdir(parents=True, exist_ok=True)
     for name in _COPY:
         _copy(trace.run_dir / name, dest / name)
     manifest: dict[str, Any] = {
+        "version": MANIFEST_VERSION,
         "trace_id": trace.id,
         "name": trace.name,
         "exported_at": now_iso(),
@@ -51,14 +107,20 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
         "final": None,
         "base": None,
     }
-    ckpt = trace.final_checkpoint
     if ckpt is not None and ckpt.is_dir():
         _copy(ckpt, dest / "final")
         manifest["final"] = {"dir": "final", **(trace.get("final") or {})}
         meta_path = dest / "final" / "primenb_checkpoint.json"
         meta = _read(meta_path)
-        base_path = (meta.get("base") or {}).get("path")
-        if (dest / "final" / "adapter_config.json").exists() and base_path and Path(base_path).is_dir():
+        base = meta.get("base")
+        base_path = base.get("path") if isinstance(base, dict) else None
+        if (
+            (dest / "final" / "adapter_config.json").exists()
+            and isinstance(base_path, str)
+            and _inside(Path(base_path), trace.run_dir)  # the run's own warm-up, never any folder
+            and Path(base_path).is_dir()
+            and not special_files(Path(base_path))
+        ):
             _copy(Path(base_path), dest / "base")
             manifest["base"] = {"dir": "base", "original": base_path}
     atomic_write_json(dest / MANIFEST, manifest)
@@ -66,11 +128,7 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return read_json_object(path)
 
 
 def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = None) -> Trace:
@@ -83,10 +141,11 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
     doc = read_trace(src)
     if not manifest or doc is None:
         raise PrimenbError(
-            f"{src} is not an exported trace (no {MANIFEST} / {TRACE_FILE}); "
+            f"{src} is not an exported trace (no readable {MANIFEST} / {TRACE_FILE}); "
             "make one with %prime_harness export TRACE PATH"
         )
     _check_bundle(src, manifest, doc)
+    manifest = parse(ManifestDoc, manifest) or {}  # typed: a wrong-typed field is unknown
     index = Index()
     known = index.query("SELECT run_dir FROM traces WHERE trace = ?", (doc["trace_id"],))
     if known and (Path(known[0][0]) / TRACE_FILE).exists():
@@ -97,26 +156,20 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
     if target.exists() and any(target.iterdir()):
         target = target.with_name(f"{target.name}-imported-{int(time.time())}")
     target = target.resolve()
+    created = not target.exists()
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PrimenbError(f"cannot create {target}: {exc.strerror or exc}") from None
-    for name_ in _COPY:
-        _copy(src / name_, target / name_)
-    final = manifest.get("final") or {}
-    new_final = None
-    if final and (src / "final").is_dir():
-        step = final.get("step")
-        ckpt = contained(target, Path("checkpoints") / (f"step_{step}" if step is not None else "final"), "checkpoint")
-        _copy(src / "final", ckpt)
-        new_final = {**{k: v for k, v in final.items() if k != "dir"}, "path": str(ckpt)}
-        if manifest.get("base") and (src / "base").is_dir():
-            base_dir = target / "checkpoints" / "base"
-            _copy(src / "base", base_dir)
-            meta_path = ckpt / "primenb_checkpoint.json"
-            meta = _read(meta_path)
-            meta.setdefault("base", {})["path"] = str(base_dir)
-            meta_path.write_text(json.dumps(meta, indent=1))
+    try:
+        new_final = _copy_bundle(src, target, manifest)
+    except OSError as exc:  # a full disk, a read-only folder: nothing half-imported is left
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        raise PrimenbError(
+            f"could not import {src} into {target}: {exc.strerror or exc}; nothing was imported "
+            "(free some space or pass another destination)"
+        ) from None
     doc = read_trace(target) or doc
     doc["run_dir"] = str(target)
     doc["final"] = new_final
@@ -129,10 +182,41 @@ def import_(path: str | os.PathLike[str], dest: str | os.PathLike[str] | None = 
         "imported_at": now_iso(),
         "host": socket.gethostname(),
     }
-    write_trace(target, doc)
+    try:
+        write_trace(target, doc)
+    except OSError as exc:
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        raise PrimenbError(
+            f"could not import {src} into {target}: {exc.strerror or exc}; nothing was imported"
+        ) from None
     index.add_root(target.parent)
     index.upsert(doc, target)
     return Trace(doc, target)
+
+
+def _copy_bundle(src: Path, target: Path, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """Copy a checked bundle's files into ``target``; the new final checkpoint entry."""
+    files = RunDir(target)
+    for name_ in _COPY:
+        _copy(src / name_, target / name_)
+    final = manifest.get("final") or {}
+    if not (final and (src / "final").is_dir()):
+        return None
+    step = final.get("step")
+    ckpt = contained(
+        target, files.checkpoint_dir(step if step is not None else "final").relative_to(target), "checkpoint"
+    )
+    _copy(src / "final", ckpt)
+    new_final = {**{k: v for k, v in final.items() if k not in ("dir", "path")}, "path": str(ckpt)}
+    if manifest.get("base") and (src / "base").is_dir():
+        base_dir = files.checkpoint_dir("base")
+        _copy(src / "base", base_dir)
+        meta_path = ckpt / "primenb_checkpoint.json"
+        meta = _read(meta_path)
+        meta["base"] = {**(meta["base"] if isinstance(meta.get("base"), dict) else {}), "path": str(base_dir)}
+        atomic_write_json(meta_path, meta)
+    return new_final
 
 
 def _check_bundle(src: Path, manifest: dict[str, Any], doc: dict[str, Any]) -> None:
@@ -154,6 +238,13 @@ def _check_bundle(src: Path, manifest: dict[str, Any], doc: dict[str, Any]) -> N
             f"{src} holds symbolic links ({', '.join(str(p.relative_to(src)) for p in links[:3])}); "
             "an exported trace never does, so it was not imported"
         )
+    bad = special_files(src)
+    if bad:
+        raise PrimenbError(
+            f"{src} holds files that are not regular files or folders "
+            f"({', '.join(str(p.relative_to(src)) for p in bad[:3])}: FIFOs, devices or sockets); "
+            "an exported trace never does, so it was not imported"
+        )
 
 
 def rm(ref: Any, *, files: bool = False) -> str:
@@ -162,7 +253,7 @@ def rm(ref: Any, *, files: bool = False) -> str:
     from primenb.protocol.index import Index
 
     trace = get(ref)
-    if trace.status in ("queued", "running"):
+    if is_live_state(trace.status):
         raise PrimenbError(
             f"trace {trace.id} ({trace.name}) is still {trace.status}; stop it first (%prime_train --stop {trace.name})"
         )
@@ -170,7 +261,7 @@ def rm(ref: Any, *, files: bool = False) -> str:
         shutil.rmtree(trace.run_dir)
         what = f"removed trace {trace.id} and its run directory {trace.run_dir}"
     else:
-        (trace.run_dir / TRACE_FILE).unlink(missing_ok=True)
+        RunDir(trace.run_dir).trace_path.unlink(missing_ok=True)
         what = f"removed trace {trace.id} ({trace.name}); its run directory {trace.run_dir} is kept"
     Index().remove(trace.id)
     return what

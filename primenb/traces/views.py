@@ -10,14 +10,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from primenb.protocol.documents import State
+
 MIN_ID = 4  # `get` resolves id prefixes of 4+ characters
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-STATE_COLORS = {
-    "queued": "#888",
-    "running": "#1f77b4",
-    "completed": "#2e7d32",
-    "failed": "#c62828",
-    "stopped": "#b26a00",
+STATE_COLORS: dict[str, str] = {
+    State.QUEUED: "#888",
+    State.RUNNING: "#1f77b4",
+    State.COMPLETED: "#2e7d32",
+    State.FAILED: "#c62828",
+    State.STOPPED: "#b26a00",
 }
 TABLE_STYLE = "border-collapse:collapse;font-size:12px"
 CELL = "padding:1px 6px;text-align:left;vertical-align:top"
