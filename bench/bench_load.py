@@ -3,6 +3,11 @@
 Targets (issue 2): `%load_ext primenb` under 0.3 s on top of IPython; validating the upstream
 reverse-text rl.toml under 20 ms. Each figure is the median of several fresh processes, printed
 beside its baseline measured in the same run.
+
+Issue 23: upstream's biggest config (intellect-3.1 rl.toml): first `%%rltoml` in a fresh kernel
+<= 1 s warm-disk and `primenb validate` <= 2 s, printed beside a second cell's time. "Warm-disk"
+means the per-machine plugin-check verdict (`PRIME_HOME/cache/plugin-check/`) exists: the first
+run of the bench makes it (its cold time is printed too).
 """
 
 from __future__ import annotations
@@ -42,6 +47,58 @@ from primenb.config import check
 check(text)
 print(time.perf_counter() - t)
 """
+
+
+BIG = ROOT / "tests" / "data" / "upstream" / "configs" / "examples" / "advanced" / "intellect-3.1" / "rl.toml"
+BIG_CELLS = f"""
+import time
+from IPython.core.interactiveshell import InteractiveShell
+sh = InteractiveShell.instance()
+sh.run_line_magic("load_ext", "primenb")
+cell = open({str(BIG)!r}).read()
+times = []
+for _ in range(2):
+    t, c = time.perf_counter(), time.process_time()
+    sh.run_cell_magic("rltoml", "cfg", cell)
+    times += [time.perf_counter() - t, time.process_time() - c]
+print("TIMES", *times)
+"""
+
+
+def _cli(path: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `primenb validate` process; CPU time tells a loaded machine apart."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "primenb.cli", "validate", str(path)], capture_output=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def big_config() -> None:
+    cold = _times(BIG_CELLS)  # makes the per-machine verdict when it is not there yet
+    cells = [_times(BIG_CELLS) for _ in range(3)]
+    first, second = statistics.median(c[0] for c in cells), statistics.median(c[2] for c in cells)
+    first_cpu = statistics.median(c[1] for c in cells)
+    clis = [_cli(BIG) for _ in range(3)]
+    cli, cli_cpu = statistics.median(w for w, _ in clis), statistics.median(c for _, c in clis)
+    print(f"intellect-3.1 first %%rltoml, cold cache : {cold[0] * 1000:8.1f} ms (once per machine/versions)")
+    ok = "PASS" if first <= 1 else "FAIL"
+    print(f"intellect-3.1 first %%rltoml, warm disk  : {first * 1000:8.1f} ms  target <= 1 s: {ok}")
+    print(f"  (CPU time of that cell: {first_cpu * 1000:.1f} ms; wall > CPU means a loaded machine)")
+    print(f"intellect-3.1 second %%rltoml            : {second * 1000:8.1f} ms")
+    ok = "PASS" if cli <= 2 else "FAIL"
+    print(f"intellect-3.1 primenb validate (CLI)     : {cli * 1000:8.1f} ms  target <= 2 s: {ok}")
+    print(f"  (CPU time of that process: {cli_cpu * 1000:.1f} ms)")
+    print(f"load average while measuring: {' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
+
+
+def _times(code: str) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("TIMES "))
+    return [float(x) for x in line.split()[1:]]
 
 
 def _fresh(code: str) -> list[float]:
@@ -90,4 +147,6 @@ def _time_parse(text: str) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    if "--big" not in sys.argv:
+        main()
+    big_config()

@@ -1,14 +1,16 @@
 """How often primenb's config verdict agrees with prime-rl's own loader.
 
-Runs every file of `tests/data/upstream/` (upstream's 67 configs and 416 mutations of them, with
-the verdicts prime-rl-configs 0.4.0 + verifiers 0.4.0 gave) through the path of
-`primenb validate --json --rl|--sft FILE`, and counts:
+Runs every file of `tests/data/upstream/` (upstream's 67 configs, the 416 mutations of
+`mutations/` and the 520 harder ones of `mutations-2/`, with the verdicts prime-rl-configs 0.4.0 +
+verifiers 0.4.0 gave) through the path of `primenb validate --json --rl|--sft FILE`, and counts:
 
 * false errors: upstream accepts, primenb reports an error;
 * false passes: upstream rejects, primenb reports no error;
-* path mismatches: both reject, but primenb's first error is not inside what upstream names.
+* path mismatches: both reject, but primenb's first error is not inside what upstream names;
+* absent paths: primenb's first error names a place that is neither in the file nor upstream's.
 
-`python bench/config_agreement.py [-v]` prints the counts (and with -v every disagreement).
+`python bench/config_agreement.py [-v] [mutations|mutations-2]` prints the counts and a table
+by kind of change (the first word of each mutation) per set; with -v every disagreement.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ single_node multi_node sft fake adamw sgd muon sign_sgd filesystem nccl nixl zmq
 opd opsd prime subprocess docker podman apptainer modal e2b default ipo custom constant linear cosine
 """
 _TAGS = set(_UNION_MEMBERS.split())
-_FLAG = re.compile(r"^--(\S+)$|^<root>$")
+_FLAG = re.compile(r"^--(.+)$|^<root>$")  # member names hold spaces: `function-after[f(), M]`
 
 
 @dataclass
@@ -37,12 +39,19 @@ class Verdict:
     mode: str
     upstream_ok: bool | None  # None: depends on an environment package upstream did not have
     upstream_paths: list[tuple[str | int, ...]] = field(default_factory=list)
+    truncated: bool = False  # upstream's message lists fewer errors than it counts (cut short)
     errors: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
+    absent: bool = False  # the first error names a place neither in the file nor upstream's
 
     @property
     def primenb_ok(self) -> bool:
         return not self.errors
+
+    @property
+    def change(self) -> str:
+        """The kind of mutation: `legacy`, `edge`, `multi`... (`config` for upstream's own files)."""
+        return self.note.split()[0].split("[")[0] if self.note else "config"
 
     @property
     def kind(self) -> str:
@@ -51,7 +60,14 @@ class Verdict:
             return "false-error" if self.errors else "agree"
         if not self.errors:
             return "false-pass"
-        return "agree" if path_matches(self.errors[0]["path"], self.upstream_paths) else "path-mismatch"
+        if not self.upstream_paths:
+            return "agree"  # upstream names no place (a TOML syntax error, a message of its own)
+        if path_matches(self.errors[0]["path"], self.upstream_paths):
+            return "agree"
+        # upstream's list was cut short: primenb's first may be one it did not print
+        if self.truncated and any(path_matches(e["path"], self.upstream_paths) for e in self.errors):
+            return "agree"
+        return "path-mismatch"
 
 
 def _split(flag: str) -> tuple[str | int, ...]:
@@ -63,15 +79,33 @@ def _split(flag: str) -> tuple[str | int, ...]:
     return tuple(parts)
 
 
+_SUBCONFIGS = ("trainer", "orchestrator", "inference")
+_COUNT = re.compile(r"(\d+) validation errors? for")
+
+
 def upstream_paths(message: str, data: dict[str, Any]) -> list[tuple[str | int, ...]]:
-    """The TOML paths an upstream error names, with union tags (`data.sft.name`) dropped."""
+    """The TOML paths an upstream error names, with union tags (`data.sft.name`) dropped.
+
+    An RL config's shared tables (`[model]`, `[ckpt]`, `[slurm]`, `[monitors]`...) are copied into
+    the sub-configs before upstream validates them, so it names `trainer.model.name` for a bad
+    top-level `model.name`: the shared place the file holds counts as the same place."""
     out = []
     for line in message.splitlines():
         m = _FLAG.match(line.strip())
         if not m:
             continue
-        out.append(_strip_tags(_split(m.group(1)) if m.group(1) else (), data))
+        loc = _split(m.group(1)) if m.group(1) else ()
+        out.append(_strip_tags(loc, data))
+        if len(loc) > 1 and loc[0] in _SUBCONFIGS and isinstance(data.get(loc[1]), dict):
+            out.append(_strip_tags(loc[1:], data))
     return out
+
+
+def truncated(message: str) -> bool:
+    """Whether upstream's message names fewer places than the errors it counts."""
+    m = _COUNT.search(message)
+    flags = sum(bool(_FLAG.match(line.strip())) for line in message.splitlines())
+    return bool(m) and flags < int(m.group(1))
 
 
 def _has(cur: Any, part: Any) -> bool:
@@ -110,9 +144,43 @@ def _check(path: Path, mode: str) -> list[dict[str, Any]]:
     return [json.loads(json.dumps(d.__dict__)) for d in report.errors]
 
 
-def verdicts() -> list[Verdict]:
+SETS = ("mutations", "mutations-2")
+
+
+def path_in_file(path: str, data: dict[str, Any], upstream: list[tuple[str | int, ...]]) -> bool:
+    """An error's path names a place in the file (its last key may be the missing one) or upstream's."""
+    loc = _split(path) if path else ()
+    if any(loc == u for u in upstream):
+        return True
+    cur: Any = data
+    for i, part in enumerate(loc):
+        if not _has(cur, part):
+            return i == len(loc) - 1
+        cur = cur[part]
+    return True
+
+
+def mutation_verdicts(name: str) -> list[Verdict]:
     import tomllib
 
+    out = []
+    for line in (DATA / name / "index.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        file = DATA / name / f"{row['i']}.toml"
+        v = Verdict(f"{name}/{row['i']}.toml", row["mode"], row["upstream_ok"], note=row["mutation"])
+        try:
+            data = tomllib.loads(file.read_text())
+        except tomllib.TOMLDecodeError:
+            data = {}
+        v.upstream_paths = upstream_paths(row["upstream_error"], data)
+        v.truncated = truncated(row["upstream_error"])
+        v.errors = _check(file, row["mode"])
+        v.absent = bool(v.errors) and bool(data) and not path_in_file(v.errors[0]["path"], data, v.upstream_paths)
+        out.append(v)
+    return out
+
+
+def config_verdicts() -> list[Verdict]:
     out = []
     for line in (DATA / "configs.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -126,20 +194,20 @@ def verdicts() -> list[Verdict]:
         else:
             continue  # a trainer/orchestrator/inference/evals config: not primenb's to validate
         out.append(Verdict(row["file"], mode, ok, errors=_check(file, mode)))
-    for line in (DATA / "mutations" / "index.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        file = DATA / "mutations" / f"{row['i']}.toml"
-        data = tomllib.loads(file.read_text())
-        v = Verdict(f"mutations/{row['i']}.toml", row["mode"], row["upstream_ok"], note=row["mutation"])
-        v.upstream_paths = upstream_paths(row["upstream_error"], data)
-        v.errors = _check(file, row["mode"])
-        out.append(v)
+    return out
+
+
+def verdicts(sets: tuple[str, ...] = ("mutations",)) -> list[Verdict]:
+    """Upstream's configs, then the mutations of each named set."""
+    out = config_verdicts()
+    for name in sets:
+        out += mutation_verdicts(name)
     return out
 
 
 def summary(vs: list[Verdict]) -> dict[str, Any]:
-    configs = [v for v in vs if not v.name.startswith("mutations/")]
-    muts = [v for v in vs if v.name.startswith("mutations/")]
+    configs = [v for v in vs if v.change == "config"]
+    muts = [v for v in vs if v.change != "config"]
     kinds = [v.kind for v in muts]
     rejected = [v for v in muts if v.upstream_ok is False and v.errors]
     return {
@@ -152,22 +220,41 @@ def summary(vs: list[Verdict]) -> dict[str, Any]:
         "mutation_verdict_agreement": sum((v.upstream_ok is not False) == v.primenb_ok for v in muts) / len(muts),
         "mutation_agreement_with_paths": kinds.count("agree") / len(muts),
         "path_agreement_on_rejected": (sum(v.kind == "agree" for v in rejected) / len(rejected) if rejected else 1.0),
+        "first_paths_absent_from_file": sum(v.absent for v in muts),
     }
 
 
+def by_kind(vs: list[Verdict]) -> dict[str, tuple[int, int]]:
+    """kind of change -> (agreeing, total), agreement counting the first error's path."""
+    table: dict[str, tuple[int, int]] = {}
+    for v in vs:
+        if v.change == "config":
+            continue
+        ok, n = table.get(v.change, (0, 0))
+        table[v.change] = (ok + (v.kind == "agree"), n + 1)
+    return dict(sorted(table.items()))
+
+
 def main() -> None:
-    vs = verdicts()
+    sets = tuple(a for a in sys.argv[1:] if a in SETS) or SETS
+    vs = config_verdicts()
+    for name in sets:
+        vs += mutation_verdicts(name)
+        print(f"{name}: kind, agreement (first error path included)")
+        for change, (ok, n) in by_kind([v for v in vs if v.name.startswith(name + "/")]).items():
+            print(f"  {change:10} {ok:4}/{n:<4} {ok / n:7.1%}")
+        for k, val in summary([v for v in vs if v.name.startswith(name + "/") or v.change == "config"]).items():
+            print(f"  {k:32}: {val:.4f}" if isinstance(val, float) else f"  {k:32}: {val}")
     if "-v" in sys.argv:
         for v in vs:
-            if v.kind != "agree":
-                first = v.errors[0] if v.errors else {}
-                print(f"{v.kind:14} {v.name:60} {v.note}")
-                if first:
-                    print(f"{'':14} primenb: {first['path']}: {first['message']}")
-                if v.upstream_paths:
-                    print(f"{'':14} upstream: {v.upstream_paths}")
-    for k, val in summary(vs).items():
-        print(f"{k:32}: {val:.4f}" if isinstance(val, float) else f"{k:32}: {val}")
+            if v.kind == "agree" and not v.absent:
+                continue
+            first = v.errors[0] if v.errors else {}
+            print(f"{v.kind if v.kind != 'agree' else 'absent-path':14} {v.name:60} {v.note}")
+            if first:
+                print(f"{'':14} primenb: {first['path']}: {first['message']}")
+            if v.upstream_paths:
+                print(f"{'':14} upstream: {v.upstream_paths}")
 
 
 if __name__ == "__main__":

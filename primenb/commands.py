@@ -56,6 +56,9 @@ class Command:
 
 _SFT = arg("--sft", action="store_true", help="an SFT config", exclusive="mode")
 _RL = arg("--rl", action="store_true", help="an RL config", exclusive="mode")
+_LENIENT = arg(
+    "--lenient", action="store_true", help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)"
+)
 _TRACE = "a trace id, a unique id prefix, a run name, a run directory (in a notebook also a variable holding a Run)"
 _BACKEND = arg("--backend", default=None, metavar="B", help="where to train (default: [primenb] backend, local)")
 _NAME = arg("--name", default=None, metavar="RUN", help="run name (default: <env>--<model>--<id>)")
@@ -67,6 +70,7 @@ _TRUST = arg(
     action="store_true",
     help="an imported trace: run the environment code its config names (refused until trusted)",
 )
+_SERVER = arg("--server", default=None, metavar="URL", help="which running server (default: the newest)")
 
 # Prime Intellect's hosted training (--backend modelfactory); the API key is never an argument.
 _HOSTED = (
@@ -94,6 +98,7 @@ COMMANDS: tuple[Command, ...] = (
             _SFT,
             _RL,
             _JSON,
+            _LENIENT,
         ),
         faces=(CLI,),
     ),
@@ -107,6 +112,7 @@ COMMANDS: tuple[Command, ...] = (
             _SFT,
             _RL,
             arg("--fix", action="store_true", help="rewrite legacy keys and offer the migrated cell"),
+            _LENIENT,
         ),
         faces=(MAGIC,),
     ),
@@ -135,6 +141,12 @@ COMMANDS: tuple[Command, ...] = (
             _DETACH,
             arg("--sft", action="store_true", faces=(CLI,), help="validate as SFT", exclusive="mode"),
             arg("--rl", action="store_true", faces=(CLI,), help="validate as RL", exclusive="mode"),
+            arg(
+                "--lenient",
+                action="store_true",
+                faces=(CLI,),
+                help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)",
+            ),
             arg("--stop", metavar="RUN", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"),
             arg(
                 "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"
@@ -340,12 +352,65 @@ COMMANDS += (
     Command("backend", "list", "the saved backends", (_JSON,)),
     Command("backend", "show", "a saved backend's URL and options", (arg("name", help="backend name"),)),
     Command("backend", "remove", "forget a saved backend", (arg("name", help="backend name"),)),
+    # -- serving and evaluation (primenb.serve) -------------------------------------------------
+    Command(
+        "serve",
+        "start",
+        "serve traces (default: every completed one with a checkpoint) and their base over an "
+        "OpenAI-compatible API, in its own process",
+        (
+            arg("traces", nargs="*", metavar="TRACE", help=_TRACE),
+            arg("--base", default=None, metavar="MODEL", help="the base model to list (default: the traces' own)"),
+            arg("--port", type=int, default=0, metavar="P", help="port (default: a free one)"),
+            arg("--host", default="127.0.0.1", metavar="H", help="address to listen on; not loopback needs a key"),
+            arg(
+                "--api-key-var",
+                default=None,
+                metavar="VAR",
+                help="environment variable holding the API key clients send as Bearer (never the key itself)",
+            ),
+            _JSON,
+        ),
+    ),
+    Command("serve", "add", "load a trace into a running server", (arg("trace", help=_TRACE), _SERVER, _JSON)),
+    Command(
+        "serve",
+        "remove",
+        "drop a trace (or a model id) from a running server",
+        (arg("trace", help="a trace or a served model id"), _SERVER),
+    ),
+    Command("serve", "list", "running servers: URL, pid, models, uptime, requests served", (_JSON,)),
+    Command(
+        "serve",
+        "stop",
+        "stop a server (default: the newest) or all",
+        (arg("server", nargs="?", metavar="URL", help="a server URL, port or pid, or all"),),
+    ),
+    Command(
+        "eval",
+        "eval",
+        "evaluate models and/or traces on an environment's held-out split through the served endpoint",
+        (
+            arg("models", nargs="+", metavar="MODEL_OR_TRACE", help="a trace, or a served model id (e.g. the base)"),
+            arg("--env", required=True, metavar="ID", help="environment id (built in, or added with %prime_env add)"),
+            arg("--args", nargs="+", action="extend", default=[], metavar="K=V", help="environment arguments"),
+            arg(
+                "-n", "--num-examples", dest="num_examples", type=int, default=20, metavar="N", help="held-out examples"
+            ),
+            arg("-r", "--rollouts", dest="rollouts", type=int, default=1, metavar="R", help="rollouts per example"),
+            arg("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (0: greedy)"),
+            arg("--max-tokens", type=int, default=None, metavar="K", help="tokens per completion (default: the run's)"),
+            _JSON,
+        ),
+    ),
 )
 
 FAMILY_HELP = {
     "backend": "name SSH hosts and SLURM clusters to train on",
     "harness": "traces of every run: show, apply, rerun, diff, compare, reindex, export, import, rm",
     "env": "list, register, inspect and remove training environments",
+    "serve": "serve trained models over an OpenAI-compatible API: start, add, remove, list, stop",
+    "eval": "evaluate models and traces on an environment's held-out split through a served endpoint",
 }
 
 
@@ -389,6 +454,8 @@ def invocation(cmd: Command, face: str) -> str:
         if face == CLI:
             return f"primenb {cmd.name}"
         return {"rltoml": "%%rltoml", "train": "%prime_train"}.get(cmd.name, f"%prime_train {cmd.name}")
+    if (cmd.family, cmd.name) in (("serve", "start"), ("eval", "eval")):  # the family's bare form
+        return f"primenb {cmd.family}" if face == CLI else f"%prime_{cmd.family}"
     return f"primenb {cmd.family} {cmd.name}" if face == CLI else f"%prime_{cmd.family} {cmd.name}"
 
 

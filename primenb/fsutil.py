@@ -1,17 +1,51 @@
-"""File writes that never leave a half-written file behind."""
+"""File writes that never leave a half-written file behind, and never replace what is not a file."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from primenb.errors import PrimenbError
+
+
+class NotAFileError(PrimenbError):
+    """The target exists and is a device, FIFO, socket or folder: a writer must not replace it."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_writable_target(path: str | os.PathLike[str]) -> None:
+    """Refuse a target that exists and is not a regular file (nor a link, which the rename
+    replaces without touching what it points to): an atomic rename onto ``/dev/null`` as root
+    would replace the device with an ordinary file, onto a FIFO would cut off its reader."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise NotAFileError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise NotAFileError(f"{os.fspath(path)} is {kind}, not a file: nothing was written; give a file path instead")
+
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write `text` to `path` via a temp file in the same folder and an atomic rename."""
+    """Write `text` to `path` via a temp file in the same folder and an atomic rename; a target
+    that exists and is not a regular file is refused (`NotAFileError`), before anything is made."""
     target = Path(path)
+    check_writable_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -21,6 +55,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        check_writable_target(target)  # made meanwhile (a FIFO created while we wrote)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -37,7 +37,15 @@ def test_committed_docs_are_the_generated_docs():
 
 def test_every_documented_option_is_in_the_magics_help(shell):
     sections = _sections(DOC.read_text())
-    assert set(sections) == {"%%rltoml", "%prime_train", "%prime_harness", "%prime_env", "%prime_backend"}
+    assert set(sections) == {
+        "%%rltoml",
+        "%prime_train",
+        "%prime_harness",
+        "%prime_env",
+        "%prime_backend",
+        "%prime_serve",
+        "%prime_eval",
+    }
     checked = 0
     for magic, body in sections.items():
         help_text = _flat(shell.object_inspect_text(magic))

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from primenb.backends import answers
+from primenb.backends.answers import id_args
 from primenb.backends.primecli import PlatformUnreachable, PrimeCLI, PrimeCLIError, RunGone
 from primenb.backends.remote import read_remote, write_remote
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json, atomic_write_text
+from primenb.protocol.privacy import WITHHELD, config_denies, withheld_or, withhold_sample
 from primenb.protocol.rundir import COMPLETED, FAILED, FINAL_STATES, QUEUED, RUNNING, STOPPED, RunDir, now_iso
 
 STATES = {
@@ -88,12 +93,12 @@ class HostedControl:
         return None  # the platform's status (mirrored into status.json) is the truth
 
     def request_stop(self, *, force: bool) -> None:
-        self.cli.text("train", "stop", self.run_id, "--force")
+        self.cli.text("train", "stop", *id_args("--force", ident=self.run_id))
         self.sync(force=True)
 
     # -- platform-only controls ------------------------------------------------------------
     def pause(self) -> str:
-        self.cli.text("train", "pause", self.run_id, "--force", retry=False)
+        self.cli.text("train", "pause", *id_args("--force", ident=self.run_id), retry=False)
         self.sync(force=True)
         return str(self.files.read_status().get("platform_status") or "PAUSING")
 
@@ -110,8 +115,8 @@ class HostedControl:
 
     def _sync_once(self) -> None:
         info = read_remote(self.files.root)
-        record = self.cli.json("train", "get", self.run_id, "-o", "json").get("run") or {}
-        platform = str(record.get("status") or "").upper()
+        record = answers.run_record(self.cli.json("train", "get", *id_args("-o", "json", ident=self.run_id)))
+        platform = record.status
         state = STATES.get(platform, RUNNING)
         fields: dict[str, Any] = {
             "platform_status": platform,
@@ -121,7 +126,7 @@ class HostedControl:
         note = f"{platform.lower()} on the platform"
         fields["queue"] = None
         if platform in ("QUEUED", "PENDING"):
-            ahead, reason = record.get("runs_ahead"), record.get("queue_reason")
+            ahead, reason = record.runs_ahead, record.queue_reason
             fields["queue"] = {"position": ahead, "reason": reason}
             note = (
                 f"{QUEUED}"
@@ -139,8 +144,8 @@ class HostedControl:
         if platform == "PAUSED":
             fields["paused"] = True
             note = f"paused: continue it with %prime_train --resume {self.files.root.name} (a new run, a child trace)"
-        if record.get("error_message"):
-            fields["error"] = record["error_message"]
+        if record.error_message:
+            fields["error"] = withheld_or(record.error_message) if self._denies() else record.error_message
         self._syncs += 1
         if state in FINAL_STATES:
             fields["ended_at"] = now_iso()
@@ -153,27 +158,47 @@ class HostedControl:
             self._complete_trace()
 
     def _pull_progress(self, fields: dict[str, Any]) -> None:
-        progress = self.cli.json("train", "progress", self.run_id)
-        latest = progress.get("latest_step")
+        progress = answers.progress(self.cli.json("train", "progress", *id_args(ident=self.run_id)))
+        latest = progress.latest_step
         rows = read_jsonl_steps(self.files.metrics_path)
         last = max(rows, default=0)
         if isinstance(latest, int) and latest > last:
-            got = self.cli.json("train", "metrics", self.run_id, "--min-step", str(last + 1)).get("metrics") or []
+            got = answers.metrics(
+                self.cli.json("train", "metrics", *id_args("--min-step", str(last + 1), ident=self.run_id))
+            )
             new = [r for r in map(metric_record, got) if r is not None and r["step"] > last]
             _append(self.files.metrics_path, sorted(new, key=lambda r: r["step"]))
         if isinstance(latest, int):
             fields["step"] = latest
         seen = read_jsonl_steps(self.files.samples_path)
-        with_samples = [s for s in progress.get("steps_with_samples") or [] if isinstance(s, int) and s not in seen]
+        with_samples = [s for s in progress.steps_with_samples if s not in seen]
         for step in with_samples[-1:]:  # the newest: older ones stay one `prime train rollouts` away
-            got = self.cli.json("train", "rollouts", self.run_id, "--step", str(step), "--num", "8")
-            _append(self.files.samples_path, [sample_record(s, step) for s in got.get("samples") or []])
+            got_samples = answers.samples(
+                self.cli.json("train", "rollouts", *id_args("--step", str(step), "--num", "8", ident=self.run_id))
+            )
+            kept = [sample_record(s, step) for s in got_samples]
+            _append(self.files.samples_path, [withhold_sample(r) for r in kept] if self._denies() else kept)
+
+    def _denies(self) -> bool:
+        """The run's own config says data_collection = "deny" (read each time: cheap, and a
+        config that cannot be read counts as denying)."""
+        try:
+            return config_denies(self.files.read_config())
+        except (OSError, ValueError):
+            return True
 
     def _pull_logs(self) -> None:
+        if self._denies():  # platform logs quote prompts and completions: none is kept here
+            note = f"(platform logs not kept here: {WITHHELD}; read them with `prime train logs {self.run_id}`)\n"
+            for component in LOG_COMPONENTS:
+                atomic_write_text(self.files.root / "logs" / f"{component}.log", note)
+            atomic_write_text(self.files.log_path, note)
+            return
         parts = []
         for component in LOG_COMPONENTS:
             try:
-                text = self.cli.text("train", "logs", self.run_id, "-c", component, "--raw", "-n", "500", retry=False)
+                args = id_args("-c", component, "--raw", "-n", "500", ident=self.run_id)
+                text = self.cli.text("train", "logs", *args, retry=False)
             except PrimeCLIError as exc:
                 text = f"(no {component} logs: {exc})"
             atomic_write_text(self.files.log_file(component), text)
@@ -181,7 +206,8 @@ class HostedControl:
         atomic_write_text(self.files.log_path, "\n".join(parts))
 
     def _pull_checkpoints(self) -> None:
-        data = self.cli.json("train", "checkpoints", self.run_id, "-o", "json")
+        data = self.cli.json("train", "checkpoints", *id_args("-o", "json", ident=self.run_id))
+        answers.checkpoints(data)  # a shape we do not know is an error, not a file written
         atomic_write_json(self.files.root / "hosted_checkpoints.json", data)
 
     def _complete_trace(self) -> None:
@@ -253,12 +279,14 @@ def _append(path: Path, rows: list[dict[str, Any]]) -> None:
             fh.write(json.dumps(row, allow_nan=False) + "\n")
 
 
-def _cost(record: dict[str, Any], info: dict[str, Any]) -> dict[str, Any] | None:
-    price, gpus = info.get("price_per_gpu_hour"), int(info.get("gpus") or 1)
-    started = _when(record.get("started_at"))
+def _cost(record: answers.RunRecord, info: dict[str, Any]) -> dict[str, Any] | None:
+    price, gpus = info.get("price_per_gpu_hour"), info.get("gpus") or 1
+    if not isinstance(price, (int, float)) or not isinstance(gpus, int):
+        return None
+    started = _when(record.started_at)
     if price is None or started is None:
         return None
-    ended = _when(record.get("completed_at")) or datetime.now(started.tzinfo)
+    ended = _when(record.completed_at) or datetime.now(started.tzinfo)
     hours = max(0.0, (ended - started).total_seconds() / 3600)
     return {
         "usd": round(hours * float(price) * gpus, 4),
@@ -335,35 +363,57 @@ def hosted_info(run_dir: Path) -> dict[str, Any]:
 def fetch_checkpoint(run_dir: Path, cli: PrimeCLI | None = None) -> Path:
     """The latest READY checkpoint of a hosted run, copied to ``checkpoints/step_N`` here; a
     `PrimenbError` saying exactly why when it cannot be (none ready, storage out of reach)."""
-    import shutil
     from urllib.parse import unquote, urlsplit
 
     info = hosted_info(run_dir)
     cli = cli or PrimeCLI(team=info.get("team"))
-    data = cli.json("train", "checkpoints", str(info["run_id"]), "-o", "json")
-    ready = [c for c in data.get("checkpoints") or [] if str(c.get("status")).upper() == "READY"]
+    rid = answers.run_id(info["run_id"], "train checkpoints")
+    found = answers.checkpoints(cli.json("train", "checkpoints", *answers.id_args("-o", "json", ident=rid)))
+    ready = [c for c in found if c.status == "READY"]
     if not ready:
-        states = (
-            ", ".join(f"step {c.get('step')}: {c.get('status')}" for c in data.get("checkpoints") or []) or "none yet"
-        )
-        raise PrimenbError(
-            f"hosted run {info['run_id']} has no READY checkpoint ({states}); try again once one is READY"
-        )
-    best = max(ready, key=lambda c: int(c.get("step") or 0))
-    url = str(best.get("storage_url") or best.get("storageUrl") or "")
-    target = RunDir(run_dir).checkpoint_dir(int(best.get("step") or 0))
+        states = ", ".join(f"step {c.step}: {c.status}" for c in found) or "none yet"
+        raise PrimenbError(f"hosted run {rid} has no READY checkpoint ({states}); try again once one is READY")
+    best = max(ready, key=lambda c: c.step)
+    url = best.storage_url
+    target = RunDir(run_dir).checkpoint_dir(best.step)
     parts = urlsplit(url)
-    if parts.scheme in ("file", "") and Path(unquote(parts.path)).is_dir():
-        if not target.exists():
-            shutil.copytree(Path(unquote(parts.path)), target)
-        status = RunDir(run_dir).read_status()
-        atomic_write_json(RunDir(run_dir).status_path, {**status, "final_checkpoint": str(target)})
-        return target
+    if parts.scheme in ("file", ""):
+        source = Path(unquote(parts.path))
+        root = storage_root()
+        # the platform's answer names the folder: only one inside the storage cache we own is read,
+        # never any local folder (a hostile answer could point at ~/.ssh)
+        if not _inside(source, root):
+            raise PrimenbError(
+                f"hosted run {rid}: checkpoint step {best.step} is at {url}, outside primenb's hosted storage "
+                f"cache ({root}); nothing was copied. Put the checkpoint under {root} (or download it to {target}) "
+                "and try again"
+            )
+        if source.is_dir():
+            if not target.exists():
+                shutil.copytree(source, target, symlinks=True)  # links stay links: nothing outside is read
+            status = RunDir(run_dir).read_status()
+            atomic_write_json(RunDir(run_dir).status_path, {**status, "final_checkpoint": str(target)})
+            return target
     raise PrimenbError(
-        f"hosted run {info['run_id']}: checkpoint step {best.get('step')} is READY at {url}, but primenb cannot "
+        f"hosted run {rid}: checkpoint step {best.step} is READY at {url}, but primenb cannot "
         f"read the platform's storage from here (no {parts.scheme or 'storage'} access); download it to {target} "
         "with the platform's tools, then load that folder"
     )
+
+
+def storage_root() -> Path:
+    """The one local folder hosted checkpoints are read from (a mount or a download of the
+    platform's storage): ``PRIME_HOME/hosted-storage``."""
+    from primenb.home import prime_home
+
+    return prime_home() / "hosted-storage"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+    except (OSError, ValueError):
+        return False
 
 
 __all__ = [
@@ -375,4 +425,5 @@ __all__ = [
     "public_info",
     "record_hosted_in_trace",
     "sample_record",
+    "storage_root",
 ]

@@ -119,6 +119,13 @@ class LocalBackend(Backend):
 
 
 def submit(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
+    # what validation warned the local engine cannot train (prime-rl takes it): refused before a run exists
+    refused = [d for d in config.report.diagnostics if d.code == "local-limit"]
+    if refused:
+        raise PrimenbError(
+            "the local engine cannot train this config: "
+            + "; ".join(f"{d.path}: {d.message} ({d.hint})" for d in refused)
+        )
     run_dir = prepare(config, name=name, lineage=lineage)
     files = RunDir(run_dir)
     files.logs.mkdir(exist_ok=True)

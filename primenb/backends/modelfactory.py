@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from primenb.backends import answers
 from primenb.backends.base import Backend, Capabilities, Lineage
 from primenb.backends.hosted_mirror import (
     HostedControl,
@@ -30,6 +31,7 @@ from primenb.backends.hosted_mirror import (
 )
 from primenb.backends.primecli import (
     FORWARDED_SECRETS,
+    NotJSON,
     PlatformRejected,
     PrimeCLI,
     PrimeCLIError,
@@ -65,6 +67,12 @@ class LaunchCancelled(PrimenbError):
     pass
 
 
+DENY_HOSTED = (
+    'data_collection = "deny": the platform trains on your data set and sees every prompt and completion; '
+    "primenb keeps none of that text here (samples are hashed, platform logs are not copied)"
+)
+
+
 @dataclass
 class Quote:
     """What a launch costs, from ``prime train models -o json`` (shown before a billable launch)."""
@@ -73,6 +81,7 @@ class Quote:
     price_per_gpu_hour: float | None
     gpus: int
     team: str | None = None
+    deny: bool = False  # the config says data_collection = "deny"
 
     @property
     def per_hour(self) -> float | None:
@@ -85,9 +94,16 @@ class Quote:
         else:
             cost = f"${self.price_per_gpu_hour:.2f}/GPU-hour x {self.gpus} GPUs ≈ ${self.per_hour:.2f}/hour"
         who = f"team {self.team}" if self.team else "the account's default team (or personal account)"
-        return (
-            f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. Billing starts when the pods are ready."
-        )
+        text = f"Launch a billable hosted run on {gpu}: {cost}, billed to {who}. "
+        text += "Billing starts when the pods are ready."
+        if self.deny:
+            text += f"\n{DENY_HOSTED}"
+        return text
+
+
+def _denies(config: Config) -> bool:
+    privacy = getattr(getattr(config.model, "primenb", None), "privacy", None)
+    return getattr(privacy, "data_collection", "allow") == "deny"
 
 
 def gpu_count(config: Config) -> int:
@@ -165,18 +181,17 @@ class ModelFactoryBackend(Backend):
         ] or [Diagnostic("error", "hosted", "", f"prime train validate: {text[-300:]}")]
 
     def quote(self, config: Config) -> Quote:
-        data = self.cli.json("train", "models", "-o", "json")
-        offers = data.get("on_demand") or data.get("onDemand") or []
+        offers = answers.offers(self.cli.json("train", "models", "-o", "json"))
         chosen = None
         for offer in offers:
-            gpu = offer.get("gpu_type") or offer.get("gpuType")
-            if (self.gpu_type and gpu == self.gpu_type) or (
-                not self.gpu_type and chosen is None and offer.get("available_now", offer.get("availableNow"))
+            if (self.gpu_type and offer.gpu_type == self.gpu_type) or (
+                not self.gpu_type and chosen is None and offer.available_now
             ):
                 chosen = offer
-        price = None if chosen is None else chosen.get("price_per_gpu_hour", chosen.get("pricePerGpuHour"))
-        gpu_type = self.gpu_type or (None if chosen is None else chosen.get("gpu_type") or chosen.get("gpuType"))
-        return Quote(gpu_type, None if price is None else float(price), gpu_count(config), self.cli.team)
+        price = None if chosen is None else chosen.price_per_gpu_hour
+        gpu_type = self.gpu_type or (None if chosen is None else chosen.gpu_type)
+        price = None if price is None else float(price)
+        return Quote(gpu_type, price, gpu_count(config), self.cli.team, deny=_denies(config))
 
     # -- Backend -------------------------------------------------------------------------------
     def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
@@ -213,11 +228,13 @@ class ModelFactoryBackend(Backend):
         RunDir(run_dir).logs.mkdir(exist_ok=True)
         hosted_toml = RunDir(run_dir).config_file("hosted.toml")
         atomic_write_text(hosted_toml, config.upstream_toml())  # without [primenb]
-        args = ["train", "run", str(hosted_toml), "-o", "json", "--yes"]
+        args = ["train", "run", "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
         args += ["--volume", self.volume] if self.volume else []
-        args += ["--resume-from", resume_from] if resume_from else []
-        return self._start(config, run_dir, args, quote, resumed_from=resume_from)
+        if resume_from:
+            resume_from = answers.run_id(resume_from, "train run --resume-from")
+            args += ["--resume-from", resume_from]
+        return self._start(config, run_dir, [*args, "--", str(hosted_toml)], quote, resumed_from=resume_from)
 
     def resume(self, run: Run, *, name: str | None = None) -> Run:
         """Continue a PAUSED hosted run (``prime train resume``): a new platform run, recorded here
@@ -234,7 +251,13 @@ class ModelFactoryBackend(Backend):
                 f"{run.name} is {run.status.get('platform_status') or run.state}: only a PAUSED run resumes"
             )
         config = load_config(run.files.config_toml)
-        quote = Quote(info.get("gpu_type"), info.get("price_per_gpu_hour"), int(info.get("gpus") or 1), self.cli.team)
+        quote = Quote(
+            info.get("gpu_type"),
+            info.get("price_per_gpu_hour"),
+            int(info.get("gpus") or 1),
+            self.cli.team,
+            deny=_denies(config),
+        )
         if not self.yes and (self.confirm is None or not self.confirm(quote)):
             raise LaunchCancelled(f"{quote.text()}\nNot resumed: confirm it, or pass --yes")
         parent = (read_trace(run.dir) or {}).get("trace_id")
@@ -246,14 +269,18 @@ class ModelFactoryBackend(Backend):
         ).resolve()
         record_run(child)
         RunDir(child).logs.mkdir(exist_ok=True)
-        args = ["train", "resume", str(info["run_id"]), "-o", "json", "--yes"]
+        rid = answers.run_id(info["run_id"], "train resume")
+        args = ["train", "resume", "-o", "json", "--yes"]
         args += ["--gpu-type", self.gpu_type] if self.gpu_type else []
-        return self._start(config, child, args, quote, resumed_from=str(info["run_id"]))
+        return self._start(config, child, [*args, "--", rid], quote, resumed_from=rid)
 
     def _start(self, config: Config, run_dir: Path, args: list[str], quote: Quote, *, resumed_from: str | None) -> Run:
         forwarded = [k for k in FORWARDED_SECRETS if self.cli._source().get(k)]
+        tail = args[args.index("--") :] if "--" in args else []
+        args = args[: len(args) - len(tail)]
         for key in forwarded:
             args += ["-e", key]  # by name: the CLI reads the value from its environment
+        args += tail
         try:
             # never retried: a 5xx after the platform created the run would launch (and bill) twice
             out = self.cli.json(*args, retry=False, secrets=forwarded)
@@ -265,25 +292,40 @@ class ModelFactoryBackend(Backend):
             raise HostedConfigError(
                 f"not launched: the platform rejected the config ({report.summary()})", report
             ) from None
+        except NotJSON as exc:  # the platform may have created (and bills) the run: say where to look
+            message = (
+                f"{exc}. The run may have started on the platform: look for it with `prime train list` "
+                "(or the dashboard) before launching again"
+            )
+            mark_status(run_dir, FAILED, error=message)
+            raise NotJSON(message) from None
         except PrimeCLIError as exc:
             mark_status(run_dir, FAILED, error=str(exc))
             raise
-        created = out.get("run") or {}
-        run_id = str(created.get("runId") or "")
+        created = answers.launched(out, f"train {args[1]}")
+        run_id = created.run_id
         if not run_id:
-            mark_status(run_dir, FAILED, error=f"prime {args[1]} printed no run id: {json.dumps(out)[:200]}")
-            raise PrimenbError(
-                f"prime {args[1]} printed no run id ({json.dumps(out)[:200]}); the run may have started: "
+            shown = json.dumps(out, default=str)[:200]
+            message = (
+                f"prime train {args[1]} printed no run id ({shown}); the run may have started: "
                 "look for it with `prime train list` (or the dashboard) before launching again"
             )
+            mark_status(run_dir, FAILED, error=message)
+            raise PrimenbError(message)
+        # the billable run exists: its id is on disk before anything else can fail
+        write_remote(run_dir, {"backend": self.name, "run_id": run_id, "team": self.cli.team})
         info = {
             "backend": self.name,
             "run_id": run_id,
             "team": self.cli.team,
-            "gpu_type": created.get("gpuType") or quote.gpu_type,
+            "gpu_type": created.gpu_type or quote.gpu_type,
             "gpus": quote.gpus,
-            "price_per_gpu_hour": created.get("pricePerGpuHour", quote.price_per_gpu_hour),
-            "estimated_cost_per_hour": created.get("estimatedCostPerHour", quote.per_hour),
+            "price_per_gpu_hour": created.price_per_gpu_hour
+            if created.price_per_gpu_hour is not None
+            else quote.price_per_gpu_hour,
+            "estimated_cost_per_hour": created.estimated_cost_per_hour
+            if created.estimated_cost_per_hour is not None
+            else quote.per_hour,
             "volume": self.volume,
             "resumed_from": resumed_from,
             "dashboard": DASHBOARD.format(run_id=run_id),
@@ -291,7 +333,10 @@ class ModelFactoryBackend(Backend):
             "secrets_forwarded": forwarded,  # names only
         }
         write_remote(run_dir, info)
-        mark_status(run_dir, QUEUED, hosted=public_info(info), note=f"launched as {run_id}: {info['dashboard']}")
+        note = f"launched as {run_id}: {info['dashboard']}"
+        if _denies(config):
+            note += f"\n{DENY_HOSTED}"
+        mark_status(run_dir, QUEUED, hosted=public_info(info), note=note)
         record_hosted_in_trace(run_dir, info)
         return Run(run_dir, control=HostedControl(run_dir, self.cli, min_interval=self.min_interval))
 
@@ -386,8 +431,8 @@ def account(cli: PrimeCLI | None = None) -> Account:
     cli = cli or PrimeCLI()
     cli.require()
     view = cli.text("config", "view", "--plain")
-    teams = cli.json("teams", "list", "-o", "json").get("teams") or []
-    return Account(view, [t for t in teams if isinstance(t, dict)], cli.team or os.environ.get("PRIME_TEAM_ID"))
+    teams = answers.teams(cli.json("teams", "list", "-o", "json"))
+    return Account(view, teams, cli.team or os.environ.get("PRIME_TEAM_ID"))
 
 
 __all__ = [

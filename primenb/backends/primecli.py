@@ -133,7 +133,12 @@ def classify(text: str, code: int, args: Sequence[str]) -> PrimeCLIError:
     what = "prime " + " ".join(args[:2])
     detail = _error_lines(text)
     low = text.lower()
-    if "api key unauthorized" in low or "no api key configured" in low:
+    if "no api key configured" in low:
+        return AuthError(
+            f"{what}: no Prime Intellect API key is set here. Set PRIME_API_KEY in the environment that "
+            "started Jupyter, or run `prime login` in a terminal (never put the key in a config or a cell)"
+        )
+    if "api key unauthorized" in low:
         return AuthError(
             f"{what}: the platform did not accept the API key (401). Log in again with `prime login`, or set "
             "PRIME_API_KEY in the environment that started Jupyter (never in a config or a cell)"

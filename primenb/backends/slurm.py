@@ -190,9 +190,8 @@ class SlurmBackend(Backend):
         try:
             if spec.host:
                 return self._submit_over_ssh(config, run_dir, info, python)
-            script = batch_script(
-                config, str(run_dir), python=python, request_gpus=spec.request_gpus, exports=_plain(spec.env)
-            )
+            # the job inherits this process's environment (sbatch's --export=ALL), env= names included
+            script = batch_script(config, str(run_dir), python=python, request_gpus=spec.request_gpus)
             atomic_write_text(run_dir / SCRIPT, script)
             job_id = _sbatch(local_runner, [*spec.sbatch_args, str(run_dir / SCRIPT)], cwd=None)
         except PrimenbError as exc:
@@ -202,7 +201,7 @@ class SlurmBackend(Backend):
         return Run(run_dir, control=SlurmControl(SlurmJob(run_dir, job_id, local_runner)))
 
     def _submit_over_ssh(self, config: Config, run_dir: Path, info: dict[str, Any], python: str) -> Run:
-        from primenb.backends.ssh import SSHChannel, pack, probe, remote_workdir, target_of
+        from primenb.backends.ssh import SSHChannel, env_exports, pack, probe, remote_workdir, target_of
 
         spec = self.spec
         info.update(
@@ -215,15 +214,16 @@ class SlurmBackend(Backend):
         channel = SSHChannel(target_of(info), python)
         found = probe(channel)
         remote_dir = f"{remote_workdir(spec.workdir, str(found['home']))}/{run_dir.name}"
-        script = batch_script(
-            config, remote_dir, python=python, request_gpus=spec.request_gpus, exports=_plain(spec.env)
-        )
+        script = batch_script(config, remote_dir, python=python, request_gpus=spec.request_gpus)
         atomic_write_text(run_dir / SCRIPT, script)
         info["remote_dir"] = remote_dir
         write_remote(run_dir, info)
         channel.put_tar(remote_dir, pack(run_dir))
         runner = _ssh_runner(channel)
-        job_id = _sbatch(runner, [*spec.sbatch_args, f"{remote_dir}/{SCRIPT}"], cwd=remote_dir)
+        exports, missing = env_exports(spec.env)
+        if missing:
+            info["env_missing"] = missing
+        job_id = _sbatch(_stdin_runner(channel, exports), [*spec.sbatch_args, f"{remote_dir}/{SCRIPT}"], cwd=remote_dir)
         write_remote(run_dir, {**info, "job_id": job_id, "script": f"{remote_dir}/{SCRIPT}"})
         job = SlurmJob(run_dir, job_id, runner)
         return Run(run_dir, control=RemoteSlurmControl(run_dir, channel, remote_dir, job))
@@ -242,19 +242,24 @@ class SlurmBackend(Backend):
         return Run(run_dir, control=SlurmControl(SlurmJob(Path(run_dir), str(job_id), local_runner)))
 
 
-def _plain(env: list[str]) -> str:
-    """Only NAME=VALUE options go into the (saved) script; bare names are inherited from the
-    submitting shell (sbatch's default --export=ALL), so their values are never written."""
-    from primenb.backends.sshconn import quote
-
-    return "\n".join(f"export {k}={quote(v)}" for k, sep, v in (e.partition("=") for e in env) if sep)
-
-
 def _ssh_runner(channel: Any) -> Runner:
     from primenb.backends.sshconn import quote
 
     def run(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
         return channel.conn.run(quote(*argv), timeout=30)  # type: ignore[no-any-return]
+
+    return run
+
+
+def _stdin_runner(channel: Any, exports: str) -> Runner:
+    """sbatch over SSH with the env= values in its environment: they travel on the channel's stdin
+    and are exported by the remote shell before sbatch starts (its --export=ALL hands them to the
+    job), so no value is written into the script or onto a command line."""
+    from primenb.backends.sshconn import quote
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+        line = quote("sh", "-c", 'eval "$(cat)" && exec "$@"', "sh", *argv)
+        return channel.conn.run(line, input=exports.encode(), timeout=30)  # type: ignore[no-any-return]
 
     return run
 

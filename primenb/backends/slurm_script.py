@@ -7,11 +7,14 @@ and its machine rank from ``$SLURM_NODEID``. A run with one process runs the eng
 
 from __future__ import annotations
 
+import re
 import shlex
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from primenb.engine.launch import ENGINE_MODULE
+from primenb.errors import PrimenbError
 
 
 @dataclass(frozen=True)
@@ -56,21 +59,44 @@ def node_command(python: str, run_dir: str, lay: Layout) -> str:
     )
 
 
-def batch_script(
-    config: Any, run_dir: str, *, python: str = "python3", request_gpus: bool = True, exports: str = ""
-) -> str:
-    """The whole ``sbatch`` script; ``exports``: extra ``export`` lines (never secrets: the script
-    is saved in the run directory)."""
+class SlurmScriptError(PrimenbError):
+    pass
+
+
+def one_line(key: str, value: Any) -> str:
+    """A value that goes into one line of the script: a line break (or any control character)
+    would end the ``#SBATCH`` line and start a shell line or another directive, so it is refused."""
+    text = str(value)
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text):
+        raise SlurmScriptError(
+            f"[slurm] {key} = {text!r} holds a line break or control character; write it on one line"
+        )
+    return text
+
+
+def directive(key: str, value: Any) -> str:
+    """``#SBATCH --key=value``, the value quoted for sbatch (which reads quotes in these lines)
+    unless it is plain; refused when it holds a line break."""
+    text = one_line(key, value)
+    return f"#SBATCH --{key}={text if _PLAIN.match(text) else shlex.quote(text)}"
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_.,:@%+/=\[\]-]+\Z")
+
+
+def batch_script(config: Any, run_dir: str, *, python: str = "python3", request_gpus: bool = True) -> str:
+    """The whole ``sbatch`` script (saved in the run directory: it holds no environment values; a
+    job inherits the submitting environment)."""
     from primenb.config.schema.common import SlurmConfig
 
     s = config.model.slurm or SlurmConfig()
     lay = layout(config)
-    name = config.model.run.name or run_dir.rstrip("/").rsplit("/", 1)[-1]
+    name = one_line("run name", config.model.run.name or run_dir.rstrip("/").rsplit("/", 1)[-1])
     q = shlex.quote
     head = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={s.job_name}",
-        f"#SBATCH --partition={s.partition}",
+        directive("job-name", s.job_name),
+        directive("partition", s.partition),
         f"#SBATCH --nodes={lay.nodes}",
         "#SBATCH --ntasks-per-node=1",
     ]
@@ -79,9 +105,9 @@ def batch_script(
     for key in ("account", "time", "nodelist", "exclude"):
         value = getattr(s, key)
         if value:
-            head.append(f"#SBATCH --{key}={value}")
+            head.append(directive(key, value))
     head += [
-        f"#SBATCH --output={run_dir}/logs/launcher.log",
+        directive("output", f"{run_dir}/logs/launcher.log"),
         "#SBATCH --open-mode=append",
         f"# primenb run {name}: {lay.nodes} node(s) x {lay.procs_per_node} process(es); by hand: sbatch THIS_FILE",
         "set -euo pipefail",
@@ -89,7 +115,7 @@ def batch_script(
     body = []
     if s.project_dir and s.project_dir != ".":
         body.append(f"cd {q(s.project_dir)}")
-    body += ["export PYTHONUNBUFFERED=1", *([exports] if exports else [])]
+    body += ["export PYTHONUNBUFFERED=1"]
     if s.pre_run_command:
         body.append(s.pre_run_command)
     body += [
@@ -101,4 +127,4 @@ def batch_script(
     return "\n".join(head + body) + "\n"
 
 
-__all__ = ["Layout", "batch_script", "layout", "node_command"]
+__all__ = ["Layout", "SlurmScriptError", "batch_script", "directive", "layout", "node_command", "one_line"]

@@ -3,8 +3,8 @@
 ``local`` | ``ssh://[user@]host[:port][/workdir]`` | ``slurm://`` | ``slurm://login-host[/workdir]``
 
 Options (``KEY=VALUE``, e.g. ``python=/opt/venv/bin/python env=HF_TOKEN,WANDB_API_KEY``) are saved
-with a name, never values of secrets: ``env`` lists variable *names* whose values are read from
-the notebook's environment at submit time and sent over the SSH channel's stdin, never to a file.
+with a name, never values: ``env`` lists variable *names* whose values are read from the
+notebook's environment at submit time and sent over the SSH channel's stdin, never to a file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from urllib.parse import unquote, urlsplit
 
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
-from primenb.protocol.hashing import is_secret_name
 
 KINDS = ("local", "ssh", "slurm")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
@@ -39,7 +38,7 @@ class BackendSpec:
     port: int | None = None
     workdir: str | None = None  # remote folder holding run directories (default ~/primenb-runs)
     python: str | None = None  # the remote Python (a venv's bin/python); default python3
-    env: list[str] = field(default_factory=list)  # variable names forwarded from here, or NAME=VALUE
+    env: list[str] = field(default_factory=list)  # variable names whose values are forwarded from here
     ssh_args: list[str] = field(default_factory=list)  # extra ssh arguments, e.g. ["-F", "~/.ssh/cfg"]
     sbatch_args: list[str] = field(default_factory=list)  # extra sbatch arguments
     request_gpus: bool = True  # slurm: ask for --gpus-per-node (off for CPU-only clusters)
@@ -87,14 +86,42 @@ def parse_url(url: str) -> BackendSpec:
     host = parts.hostname
     if parts.scheme == "ssh" and not host:
         raise BackendSpecError(f"{url!r} names no host: use ssh://[user@]host[:port][/workdir]")
+    from primenb.backends.sshconn import SSHError, check_destination
+
+    user = unquote(parts.username) if parts.username is not None else None
+    if host or user is not None:
+        try:
+            check_destination(host, user)
+        except SSHError as exc:
+            raise BackendSpecError(f"{url!r}: {exc}") from None
     path = unquote(parts.path)
     workdir = None
     if path not in ("", "/"):
         workdir = path[3:] if path.startswith("/~/") else path
-    return BackendSpec(parts.scheme, host=host, user=parts.username, port=port, workdir=workdir)
+    return BackendSpec(parts.scheme, host=host, user=user, port=port, workdir=workdir)
 
 
 _LIST_OPTIONS = ("env", "ssh_args", "sbatch_args")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+
+
+def check_env_name(entry: str) -> str:
+    """``env=`` forwards variable *names* only: a saved backend and a batch script are plain files,
+    and no rule can tell which value is a credential (a URL's password, an ``hf_...`` token under
+    any name), so no value is ever taken here. A name is a shell identifier, so it needs no quoting
+    wherever it goes."""
+    name, has_value, _ = entry.partition("=")
+    if has_value:
+        raise BackendSpecError(
+            f"env={name}=... would save a value in the backend file: env= takes variable names only. "
+            f"Set {name} in the notebook's environment (os.environ or %env {name}=...) and write "
+            f"env={name}: its value is read at submit time and never saved"
+        )
+    if not ENV_NAME_RE.match(entry):
+        raise BackendSpecError(
+            f"env={entry!r} is not a variable name: use letters, digits and '_', not starting with a digit"
+        )
+    return entry
 
 
 def apply_options(spec: BackendSpec, options: list[str]) -> BackendSpec:
@@ -110,13 +137,8 @@ def apply_options(spec: BackendSpec, options: list[str]) -> BackendSpec:
             raise BackendSpecError(f"bad option {option!r}: use KEY=VALUE with KEY one of {', '.join(allowed)}")
         if key == "env":
             spec.env = [v.strip() for v in value.split(",") if v.strip()]
-            for entry in spec.env:  # a saved backend is a plain file: a credential's value never goes there
-                name, has_value, _ = entry.partition("=")
-                if has_value and is_secret_name(name):
-                    raise BackendSpecError(
-                        f"env={name}=... would save a credential's value in the backend file: write "
-                        f"env={name} and set {name} in the notebook's environment (it is read at submit time)"
-                    )
+            for entry in spec.env:
+                check_env_name(entry)
         elif key in _LIST_OPTIONS:
             setattr(spec, key, shlex.split(value))
         elif key == "request_gpus":
@@ -193,4 +215,14 @@ def resolve(name_or_url: str) -> BackendSpec:
     return spec
 
 
-__all__ = ["BackendSpec", "BackendSpecError", "add", "apply_options", "list_specs", "load", "parse_url", "remove"]
+__all__ = [
+    "BackendSpec",
+    "BackendSpecError",
+    "add",
+    "apply_options",
+    "check_env_name",
+    "list_specs",
+    "load",
+    "parse_url",
+    "remove",
+]

@@ -100,17 +100,18 @@ def target_of(info: dict[str, Any]) -> SSHTarget:
 
 
 def env_exports(names: list[str]) -> tuple[str, list[str]]:
-    """``export`` lines for the forwarded variables (NAME: its value here; NAME=VALUE: as given) and
-    the names that are not set here."""
+    """``export`` lines for the forwarded variables (each name's value here, read now, quoted for
+    the shell) and the names that are not set here. Names were checked when the backend was made;
+    an old saved backend with ``NAME=VALUE`` is refused here, not sent."""
+    from primenb.backends.spec import check_env_name
+
     lines, missing = [], []
-    for item in names:
-        key, sep, value = item.partition("=")
-        if not sep:
-            if key not in os.environ:
-                missing.append(key)
-                continue
-            value = os.environ[key]
-        lines.append(f"export {key}={quote(value)}")
+    for name in names:
+        check_env_name(name)
+        if name not in os.environ:
+            missing.append(name)
+            continue
+        lines.append(f"export {name}={quote(os.environ[name])}")
     return "\n".join(lines), missing
 
 
@@ -202,7 +203,7 @@ class SSHBackend(Backend):
             "ssh_args": list(spec.ssh_args),
             "connect_timeout": spec.connect_timeout,
             "python": spec.python or "python3",
-            "env_names": [e.partition("=")[0] for e in spec.env],  # names only: values stay here
+            "env_names": list(spec.env),  # names only: values stay here
         }
         write_remote(run_dir, info)
         channel = SSHChannel(target_of(info), info["python"])

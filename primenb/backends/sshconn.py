@@ -44,6 +44,28 @@ def _close_all() -> None:
         shutil.rmtree(_CONTROL_DIR, ignore_errors=True)
 
 
+def check_destination(host: object, user: object = None) -> None:
+    """A host and user that ssh can only read as a destination: not empty, no leading '-' (which
+    ssh would take as an option: ``ssh://-oProxyCommand=...@host`` runs a command), no space,
+    control character or '@' in the host. Checked where a URL is parsed and again where a saved
+    run's remote.json is read, so a hostile file cannot reach ssh's argv either."""
+    for what, value in (("host", host), ("user", user)):
+        if value is None and what == "user":
+            continue
+        text = value if isinstance(value, str) else ""
+        bad = (
+            not text
+            or text.startswith("-")
+            or any(c.isspace() or not c.isprintable() for c in text)
+            or (what == "host" and "@" in text)
+        )
+        if bad:
+            raise SSHError(
+                f"{value!r} cannot be an ssh {what}: it must be a plain name that does not start with '-' "
+                "(write the URL as ssh://user@host[:port][/workdir]; ssh options go in ssh_args=...)"
+            )
+
+
 @dataclass(frozen=True)
 class SSHTarget:
     host: str
@@ -51,6 +73,11 @@ class SSHTarget:
     port: int | None = None
     ssh_args: tuple[str, ...] = ()
     connect_timeout: int = 10
+
+    def __post_init__(self) -> None:
+        check_destination(self.host, self.user)
+        if self.port is not None and not (isinstance(self.port, int) and 0 < self.port < 65536):
+            raise SSHError(f"{self.port!r} is not a port number (1-65535)")
 
     @property
     def destination(self) -> str:
@@ -102,7 +129,7 @@ class SSHConnection:
         self, command: str, *, input: bytes | None = None, timeout: float = 60.0, check: bool = True
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``command`` (a remote shell command line) on the host."""
-        argv = [*self.base_args(), self.target.destination, command]
+        argv = [*self.base_args(), "--", self.target.destination, command]
         try:
             proc = subprocess.run(
                 argv,
@@ -121,7 +148,7 @@ class SSHConnection:
 
     def master_pid(self) -> int | None:
         """The control master's pid (tests cut the connection by killing it)."""
-        argv = [*self.base_args(), "-O", "check", self.target.destination]
+        argv = [*self.base_args(), "-O", "check", "--", self.target.destination]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
         text = proc.stderr + proc.stdout
         if "pid=" in text:
@@ -130,7 +157,7 @@ class SSHConnection:
 
     def close(self) -> None:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            argv = [*self.base_args(), "-O", "exit", self.target.destination]
+            argv = [*self.base_args(), "-O", "exit", "--", self.target.destination]
             subprocess.run(argv, capture_output=True, timeout=10)
 
 
@@ -159,4 +186,4 @@ def quote(*words: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-__all__ = ["SSHConnection", "SSHError", "SSHTarget", "describe_failure", "quote"]
+__all__ = ["SSHConnection", "SSHError", "SSHTarget", "check_destination", "describe_failure", "quote"]

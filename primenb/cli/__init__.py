@@ -24,11 +24,11 @@ class TerminalFace:
     def ref(self, token: str) -> Any:
         return token
 
-    def config(self, ref: str, mode: Any = None) -> Config:
+    def config(self, ref: str, mode: Any = None, *, lenient: bool = False) -> Config:
         from primenb.config import load_config
         from primenb.verbs.train import user_path
 
-        return load_config(user_path(ref), mode=mode)
+        return load_config(user_path(ref), mode=mode, lenient=lenient)
 
     def say(self, text: str) -> None:
         print(text, flush=True)
@@ -74,6 +74,9 @@ class TerminalFace:
     def widget(self, kind: str, **options: Any) -> Any:
         raise PrimenbError(f"the {kind} is a notebook widget; in a terminal use the command's arguments")
 
+    def figure(self, make: Callable[[], Any]) -> None:
+        pass  # the result's text says it
+
 
 def render(result: Any) -> int:
     """A handler's result in a terminal: an exit code as is, anything else printed (its repr)."""
@@ -109,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for cmd in family("train", CLI):
         add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
-    for name in ("backend", "env", "harness"):
+    for name in ("backend", "env", "harness", "serve", "eval"):
         add_family(sub, name)
     return parser
 
@@ -127,12 +130,25 @@ def add_family(sub: Any, name: str) -> None:
         add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
 
 
+# families whose bare form is one of their commands: `primenb serve [TRACE ...]`, `primenb eval MODEL ...`
+BARE = {"serve": "start", "eval": "eval"}
+
+
+def normalize(words: list[str]) -> list[str]:
+    """``serve [TRACE ...]`` -> ``serve start ...``; ``eval MODEL ...`` -> ``eval eval ...``."""
+    if not words or words[0] not in BARE or words[1:2] in (["-h"], ["--help"]):
+        return words
+    if words[1:2] and words[1] in {c.name for c in family(words[0], CLI)}:
+        return words
+    return [words[0], BARE[words[0]], *words[1:]]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
     return dispatch(args.cmd, args)
 
 
-__all__ = ["TerminalFace", "build_parser", "dispatch", "main", "render"]
+__all__ = ["TerminalFace", "build_parser", "dispatch", "main", "normalize", "render"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,16 +13,17 @@ from primenb.protocol.fields import Mode
 __all__ = ["Config", "ConfigError", "Diagnostic", "Report", "check", "load_config"]
 
 
-def check(source: str | Path, *, mode: Mode | None = None, first_line: int = 1) -> Outcome:
+def check(source: str | Path, *, mode: Mode | None = None, first_line: int = 1, lenient: bool = False) -> Outcome:
     """Validate TOML text or a path; never raises for config problems. ``first_line``: the
-    editor's number of the text's first line (2 in a `%%rltoml` cell), for diagnostics."""
+    editor's number of the text's first line (2 in a `%%rltoml` cell), for diagnostics.
+    ``lenient``: unknown keys are warnings (as `[primenb] lenient = true`)."""
     text, name = read_source(source)
-    return validate(text, source=name, mode=mode, first_line=first_line)
+    return validate(text, source=name, mode=mode, first_line=first_line, lenient=lenient)
 
 
-def load_config(source: str | Path, *, mode: Mode | None = None) -> Config:
+def load_config(source: str | Path, *, mode: Mode | None = None, lenient: bool = False) -> Config:
     """Validate TOML text or a path and return a `Config`, or raise `ConfigError` with every problem."""
-    outcome = check(source, mode=mode)
+    outcome = check(source, mode=mode, lenient=lenient)
     if outcome.model is None:
         raise ConfigError(outcome.report)
     text, _ = read_source(source)

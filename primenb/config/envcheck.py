@@ -54,7 +54,6 @@ def env_problems(model: Any, mode: str) -> Iterator[EnvProblem]:
     """Problems with the environment ids of a validated RL/SFT config model."""
     from primenb.envs import registry
 
-    known: list[str] | None = None
     for at, src in _sources(model, mode):
         taskset = src.env.taskset
         env_id = getattr(taskset, "id", None) if taskset is not None else None
@@ -63,9 +62,7 @@ def env_problems(model: Any, mode: str) -> Iterator[EnvProblem]:
         where = at + ("env", "taskset")
         found = registry.resolve(env_id)
         if found is None:
-            if known is None:
-                known = registry.known_ids()
-            close = registry.suggest(env_id, known)
+            close, known = _suggestions(env_id)
             if close:
                 hub = "/" in env_id
                 yield EnvProblem(
@@ -79,6 +76,29 @@ def env_problems(model: Any, mode: str) -> Iterator[EnvProblem]:
                 )
             continue
         yield from _arg_problems(env_id, found, taskset, where)
+
+
+def _suggestions(env_id: str) -> tuple[list[str], list[str]]:
+    """(close ids, known ids) for an id that resolves nowhere. Knowing every id scans the metadata
+    of each installed distribution (over a second on a loaded machine), so the answer is kept per
+    machine, keyed by the install state, the registry on disk and this process's registrations."""
+    from primenb.config import verdict_cache
+    from primenb.envs import registry, store
+
+    try:
+        registry_state = [store.root().stat().st_mtime_ns, sorted(store.ids())]
+    except OSError:
+        registry_state = None
+    name = verdict_cache.key(
+        "env-suggest", env_id, verdict_cache.install_state(), registry_state, sorted(registry._REGISTERED)
+    )
+    kept = verdict_cache.read("env-suggest", name)
+    if isinstance(kept, dict) and isinstance(kept.get("close"), list) and isinstance(kept.get("known"), list):
+        return kept["close"], kept["known"]
+    known = registry.known_ids()
+    close = registry.suggest(env_id, known)
+    verdict_cache.write("env-suggest", name, {"close": close, "known": known})
+    return close, known
 
 
 def _accepted(env_id: str, found: Any) -> dict[str, Any] | None:

@@ -49,10 +49,12 @@ class Fix:
         return self.diff() if self.changed else "Nothing to migrate: no legacy keys found."
 
 
-def fix_text(text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1) -> Fix:
-    outcome = validate(text, source=source, mode=mode, first_line=first_line)
+def fix_text(
+    text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1, lenient: bool = False
+) -> Fix:
+    outcome = validate(text, source=source, mode=mode, first_line=first_line, lenient=lenient)
     migration = outcome.migration
     after = migration.edits.apply() if migration and migration.changed and migration.edits else text
     if after == text:
         return Fix(text, text, outcome)
-    return Fix(text, after, validate(after, source=source, mode=mode, first_line=first_line))
+    return Fix(text, after, validate(after, source=source, mode=mode, first_line=first_line, lenient=lenient))

@@ -55,6 +55,64 @@ def value_problems(data: Any) -> Iterator[ValueProblem]:
             yield _credential(at, "this value carries a credential (a password in a URL, a token, a secret flag)")
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+@dataclass(frozen=True)
+class LocalLimit:
+    """What the local engine refuses although prime-rl takes it: a warning at validation that
+    names the local engine (an error would contradict upstream's verdict, which the config keeps
+    for every other backend); the local backend refuses to launch a config with a `local-limit`."""
+
+    path: Path
+    message: str
+    hint: str
+    code: str = "local-limit"  # the local backend refuses to launch; "local-risk": it only warns
+
+
+def local_limits(model: Any, mode: str, backend: str) -> Iterator[LocalLimit]:
+    """Limits of primenb's local engine on a validated (propagated) RL/SFT model."""
+    local = backend in ("", "local")
+    where = ": the local engine refuses it at launch" if local else " (only the local engine refuses it)"
+    rl = mode == "rl"
+    max_steps = model.trainer.max_steps if rl else model.max_steps
+    steps_at: Path = ("trainer", "max_steps") if rl else ("max_steps",)
+    if max_steps is not None and max_steps < 1:
+        yield LocalLimit(
+            steps_at,
+            f"max_steps = {max_steps}: the local engine trains at least 1 step{where}",
+            "set max_steps >= 1",
+        )
+    optim = model.trainer.optim if rl else model.optim
+    lr_at: Path = ("trainer", "optim", "lr") if rl else ("optim", "lr")
+    lr = getattr(optim, "lr", None)
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        if not math.isfinite(lr) or abs(lr) > FLOAT32_MAX:
+            yield LocalLimit(
+                lr_at,
+                f"lr = {lr:g} overflows the local engine's 32-bit weights{where}",
+                "use a learning rate like 1e-5 .. 1e-3",
+            )
+        elif lr > 1.0:
+            yield LocalLimit(
+                lr_at,
+                f"lr = {lr:g}: weights diverge to inf/nan within a few steps on the local engine",
+                "use a learning rate like 1e-5 .. 1e-3",
+                "local-risk",
+            )
+    if rl:
+        seq_len = model.trainer.model.seq_len
+        sampling = model.orchestrator.train.sampling
+        tokens = sampling.max_completion_tokens
+        if tokens is not None and seq_len is not None and tokens > seq_len:
+            yield LocalLimit(
+                ("orchestrator", "train", "sampling", "max_completion_tokens"),
+                f"max_completion_tokens ({tokens}) exceeds seq_len ({seq_len}): a completion that long cannot "
+                f"fit in the local engine's training sequences{where}",
+                f"raise seq_len to at least {tokens} or lower max_completion_tokens to {seq_len} or less",
+            )
+
+
 def _credential(at: Path, message: str) -> ValueProblem:
     return ValueProblem(
         at,
@@ -69,4 +127,4 @@ def _short(n: int) -> str:
     return text if len(text) <= 40 else text[:20] + "..." + text[-8:]
 
 
-__all__ = ["INT64_MAX", "ValueProblem", "value_problems"]
+__all__ = ["INT64_MAX", "LocalLimit", "ValueProblem", "local_limits", "value_problems"]

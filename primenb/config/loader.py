@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from primenb.config.diagnostics import Diagnostic, Report, format_path
-from primenb.config.limits import value_problems
+from primenb.config.limits import local_limits, value_problems
 from primenb.config.locate import located as _at  # also used by the platform rules (config/hosted.py)
 from primenb.config.locate import value_end as _value_end
 from primenb.config.migrate import Migration, migrate
@@ -87,11 +87,15 @@ def decode_toml(data: bytes, name: str) -> str:
         ) from None
 
 
-def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1) -> Outcome:
+def validate(
+    text: str, *, source: str = "<cell>", mode: Mode | None = None, first_line: int = 1, lenient: bool = False
+) -> Outcome:
     """Every diagnostic of ``text``; never raises for anything in the text. ``first_line`` is the
-    editor's number of the text's first line (2 in a `%%rltoml` cell): diagnostics use it."""
+    editor's number of the text's first line (2 in a `%%rltoml` cell): diagnostics use it.
+    ``lenient`` (or `[primenb] lenient = true`): a key upstream does not know is a located
+    warning, not an error, and is left out of the validated model (forward compatibility)."""
     try:
-        return _validate(text, source=source, mode=mode, first_line=first_line)
+        return _validate(text, source=source, mode=mode, first_line=first_line, lenient=lenient)
     except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
         d = Diagnostic(
             "error",
@@ -106,7 +110,34 @@ def validate(text: str, *, source: str = "<cell>", mode: Mode | None = None, fir
         return Outcome(Report([d], source, text.splitlines(), first_line), mode or "rl", None, None, None)
 
 
-def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> Outcome:
+def _is_lenient(raw: dict[str, Any]) -> bool:
+    own = raw.get("primenb")
+    return isinstance(own, dict) and own.get("lenient") is True
+
+
+def _drop_unknown(root: type[BaseModel], data: dict[str, Any]) -> list[Path]:
+    """Remove, in place, every key the schema calls unknown; the removed paths."""
+    removed: list[Path] = []
+    for _ in range(8):  # a removed key can unmask another in a union member: a few rounds
+        try:
+            root.model_validate(data)
+            return removed
+        except ValidationError as exc:
+            found = [loc_to_path(e["loc"], data) for e in exc.errors() if e["type"] == "extra_forbidden"]
+        found = [p for p in found if p and p not in removed]
+        if not found:
+            return removed
+        for path in found:
+            parent: Any = data
+            for part in path[:-1]:
+                parent = parent[part]
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            removed.append(path)
+    return removed
+
+
+def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, lenient: bool = False) -> Outcome:
     lines = text.splitlines()
     try:
         raw = tomllib.loads(text)
@@ -115,15 +146,32 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
         return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
-    migration = migrate(raw, pos)
+    chosen = mode
+    mode = mode or detect_mode(raw)
+    migration = migrate(raw, pos, mode)
     diagnostics = list(migration.diagnostics)
+    if chosen is None:
+        diagnostics += _mode_note(raw, mode, pos)
     if migration.hosted_shape:
         shown = _in_editor(diagnostics, first_line)
         return Outcome(Report(shown, source, lines, first_line), "rl", None, raw, migration)
     data = migration.data
-    mode = mode or detect_mode(data)
     root: type[RLConfig] | type[SFTConfig] = SFTConfig if mode == "sft" else RLConfig
 
+    lenient = lenient or _is_lenient(raw)
+    if lenient:
+        for path in _drop_unknown(root, data):
+            diagnostics.append(
+                _at(
+                    pos,
+                    migration.origins,
+                    path,
+                    "warning",
+                    "unknown-key",
+                    f"unknown key `{path[-1]}` (prime-rl 0.4.0 does not know it; lenient: passed through)",
+                    "fine for a platform running a newer prime-rl; the local engine ignores it",
+                )
+            )
     for p in secrets(data):
         diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
     for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
@@ -159,7 +207,25 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
                     continue  # upstream stops at the env's own errors and never asks for an id
                 diagnostics.append(_at(pos, origins, p.path, p.severity, p.code, p.message, p.hint))
             for q in plugged:
-                diagnostics.append(_at(pos, origins, q.path, q.severity, q.code, q.message, q.hint))
+                severity = "warning" if lenient and q.code == "unknown-key" else q.severity
+                diagnostics.append(_at(pos, origins, q.path, severity, q.code, q.message, q.hint))
+            backend = str((data.get("primenb") or {}).get("backend") or "local") if isinstance(data, dict) else "local"
+            limits = list(local_limits(model, mode, backend))
+            for lim in limits:
+                written = lim.path if lim.path in pos.spans else origins.get(lim.path, lim.path)
+                diagnostics.append(
+                    _at(pos, origins, written, "warning", lim.code, lim.message, lim.hint, on_value=True)
+                )
+            limited = {format_path(lim.path) for lim in limits} | {
+                format_path(origins.get(lim.path, lim.path)) for lim in limits
+            }
+            diagnostics = [
+                d
+                for d in diagnostics
+                if not (
+                    d.severity == "warning" and not d.code.startswith("local-") and _same_place(d, limited, origins)
+                )
+            ]
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
 
             for e in env_problems(model, mode):
@@ -171,12 +237,62 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int) -> 
 
         rules = platform_rules((raw.get("primenb") or {}).get("backend"))
         diagnostics += rules(text, mode, source=source).diagnostics if rules else []
-    diagnostics.sort(key=lambda d: (d.line or 0, d.col or 0))
+    # upstream's field errors first (its model validators never run on a config they fail), each
+    # group in the text's order
+    field_errors = bool(schema_errors) or bool(migration.diagnostics)
+    # the mode note first: every other message reads in its light
+    diagnostics.sort(
+        key=lambda d: (d.code != "mode", field_errors and d.code in ("rule", "conflict"), d.line or 0, d.col or 0)
+    )
     shown_lines = _redacted(lines, diagnostics)
     report = Report(_in_editor(diagnostics, first_line), source, shown_lines, first_line)
     if not report.ok:
         model = None
     return Outcome(report, mode, model, raw, migration)
+
+
+# top-level tables only one mode has (RLConfig's and SFTConfig's own fields)
+_RL_ONLY = ("trainer", "orchestrator", "rollout_transport")
+_SFT_ONLY = ("data", "optim", "scheduler", "eval", "val", "renderer", "gc", "heartbeat", "trace_path")
+
+
+def _mode_note(raw: dict[str, Any], mode: Mode, pos: Positions) -> list[Diagnostic]:
+    """When a config holds tables of both modes, say which mode it was read as and why, at the
+    first table of the other mode (a stray [orchestrator] in an SFT config reads as RL)."""
+    rl = [k for k in _RL_ONLY if k in raw]
+    sft = [k for k in _SFT_ONLY if k in raw]
+    if not rl or not sft:
+        return []
+    other, flag = (sft, "--sft") if mode == "rl" else (rl, "--rl")
+    why = f"it has [{rl[0]}]" if mode == "rl" else "it has [data] and no [trainer] or [orchestrator]"
+    d = _at(
+        pos,
+        {},
+        (other[0],),
+        "info",
+        "mode",
+        f"read as an {mode.upper()} config because {why}; "
+        + ", ".join(f"[{k}]" for k in other)
+        + f" belong{'s' if len(other) == 1 else ''} to {'SFT' if mode == 'rl' else 'RL'} configs",
+        f"if this is an {'SFT' if mode == 'rl' else 'RL'} config, remove "
+        + ", ".join(f"[{k}]" for k in (rl if mode == "rl" else sft))
+        + f" or pass {flag} (`primenb validate {flag}`, `%%rltoml NAME {flag}`)",
+    )
+    return [d]
+
+
+def _same_place(d: Diagnostic, limited: set[str], origins: dict[Path, Path]) -> bool:
+    """A sanity warning about a value a local-limit diagnostic already names (`max_steps = -5`)."""
+    if d.path in limited:
+        return True
+    return any(format_path(origins.get(tuple(_path_of(p)), ())) == d.path for p in limited)
+
+
+def _path_of(dotted: str) -> list[str | int]:
+    out: list[str | int] = []
+    for piece in re.findall(r"\[(\d+)\]|([^.\[\]]+)", dotted):
+        out.append(int(piece[0]) if piece[0] else piece[1])
+    return out
 
 
 def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
@@ -261,9 +377,17 @@ def _schema_errors(
     exc: ValidationError, root: type[BaseModel], data: dict[str, Any], pos: Positions, origins: dict[Path, Path]
 ) -> list[Diagnostic]:
     out = []
-    for err in exc.errors():
-        path = loc_to_path(err["loc"], data)
+    errors = exc.errors()
+    paths = [loc_to_path(e["loc"], data) for e in errors]
+    for n, err in enumerate(errors):
+        path = paths[n]
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+        if (
+            kind == "literal_error"
+            and isinstance(value, dict)
+            and any(p[: len(path)] == path and m != n for m, p in enumerate(paths))
+        ):
+            continue  # a table where a word or a table may go: the table member's errors say it
         table = format_path(path[:-1])
         where = f"[{table}]" if table else "the top level"
         on_value = True

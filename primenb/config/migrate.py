@@ -1,12 +1,15 @@
 """Legacy prime-rl / prime CLI config shapes, migrated to the current schema.
 
-Each finding changes the parsed dict (so validation sees the current shape) and records a text
-edit (so `--fix` can rewrite the TOML with its comments and layout kept).
+Each finding is an error (prime-rl rejects every legacy key: a config it would refuse never
+trains here either), located at the legacy key, with the migration as its hint. It also changes
+the parsed dict (so the rest of validation sees the current shape and reports what else is wrong)
+and records a text edit (so `--fix` rewrites the TOML with its comments and layout kept).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,14 +48,16 @@ class Migration:
         return bool(self.edits and self.edits._ops)
 
 
-def _diag(pos: Positions, path: Path, message: str, hint: str, severity: str = "warning") -> Diagnostic:
+FIX_HINT = "`primenb validate --fix` or `%%rltoml --fix` rewrites it, comments kept"
+
+
+def _diag(pos: Positions, path: Path, message: str, hint: str, code: str = "legacy") -> Diagnostic:
     found = pos.locate(path)
     line = col = end = None
     if found:
         _, span = found
         line, col, end = span.line, span.col, span.end_col
-    code = "legacy" if severity == "warning" else "retired"
-    return Diagnostic(severity, code, format_path(path), message, hint, line, col, end)
+    return Diagnostic("error", code, format_path(path), message, hint, line, col, end)
 
 
 def _value_text(pos: Positions, path: Path) -> str | None:
@@ -73,7 +78,8 @@ class _Migrator:
         self.edits = TextEdits(pos.lines)
         self.out = Migration(self.data, edits=self.edits)
 
-    def warn(self, path: Path, message: str, hint: str) -> None:
+    def found(self, path: Path, message: str, hint: str) -> None:
+        """A legacy key: an error (prime-rl rejects it) whose hint is the migration."""
         self.out.diagnostics.append(_diag(self.pos, path, message, hint))
 
     # -- generic moves -------------------------------------------------------------------
@@ -86,17 +92,16 @@ class _Migrator:
                     table_path + (old,),
                     f"both `{old}` (legacy) and `{new}` are set",
                     f"delete `{old}`; `{new}` is its current name",
-                    severity="error",
                 )
             )
             table.pop(old)
             return
         table[new] = table.pop(old)
         self.out.origins[table_path + (new,)] = table_path + (old,)
-        self.warn(
+        self.found(
             table_path + (old,),
-            f"`{old}` was renamed to `{new}` ({why})",
-            f"write `{new}` instead; `--fix` rewrites it for you",
+            f"`{old}` is a legacy key: prime-rl rejects it ({why})",
+            f"renamed to `{new}`; {FIX_HINT}",
         )
         span = self.pos.spans.get(table_path + (old,))
         if span and not span.header:
@@ -118,15 +123,14 @@ class _Migrator:
                     old,
                     f"both [{format_path(old)}] (legacy) and [{format_path(new)}] are set",
                     f"merge them into [{format_path(new)}]",
-                    severity="error",
                 )
             )
             return
         target[new[-1]] = value
-        self.warn(
+        self.found(
             old,
-            f"[{format_path(old)}] moved to [{format_path(new)}] ({why})",
-            f"write [{format_path(new)}]; `--fix` rewrites it for you",
+            f"[{format_path(old)}] is a legacy table: prime-rl rejects it ({why})",
+            f"moved to [{format_path(new)}]; {FIX_HINT}",
         )
         for path, span in list(self.pos.spans.items()):
             if path[: len(old)] != old:
@@ -151,10 +155,10 @@ class _Migrator:
         target = _ensure(self.data, new_table)
         target[new_key] = value
         self.out.origins[new_table + (new_key,)] = old
-        self.warn(
+        self.found(
             old,
-            f"`{format_path(old)}` is now `{format_path(new_table + (new_key,))}` ({why})",
-            "`--fix` rewrites it for you",
+            f"`{format_path(old)}` is a legacy key: prime-rl rejects it ({why})",
+            f"renamed to `{format_path(new_table + (new_key,))}`; {FIX_HINT}",
         )
         span = self.pos.spans.get(old)
         text = _value_text(self.pos, old)
@@ -170,7 +174,7 @@ class _Migrator:
 
     def delete_key(self, table: dict[str, Any], path: TablePath, why: str, hint: str) -> None:
         table.pop(path[-1], None)
-        self.warn(path, f"`{format_path(path)}` was removed upstream ({why})", hint)
+        self.found(path, f"`{format_path(path)}` was removed upstream: prime-rl rejects it ({why})", hint)
         span = self.pos.spans.get(path)
         if span and not span.header:
             self.edits.delete_lines(span.line, span.line)
@@ -178,10 +182,10 @@ class _Migrator:
     def envs_to_sources(self, parent: Path, old_key: str, new_parent: TablePath, why: str) -> None:
         """`[[orchestrator.env]] id = ...` -> `[[orchestrator.train.source]]` with `env.taskset.id`."""
         container = _get(self.data, parent)
-        envs = container.pop(old_key)
-        if not isinstance(envs, list):
-            container[old_key] = envs
-            return
+        envs = container.get(old_key)
+        if not isinstance(envs, list) or not all(isinstance(e, dict) and "id" in e for e in envs):
+            return  # not the legacy shape (`id` per env): the schema reports the unknown key
+        container.pop(old_key)
         sources = []
         for element in envs:
             element = dict(element) if isinstance(element, dict) else {}
@@ -200,17 +204,16 @@ class _Migrator:
                     parent + (old_key,),
                     "both legacy env tables and sources are set",
                     f"move every env into [[{format_path(new_parent + ('source',))}]]",
-                    severity="error",
                 )
             )
             return
         target["source"] = sources
         old = parent + (old_key,)
         new = new_parent + ("source",)
-        self.warn(
+        self.found(
             old,
-            f"[[{format_path(old)}]] became [[{format_path(new)}]] with `env.taskset.id` ({why})",
-            "`--fix` rewrites it for you",
+            f"[[{format_path(old)}]] is a legacy table: prime-rl rejects it ({why})",
+            f"renamed to [[{format_path(new)}]] with `env.taskset.id`; {FIX_HINT}",
         )
         for i, source in enumerate(sources):
             self.out.origins[new + (i,)] = old + (i,)
@@ -222,6 +225,24 @@ class _Migrator:
             comments = [ln for ln in self.pos.lines[span.line : end] if ln.lstrip().startswith("#")]
             self.edits.delete_lines(span.line, end)
             self.edits.insert_after(span.line - 1, comments + _source_lines(new, source))
+
+    def rename_value(self, table: dict[str, Any], path: Path, old: str, new: str, why: str) -> None:
+        """A retired value (the harness id `"default"`): replaced in the data and in the text."""
+        table[str(path[-1])] = new
+        self.found(
+            path,
+            f'`{format_path(path)} = "{old}"` is a legacy value: prime-rl rejects it ({why})',
+            f'renamed to `"{new}"`; {FIX_HINT}',
+        )
+        span = self.pos.spans.get(path)
+        if span is None or span.value_col is None:
+            return
+        line = self.pos.lines[span.line - 1]
+        for quote in ('"', "'"):
+            at = line.find(f"{quote}{old}{quote}", span.value_col - 1)
+            if at >= 0:
+                self.edits.replace_span(span.line, at + 1, at + len(old) + 3, f'"{new}"')
+                return
 
 
 def _source_lines(path: Path, source: dict[str, Any]) -> list[str]:
@@ -267,12 +288,49 @@ def _is_table(data: dict[str, Any], *path: str) -> bool:
     return isinstance(cur, dict)
 
 
-def migrate(data: dict[str, Any], pos: Positions) -> Migration:
-    """Find legacy keys, return the migrated dict with one diagnostic per finding."""
+def _harness_tables(d: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Path]]:
+    """Every `env.<role>.harness` table of every source (RL and SFT eval sources)."""
+    roots: list[Path] = [("orchestrator", "train"), ("orchestrator", "eval"), ("eval",)]
+    for root in roots:
+        container = d
+        for part in root:
+            container = container.get(part) if isinstance(container, dict) else None  # type: ignore[assignment,arg-type]
+        sources = container.get("source") if isinstance(container, dict) else None
+        for i, src in enumerate(sources if isinstance(sources, list) else []):
+            env = src.get("env") if isinstance(src, dict) else None
+            for role, seat in env.items() if isinstance(env, dict) else []:
+                if isinstance(seat, dict) and isinstance(seat.get("harness"), dict):
+                    yield seat["harness"], root + ("source", i, "env", role, "harness")
+
+
+def migrate(data: dict[str, Any], pos: Positions, mode: str = "rl") -> Migration:
+    """Find legacy keys, return the migrated dict with one diagnostic per finding. RL-only
+    migrations (orchestrator keys) are left to the schema's unknown-key errors in an SFT config."""
     if isinstance(data.get("model"), str) or isinstance(data.get("env"), list):
         return _explain_hosted(data, pos)
     m = _Migrator(data, pos)
     d = m.data
+    for harness, path in _harness_tables(d):
+        if harness.get("id") == "default":
+            m.rename_value(harness, path + ("id",), "default", "bash", "the `default` harness was renamed to `bash`")
+    if mode == "sft":
+        if _is_table(d, "wandb"):
+            m.move_table(("wandb",), ("monitors", "wandb"), "prime-rl 2026-08, #3275")
+        return m.out
+    for required in ("trainer", "orchestrator"):
+        if required not in d:  # prime-rl requires both in an RL config; an empty one takes its defaults
+            d[required] = {}
+            m.out.diagnostics.append(
+                _diag(
+                    pos,
+                    (required,),
+                    f"[{required}] is missing: prime-rl requires it in an RL config (Field required)",
+                    f"add an empty [{required}] (its defaults apply); `primenb validate --fix` or "
+                    "`%%rltoml --fix` adds it",
+                    code="missing",
+                )
+            )
+            m.edits.insert_after(len(pos.lines), ["", f"[{required}]"])
     orch = d.get("orchestrator") if isinstance(d.get("orchestrator"), dict) else None
 
     if orch is not None and "rollouts_per_example" in orch:
@@ -325,7 +383,7 @@ def _explain_hosted(data: dict[str, Any], pos: Positions) -> Migration:
                 ("model",),
                 f'top-level `model = "{data["model"]}"` is {shape}',
                 f'write a [model] table: [model] name = "{data["model"]}"',
-                severity="error",
+                code="retired",
             )
         )
     if isinstance(data.get("env"), list):
@@ -335,12 +393,12 @@ def _explain_hosted(data: dict[str, Any], pos: Positions) -> Migration:
                 ("env",),
                 f"[[env]] is {shape}",
                 'write [[orchestrator.train.source]] with [orchestrator.train.source.env.taskset] id = "<env id>"',
-                severity="error",
+                code="retired",
             )
         )
     for key, home in HOSTED_KEYS.items():
         if key in data:
             out.diagnostics.append(
-                _diag(pos, (key,), f"`{key}` belongs to {shape}", f"current home: {home}", severity="error")
+                _diag(pos, (key,), f"`{key}` belongs to {shape}", f"current home: {home}", code="retired")
             )
     return out

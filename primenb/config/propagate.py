@@ -123,6 +123,11 @@ def propagate_rl(raw: dict[str, Any]) -> Propagated:
                 out.origins[target] = shared
             elif not isinstance(t_table, dict):
                 continue
+            elif not t_table and shared == ("slurm",):
+                # [inference.slurm] is the very class of the shared [slurm]: upstream refuses both set
+                # ("pick one place"), even empty; an empty [orchestrator.ckpt] beside [ckpt] it takes
+                out.conflicts.append(Conflict(target, shared, t_table, table))
+                continue
             if "type" in table and isinstance(t_table, dict) and t_table.get("type", table["type"]) != table["type"]:
                 out.conflicts.append(Conflict(target + ("type",), shared + ("type",), t_table["type"], table["type"]))
                 continue

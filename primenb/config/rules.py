@@ -166,6 +166,42 @@ def _resume(c: Any) -> Iterator[Problem]:
     yield from _resume_rules(c.resume, ("resume",))
 
 
+def _rl_resume_match(c: Any) -> Iterator[Problem]:
+    """Upstream resumes trainer and orchestrator together: their resume tables must agree."""
+    t, o = c.trainer.resume, c.orchestrator.resume
+    if (t.model_dump() if t else None) == (o.model_dump() if o else None):
+        return
+    at: Path = ("trainer", "resume") if t is not None else ("orchestrator", "resume")
+    yield Problem(
+        at,
+        f"trainer resume ({t.model_dump() if t else None}) and orchestrator resume "
+        f"({o.model_dump() if o else None}) are not the same",
+        "set [resume] once at the top level (it fills both), or give both tables the same keys",
+    )
+
+
+def _vlm_dtypes(model: Any, at: Path) -> Iterator[Problem]:
+    if model is None or model.vlm is None:
+        return
+    for key in ("optimization_dtype", "reduce_dtype"):
+        if getattr(model, key) != "bfloat16":
+            yield Problem(
+                at + (key,),
+                f"VLM models must use optimization_dtype and reduce_dtype bfloat16 (got {key} = "
+                f"{getattr(model, key)!r}) to match vLLM inference",
+                f'set {key} = "bfloat16"',
+            )
+            return
+
+
+def _rl_vlm(c: Any) -> Iterator[Problem]:
+    yield from _vlm_dtypes(c.trainer.model, ("trainer", "model"))
+
+
+def _sft_vlm(c: Any) -> Iterator[Problem]:
+    yield from _vlm_dtypes(c.model, ("model",))
+
+
 def _sft_batch(c: Any) -> Iterator[Problem]:
     d = c.data
     if d.micro_batch_size > d.batch_size:
@@ -284,7 +320,7 @@ def _rl_inflight(c: Any) -> Iterator[Problem]:
     o = c.orchestrator
     at: Path = ("orchestrator", "concurrency")
     cc = o.concurrency
-    if cc.max_inflight < o.group_size:
+    if cc.max_inflight is not None and cc.max_inflight < o.group_size:
         yield Problem(
             at + ("max_inflight",),
             f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})",
@@ -295,12 +331,12 @@ def _rl_inflight(c: Any) -> Iterator[Problem]:
                 at + ("initial_inflight",),
                 f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
             )
-        if cc.initial_inflight > cc.max_inflight:
+        if cc.max_inflight is not None and cc.initial_inflight > cc.max_inflight:
             yield Problem(
                 at + ("initial_inflight",),
                 f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
             )
-    if cc.min_inflight > cc.max_inflight:
+    if cc.max_inflight is not None and cc.min_inflight > cc.max_inflight:
         yield Problem(
             at + ("min_inflight",),
             f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})",
@@ -319,8 +355,16 @@ def _source_rules(sources: list[Any], at: Path, *, required: bool) -> Iterator[P
     for i, src in enumerate(sources):
         taskset_id = src.env.taskset.id if src.env.taskset else None
         if not taskset_id:
+            # named where the file stops: the source's missing env, its missing taskset, or the id
+            missing = (
+                (i, "env")
+                if "env" not in src.model_fields_set
+                else (i, "env", "taskset")
+                if src.env.taskset is None or "taskset" not in src.env.model_fields_set
+                else (i, "env", "taskset", "id")
+            )
             yield Problem(
-                at + (i, "env", "taskset", "id"),
+                at + missing,
                 "no env configured for this source",
                 'set [<source>.env.taskset] id = "<taskset id>"',
                 code="no-env",
@@ -417,7 +461,7 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
 
 
 def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
-    if model.full_offload and optim.type not in ("adamw", "sign_sgd"):
+    if model.full_offload is not None and optim.type not in ("adamw", "sign_sgd"):
         yield Problem(at + ("full_offload",), f"full_offload supports only adamw and sign_sgd, not {optim.type}")
     if optim.type == "muon" and model.fsdp_cpu_offload:
         yield Problem(at + ("fsdp_cpu_offload",), "the muon optimizer does not support fsdp_cpu_offload")
@@ -463,6 +507,30 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
         )
 
 
+# the variable each service's library reads, by the table a secret sits in
+_SERVICE_VARS = {
+    ("wandb", "api_key"): "WANDB_API_KEY",
+    ("hf", "token"): "HF_TOKEN",
+    ("prime", "api_key"): "PRIME_API_KEY",
+}
+
+
+def _env_var(at: Path, key: str, table: Any) -> str:
+    """The environment variable that replaces a secret written at `at.key`: the key itself when it
+    is one (`[env_vars] WANDB_API_KEY`), the table's own `<key>_var` setting (`api_key_var`), the
+    service's variable (`[monitors.wandb] api_key` -> WANDB_API_KEY), else TABLE_KEY in capitals."""
+    if re.fullmatch(r"[A-Z][A-Z0-9_]*", key):
+        return key
+    named = table.get(f"{key}_var") if isinstance(table, dict) else None
+    if isinstance(named, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", named):
+        return named
+    parent = next((p for p in reversed(at) if isinstance(p, str)), "")
+    known = _SERVICE_VARS.get((parent, key))
+    if known:
+        return known
+    return re.sub(r"[^A-Z0-9_]", "_", f"{parent}_{key}".upper()).strip("_") if parent else key.upper()
+
+
 def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
     """Secret-looking keys with a value, anywhere in the raw config (checked before the schema)."""
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
@@ -471,7 +539,7 @@ def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
             yield Problem(
                 at + (key,),
                 f"`{key}` looks like a secret; secrets never go in a config file",
-                f"remove it and export {key} in the environment that launches the run",
+                f"remove it and export {_env_var(at, key, data)} in the environment that launches the run",
                 code="secret",
             )
         elif isinstance(value, (dict, list)):
@@ -501,6 +569,8 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_lora_broadcast,
     _rl_quantized,
     _resume,
+    _rl_resume_match,
+    _rl_vlm,
 )
 SFT_CHECKS: tuple[Check, ...] = (
     _sft_batch,
@@ -514,4 +584,5 @@ SFT_CHECKS: tuple[Check, ...] = (
     _sft_model,
     _sft_trace_path,
     _resume,
+    _sft_vlm,
 )

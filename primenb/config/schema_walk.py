@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from functools import lru_cache
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -71,6 +72,9 @@ def key_index(root: type[BaseModel]) -> dict[str, list[str]]:
     return {k: sorted(set(v), key=len) for k, v in index.items()}
 
 
+_MEMBER = re.compile(r"^[a-z_-]+\[.*\]$")
+
+
 def loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
     """Map a pydantic error location onto the data, dropping union tags and validator names."""
     path: list[str | int] = []
@@ -81,6 +85,8 @@ def loc_to_path(loc: tuple[Any, ...], data: Any) -> Path:
         if is_key or is_index:
             path.append(part)
             cur = cur[part]
+        elif isinstance(part, str) and _MEMBER.match(part):
+            continue  # a union member's name (`literal['policy']`, `function-after[...]`), not a key
         elif i == len(loc) - 1 and isinstance(part, str) and isinstance(cur, dict):
             path.append(part)  # a missing key
     return tuple(path)

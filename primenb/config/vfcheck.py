@@ -82,7 +82,57 @@ def _sources(data: dict[str, Any], mode: str) -> Iterator[Path]:
 
 
 def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
-    """Problems in the env and renderer tables of schema-valid, propagated config data."""
+    """Problems in the env and renderer tables of schema-valid, propagated config data.
+
+    Importing verifiers costs seconds (5-13 s for upstream's biggest config), so the verdict is
+    kept per machine (`PRIME_HOME/cache/plugin-check/`), keyed by the exact tables checked and the
+    versions of verifiers, renderers and primenb: the same tables under the same versions get the
+    same verdict without the import. Anything else computes it (and stores it)."""
+    tables = _checked_tables(data, mode)
+    key = _cache_key(tables, mode)
+    cached = _cache_read(key)
+    if cached is not None:
+        yield from cached
+        return
+    found = list(_plugin_problems(data, mode))
+    _cache_write(key, found)
+    yield from found
+
+
+def _checked_tables(data: dict[str, Any], mode: str) -> dict[str, Any]:
+    envs = {format_path(at): _get(data, at) for at in _sources(data, mode)}
+    renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
+    shown = {format_path(at): _get(data, at) for at in (renderers if mode == "rl" else [("renderer",)])}
+    return {"envs": envs, "renderers": shown}
+
+
+def _cache_key(tables: dict[str, Any], mode: str) -> str | None:
+    from primenb.config import verdict_cache
+
+    return verdict_cache.key("plugin-check", verdict_cache.versions("primenb", "verifiers", "renderers"), mode, tables)
+
+
+def _cache_read(key: str | None) -> list[PluginProblem] | None:
+    from primenb.config import verdict_cache
+
+    rows = verdict_cache.read("plugin-check", key)
+    try:
+        return [PluginProblem(tuple(r["path"]), r["severity"], r["message"], r["hint"], r["code"]) for r in rows]
+    except (KeyError, TypeError):
+        return None  # absent or not this shape: compute it
+
+
+def _cache_write(key: str | None, found: list[PluginProblem]) -> None:
+    from primenb.config import verdict_cache
+
+    rows = [
+        {"path": list(q.path), "severity": q.severity, "message": q.message, "hint": q.hint, "code": q.code}
+        for q in found
+    ]
+    verdict_cache.write("plugin-check", key, rows)
+
+
+def _plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
     envs = [(at, _to_check(_get(data, at))) for at in _sources(data, mode)]
     if envs and not verifiers_installed():
         yield PluginProblem(
@@ -96,7 +146,8 @@ def plugin_problems(data: dict[str, Any], mode: str) -> Iterator[PluginProblem]:
         vf = _verifiers()
         for at, env in envs:
             if env and vf is not None:
-                yield from _env_problems(vf, env, at)
+                single = isinstance(_get(data, at + ("agent",)), dict)
+                yield from _env_problems(vf, env, at, single)
     renderers: list[Path] = [("orchestrator", "renderer"), ("orchestrator", "algo", "renderer")]
     for at in renderers if mode == "rl" else [("renderer",)]:
         table = _get(data, at)
@@ -123,7 +174,7 @@ def _to_check(env: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _env_problems(vf: Any, data: dict[str, Any], at: Path) -> Iterator[PluginProblem]:
+def _env_problems(vf: Any, data: dict[str, Any], at: Path, single: bool = False) -> Iterator[PluginProblem]:
     config_cls, loaders = vf
     env_id = data.get("id")
     if env_id:
@@ -144,7 +195,7 @@ def _env_problems(vf: Any, data: dict[str, Any], at: Path) -> Iterator[PluginPro
         config_cls.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
-            yield _map_error(err, data, at, loaders)
+            yield _map_error(err, data, at, loaders, single)
     except Exception as exc:  # a plugin that does not import (harness id not installed)
         message = str(exc).split("\n")[0]
         harness = _harness_at(data)
@@ -190,7 +241,7 @@ def _close(word: str, options: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any) -> PluginProblem:
+def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any, single: bool = False) -> PluginProblem:
     path = _loc_to_path(tuple(err["loc"]), data)
     kind = err["type"]
     where = format_path(at + path[:-1])
@@ -200,7 +251,7 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any) -> Plugin
         if len(path) == 1 and isinstance(data.get(key), dict):
             # env.<role>: a multi-agent env's seat, defined by the environment's package
             close = _close(key, ["agent", "taskset", "timeout", "retries", "interception", "id"])
-            if close is None:
+            if close is None and not single:  # beside an `agent` seat it is a single-agent env
                 return PluginProblem(
                     at + path,
                     "warning",

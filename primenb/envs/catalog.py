@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from typing import Any
 
 from primenb.envs import store
@@ -20,6 +21,7 @@ from primenb.envs.registry import (
     resolve,
     unknown_error,
 )
+from primenb.protocol.privacy import error_text
 
 LIST_COLUMNS = ["id", "version", "source", "description", "reward_functions", "location"]
 NUM_SAMPLES = 3
@@ -144,9 +146,44 @@ def perfect_reply(env: Environment, row: Row) -> str:
     return str(row.get("answer", "")) if ideal is None else ideal
 
 
-def score_each(env: Environment, row: Row, reply: str) -> tuple[float, dict[str, float | str]]:
-    """Weighted total and per-function scores of ``reply`` to ``row``; a function that raises
-    gives its error text (and 0.0 in the total)."""
+REWARD_CALL_TIMEOUT = 30.0  # seconds one reward call may take while an environment is checked
+
+
+class RewardTimeout(Exception):
+    pass
+
+
+def call_bounded(func: Any, timeout: float, **kwargs: Any) -> Any:
+    """``func(**kwargs)`` in a daemon thread, waited for at most ``timeout`` seconds: a reward
+    function that hangs (a network call, an endless loop) makes `RewardTimeout`, not a frozen
+    kernel. A thread cannot be killed, so a hung call is left behind (daemon: it never keeps
+    the process alive)."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = func(**kwargs)
+        except BaseException as exc:  # handed to the caller as is
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="primenb-reward-check", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise RewardTimeout(f"did not return within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def score_each(
+    env: Environment, row: Row, reply: str, *, timeout: float | None = None
+) -> tuple[float, dict[str, float | str]]:
+    """Weighted total and per-function scores of ``reply`` to ``row``; a function that raises,
+    or takes longer than ``timeout`` (default `REWARD_CALL_TIMEOUT`), gives its error text (and
+    0.0 in the total)."""
     columns = {k: [v] for k, v in row.items() if k != "prompt"}
     columns.setdefault("info", [{}])
     prompt = [env.format_prompt(row["prompt"], chat=False)]
@@ -156,13 +193,16 @@ def score_each(env: Environment, row: Row, reply: str) -> tuple[float, dict[str,
         name = getattr(func, "__name__", "reward")
         raw = getattr(func, "__wrapped__", func)
         try:
-            (value,) = raw(prompts=prompt, completions=[reply], **columns)
+            limit = REWARD_CALL_TIMEOUT if timeout is None else timeout
+            (value,) = call_bounded(raw, limit, prompts=prompt, completions=[reply], **columns)
             value = 0.0 if value is None else float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"returned {value!r}, not a finite number")
         except (Exception, SystemExit) as exc:
             errors = getattr(exc, "errors", None)
             if isinstance(errors, dict) and errors:
                 exc = next(iter(errors.values()))
-            by_func[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            by_func[name] = error_text(exc)[:300]
             continue
         by_func[name] = value
         total += float(weight) * value

@@ -76,15 +76,15 @@ class GuardedReward:
         for i, value in enumerate(values):
             if i in errors:
                 values[i] = FAILED_SCORE
-            elif value is not None and not _finite(value):
-                errors[i] = ValueError(f"returned {value!r}, not a finite number")
+            elif isinstance(value, _Unscorable):
+                errors[i] = value.error
                 values[i] = FAILED_SCORE
         self.scored += n
         if errors:
             self.failed += len(errors)
             self.failing_batches += 1
             self._log(errors, n)
-        return [None if v is None else float(v) for v in values]
+        return values
 
     # -- internals ------------------------------------------------------------------------------
     def _one_by_one(
@@ -113,7 +113,7 @@ class GuardedReward:
         if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence):
             try:
                 raw = list(raw)
-            except TypeError:
+            except Exception:  # not iterable, or an iterator that raises: the function's contract
                 raise RewardFunctionError(
                     f"environment {self.env_id!r}: reward function {self.__name__!r} returned "
                     f"{type(raw).__name__}, not a list of {n} scores"
@@ -123,16 +123,7 @@ class GuardedReward:
                 f"environment {self.env_id!r}: reward function {self.__name__!r} returned "
                 f"{len(raw)} scores for {n} completions; it must return one score per completion"
             )
-        out: list[Any] = []
-        for value in raw:
-            if value is None or isinstance(value, bool):
-                out.append(None if value is None else float(value))
-                continue
-            try:
-                out.append(float(value))
-            except (TypeError, ValueError):
-                out.append(value)  # not a number: counted as a failure by the caller
-        return out
+        return [to_score(value) for value in raw]
 
     def _log(self, errors: dict[int, BaseException], n: int) -> None:
         first = next(iter(errors.values()))
@@ -166,8 +157,27 @@ class GuardedReward:
             )
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, float) and math.isfinite(value)
+class _Unscorable:
+    """A returned value that is not a finite score, with why (counted as a failure)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def to_score(value: Any) -> float | _Unscorable | None:
+    """One returned value as a score: ``None`` stays ``None``; anything ``float()`` turns into a
+    finite number is that number; everything else (``10**400`` overflows, ``nan``, a string, an
+    object whose ``__float__`` raises *anything*) is unscorable. This is the only conversion, so
+    no returned value can escape the guard."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except Exception as exc:  # any __float__/__index__ error is the function's, not the run's
+        return _Unscorable(ValueError(f"returned a {type(value).__name__} that is not a number ({error_text(exc)})"))
+    if not isinstance(number, float) or not math.isfinite(number):
+        return _Unscorable(ValueError(f"returned {number!r}, not a finite number"))
+    return number
 
 
 def _is_column(value: Any, n: int) -> bool:
@@ -182,4 +192,4 @@ def guard(func: Callable[..., Any], env_id: str) -> Callable[..., Any]:
     return GuardedReward(func, env_id)
 
 
-__all__ = ["FAILED_SCORE", "GuardedReward", "PartialScores", "guard"]
+__all__ = ["FAILED_SCORE", "GuardedReward", "PartialScores", "guard", "to_score"]

@@ -34,6 +34,7 @@ from typing import Any
 
 from primenb.envs.base import Environment, Row
 from primenb.envs.errors import EnvironmentLoadError
+from primenb.protocol.privacy import withheld_or
 
 _TRAIN_KEYS = ("dataset", "train_dataset", "train")
 _EVAL_KEYS = ("eval_dataset", "eval")
@@ -195,7 +196,7 @@ def _row(row: Mapping[str, Any], env_id: str, where: str) -> Row:
         raise _fail(
             env_id,
             f"{where}: `prompt` must be text or a non-empty list of "
-            f"{{'role': ..., 'content': ...}} messages, got {prompt!r:.80}",
+            f"{{'role': ..., 'content': ...}} messages, got {withheld_or(repr(prompt)[:80])}",
         )
     info = row.get("info") or {}
     if isinstance(info, str):

@@ -9,8 +9,10 @@ A folder is searched, in order, for (``NAME`` = the folder name with ``-`` -> ``
 5. the only ``.py`` file in the folder.
 
 The module is imported under a private name (``primenb_env_<id>``) with the folder first on
-``sys.path`` while it imports, so sibling modules can be imported by their plain names. It is
-imported afresh on every load, so edits show up without restarting the kernel.
+``sys.path`` while it imports, so sibling modules can be imported by their plain names; they are
+then filed under the private name, and a helper named like a library (``datasets.py``) gives the
+plain name back, so it never shadows the library for the rest of the process. It is imported
+afresh on every load, so edits show up without restarting the kernel.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from primenb.envs.errors import EnvironmentLoadError
+from primenb.protocol.privacy import error_text
 
 ENTRY = "load_environment"
 
@@ -88,19 +91,57 @@ def import_path(path: Path, env_id: str) -> ModuleType:
         raise EnvironmentLoadError(f"cannot import {file}")
     module = importlib.util.module_from_spec(spec)
     root = str(file.parent.parent if is_pkg else file.parent)
+    before = set(sys.modules)
     sys.modules[name] = module
     sys.path.insert(0, root)
     try:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # `sys.exit()` at import must not end the kernel or CLI
         sys.modules.pop(name, None)
-        raise EnvironmentLoadError(
-            f"environment {env_id!r}: importing {file} raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise EnvironmentLoadError(f"environment {env_id!r}: importing {file} raised {error_text(exc)}") from exc
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(root)
+        _file_helpers_under(name, Path(root), before)
     return module
+
+
+def _file_helpers_under(package: str, root: Path, before: set[str]) -> None:
+    """The environment's own helper modules (imported by plain name from its folder while it
+    loaded) are filed under the environment's private name (``primenb_env_<id>.datasets``). A
+    helper whose name is also importable from elsewhere (a library: ``datasets``, ``utils`` of
+    some package) leaves the plain name free, so it never shadows that library process-wide; a
+    name nothing else provides keeps its plain entry too (a reward function may import it late)."""
+    for mod_name in [m for m in sys.modules if m not in before and m != package and not m.startswith(package + ".")]:
+        module = sys.modules.get(mod_name)
+        where = getattr(module, "__file__", None)
+        if not where or not _inside(Path(where), root):
+            continue
+        sys.modules[f"{package}.{mod_name}"] = module  # type: ignore[assignment]
+        top = mod_name.partition(".")[0]
+        if _importable_elsewhere(top, root):
+            del sys.modules[mod_name]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except OSError:
+        return False
+
+
+def _importable_elsewhere(name: str, root: Path) -> bool:
+    """Whether ``name`` is found on ``sys.path`` (without the environment's folder) or built in."""
+    if name in sys.builtin_module_names or name in sys.stdlib_module_names:
+        return True
+    from importlib.machinery import PathFinder
+
+    paths = [p for p in sys.path if p and not _inside(Path(p), root)]
+    try:
+        found = PathFinder.find_spec(name, paths)
+    except (ImportError, ValueError):
+        return False
+    return found is not None and not (found.origin and _inside(Path(found.origin), root))
 
 
 def import_module(module_name: str, env_id: str) -> ModuleType:
@@ -113,11 +154,11 @@ def import_module(module_name: str, env_id: str) -> ModuleType:
                 f"(install it with pip, or register its folder with %prime_env add PATH)"
             ) from exc
         raise EnvironmentLoadError(
-            f"environment {env_id!r}: importing {module_name!r} raised ModuleNotFoundError: {exc}"
+            f"environment {env_id!r}: importing {module_name!r} raised {error_text(exc)}"
         ) from exc
     except (Exception, SystemExit) as exc:  # `sys.exit()` at import must not end the kernel or CLI
         raise EnvironmentLoadError(
-            f"environment {env_id!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f"environment {env_id!r}: importing {module_name!r} raised {error_text(exc)}"
         ) from exc
 
 

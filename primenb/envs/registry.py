@@ -32,6 +32,7 @@ from primenb.envs.errors import (
     EnvironmentLookupError,
     _Base,
 )
+from primenb.protocol.privacy import error_text
 
 Factory = Callable[..., Any]
 
@@ -150,7 +151,7 @@ def _import_target(env_id: str, target: str) -> Factory:
         module = importlib.import_module(module_name)
         factory = getattr(module, attr)
     except (ImportError, AttributeError) as exc:
-        raise EnvironmentLookupError(f"Could not load environment {env_id!r}: {type(exc).__name__}: {exc}") from exc
+        raise EnvironmentLookupError(f"Could not load environment {env_id!r}: {error_text(exc)}") from exc
     if not callable(factory):
         raise EnvironmentLookupError(f"environment {env_id!r}: {target} is not callable")
     return factory
@@ -243,7 +244,7 @@ def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> 
     except _Base:
         raise
     except (Exception, SystemExit) as exc:  # a factory calling sys.exit() is a load error, not an exit
-        raise EnvironmentLoadError(f"environment {env_id!r} raised while loading: {type(exc).__name__}: {exc}") from exc
+        raise EnvironmentLoadError(f"environment {env_id!r} raised while loading: {error_text(exc)}") from exc
     env = as_environment(obj, env_id, kwargs)
     env.reward_funcs = [guard(f, env_id) for f in env.reward_funcs]
     return env

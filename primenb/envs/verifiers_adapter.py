@@ -47,6 +47,7 @@ from primenb.envs.errors import (
     UnsupportedEnvironmentError,
 )
 from primenb.envs.guard import PartialScores
+from primenb.protocol.privacy import error_text
 
 log = logging.getLogger("primenb.envs")
 
@@ -191,7 +192,7 @@ def _loaders() -> Any:
         from verifiers.v1.utils import loaders
     except ImportError as exc:
         raise EnvironmentLoadError(
-            f"verifiers is installed but could not be imported ({exc}); primenb needs verifiers "
+            f"verifiers is installed but could not be imported ({error_text(exc)}); primenb needs verifiers "
             f"0.4.x (pip install 'verifiers>=0.4,<0.5')"
         ) from exc
     return loaders
@@ -212,11 +213,9 @@ def _taskset_class(env_id: str) -> type:
     try:
         return loaders.taskset_class(env_id)
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
-        raise EnvironmentLoadError(f"verifiers taskset {env_id!r} could not be loaded: {exc}") from exc
+        raise EnvironmentLoadError(f"verifiers taskset {env_id!r} could not be loaded: {error_text(exc)}") from exc
     except Exception as exc:
-        raise EnvironmentLoadError(
-            f"verifiers taskset {env_id!r}: importing it raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise EnvironmentLoadError(f"verifiers taskset {env_id!r}: importing it raised {error_text(exc)}") from exc
 
 
 def _config_class(env_id: str) -> Any:
@@ -248,7 +247,7 @@ def load(env_id: str, **args: Any) -> VerifiersEnvironment:
         tasks = list(taskset)
     except Exception as exc:
         raise EnvironmentLoadError(
-            f"verifiers taskset {env_id!r} raised while loading its tasks: {type(exc).__name__}: {exc}"
+            f"verifiers taskset {env_id!r} raised while loading its tasks: {error_text(exc)}"
         ) from exc
     if not tasks:
         raise EnvironmentLoadError(f"verifiers taskset {env_id!r} yielded no tasks")
@@ -263,7 +262,7 @@ def _check_plugin(env_id: str, loaders: Any) -> None:
         env_cls = loaders.environment_class(env_id)
         harness = loaders.default_harness_id(env_id)
     except ValueError as exc:  # an ambiguous export
-        raise EnvironmentLoadError(f"verifiers taskset {env_id!r}: {exc}") from exc
+        raise EnvironmentLoadError(f"verifiers taskset {env_id!r}: {error_text(exc)}") from exc
     if env_cls is not SingleAgentEnv:
         raise UnsupportedEnvironmentError(
             f"verifiers taskset {env_id!r} comes with its own environment {env_cls.__name__} "
@@ -286,7 +285,7 @@ def _check_tasks(env_id: str, cls: Any, config: Any, tasks: list[Any]) -> None:
         if cls.toolsets(config) or task_cls.toolsets(config.task):
             why.append("its tasks use tools")
     except Exception as exc:
-        why.append(f"its toolsets could not be built ({type(exc).__name__}: {exc})")
+        why.append(f"its toolsets could not be built ({error_text(exc)})")
     if getattr(task_cls, "NEEDS_CONTAINER", False):
         why.append("its tasks need a container")
     for hook in ("setup", "finalize", "stage_verifier"):

@@ -19,7 +19,9 @@ from IPython.display import display
 from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook.feedback import Feedback
+from primenb.notebook.layout import wrapping_row
 from primenb.protocol.documents import State
+from primenb.render.summary import short_path
 from primenb.traces.table import DISPLAY
 
 if TYPE_CHECKING:
@@ -349,7 +351,7 @@ class HarnessBrowser(Feedback):
         if not self.export_path.value.strip():
             raise PrimenbError("type the folder to export to in the box next to Export")
         where = h.export(tid, self.export_path.value.strip())
-        self._say(f"exported {tid} to {html.escape(str(where))}")
+        self._say(f"exported {tid} to {html.escape(short_path(where))}")  # no absolute path
         return where
 
     def remove(self) -> tuple[str, ...]:
@@ -380,10 +382,12 @@ class HarnessBrowser(Feedback):
     # -- display and refresh ---------------------------------------------------------------------
     def _layout(self) -> W.Widget:
         b = self.buttons
-        filters = W.HBox([self.status_filter, self.mode_filter, self.model_filter, self.env_filter, self.search])
-        order = W.HBox([self.sort_by, self.descending, self.newest, self.count])
-        actions = W.HBox([b["details"], b["diff"], b["compare"], b["refresh"], b["apply"], self.steps, self.overrides])
-        more = W.HBox([b["export"], self.export_path, b["remove"], self.rm_files, self.confirm, self.cancel])
+        filters = wrapping_row([self.status_filter, self.mode_filter, self.model_filter, self.env_filter, self.search])
+        order = wrapping_row([self.sort_by, self.descending, self.newest, self.count])
+        actions = wrapping_row(
+            [b["details"], b["diff"], b["compare"], b["refresh"], b["apply"], self.steps, self.overrides]
+        )
+        more = wrapping_row([b["export"], self.export_path, b["remove"], self.rm_files, self.confirm, self.cancel])
         box = W.VBox([filters, order, self.grid, actions, more, self.message, self.output])
         box.add_class("primenb-harness-browser")
         return box

@@ -20,7 +20,10 @@ from IPython.display import display
 from primenb.errors import PrimenbError
 from primenb.notebook import fallback
 from primenb.notebook import form_fields as F
-from primenb.notebook.feedback import RED, Feedback
+from primenb.notebook.feedback import GREEN, RED, Feedback
+from primenb.notebook.layout import wrapping_row
+from primenb.render.summary import short_path
+from primenb.render.svgchart import WARN
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -28,9 +31,9 @@ if TYPE_CHECKING:
     from primenb.protocol.fields import Mode
     from primenb.run import Run
 
-LABEL = W.Layout(width="150px")
+LABEL = W.Layout(width="180px", min_width="180px", flex="0 0 auto")  # never cut ("max s")
 WIDE = W.Layout(width="260px")
-AMBER = "#b26a00"
+AMBER = WARN
 OPTIONAL_NUMBERS = ("ckpt_interval", "eval_interval")
 
 
@@ -90,6 +93,9 @@ class ConfigBuilder(Feedback):
 
     def __init__(self, config: Any = None, *, name: str = "cfg") -> None:
         self._syncing = False
+        self._edited: str | None = None  # the form field edited last (until its validation ran)
+        # diagnostics no field owns, as last shown -> the field whose edit caused them (None: the text's)
+        self._unowned: dict[tuple[str, str], str | None] = {}
         self._config: Config | None = None
         self._mode: Mode = "rl"
         self.diagnostics: list[Diagnostic] = []
@@ -180,7 +186,7 @@ class ConfigBuilder(Feedback):
 
         self._require_valid("saving")
         target = write_user_file(path or self.save_path.value, self.text, overwrite=True)
-        self._say(f"saved {target}")
+        self._say(f"saved {html.escape(short_path(target))}")
         return target
 
     def launch(self, name: str | None = None) -> Run:
@@ -193,7 +199,7 @@ class ConfigBuilder(Feedback):
         run = submit(config, name=name or self.run_name.value or None)
         follow_in_output(self.output, run)  # the summary replaces the monitor when the run ends
         self.runs.append(run)
-        self._say(f"started {run.name} in {run.dir}")
+        self._say(f"started {html.escape(run.name)} in {html.escape(short_path(run.dir))}")  # no absolute path
         return run
 
     def copy_cell(self, name: str | None = None) -> str:
@@ -224,9 +230,9 @@ class ConfigBuilder(Feedback):
             rows.append(row)
             if field.key == "env":
                 rows.append(self.env_args)
-        form = W.VBox(rows, layout=W.Layout(width="440px"))
+        form = W.VBox(rows, layout=W.Layout(width="470px", flex="0 0 auto"))
         form.add_class("primenb-form")
-        actions = W.HBox(
+        actions = wrapping_row(
             [
                 self.save_button,
                 self.save_path,
@@ -238,7 +244,15 @@ class ConfigBuilder(Feedback):
         )
         right = W.VBox([W.HTML("<b>TOML</b>"), self.text_input, self.other])
         box = W.VBox(
-            [self.status, W.HBox([form, right]), actions, self.message, self.cell_text, self.clipboard, self.output]
+            [
+                self.status,
+                wrapping_row([form, right], align_items="flex-start"),
+                actions,
+                self.message,
+                self.cell_text,
+                self.clipboard,
+                self.output,
+            ]
         )
         box.add_class("primenb-builder")
         return box
@@ -261,6 +275,7 @@ class ConfigBuilder(Feedback):
     def _on_field(self, key: str, value: Any) -> None:
         if self._syncing:
             return
+        self._edited = key  # a new diagnostic no field owns is shown beside this one
         self._guard(self._edit, key, value)
 
     def _on_mode(self, mode: Mode) -> None:
@@ -432,9 +447,16 @@ class ConfigBuilder(Feedback):
     def _show_diagnostics(self, report: Any) -> None:
         by_field: dict[str, list[str]] = {k: [] for k in self.inputs}
         rest: list[str] = []
+        edited, self._edited = self._edited, None
+        before, self._unowned = self._unowned, {}
         for d in self.diagnostics:
             line = _diag_html(d)
             key = F.owner(d.path, self._mode)
+            if key is None:
+                mark = (str(d.path), d.message)
+                # caused by the field just edited: shown there (not off-screen under the TOML) for as
+                # long as it lasts
+                key = self._unowned[mark] = before.get(mark, edited)
             by_field.get(key or "", rest).append(line)
         for key, lines in by_field.items():
             self.errors[key].value = "".join(lines)
@@ -448,7 +470,7 @@ class ConfigBuilder(Feedback):
             )
         else:
             extra = f' · <span style="color:{AMBER}">{warnings} warning(s)</span>' if warnings else ""
-            self.status.value = f'<b style="color:#2e7d32">✓ valid {self._mode.upper()} config</b>{extra}'
+            self.status.value = f'<b style="color:{GREEN}">✓ valid {self._mode.upper()} config</b>{extra}'
 
     # -- helpers ---------------------------------------------------------------------------------
     def _require_valid(self, doing: str) -> Config:
@@ -482,11 +504,15 @@ def _tidy(key: str, value: Any) -> Any:
 
 def _diag_html(d: Any) -> str:
     color = RED if d.is_error else AMBER
-    hint = f'<div style="color:#555;margin-left:1em">hint: {html.escape(d.hint)}</div>' if d.hint else ""
+    hint = (
+        f'<div style="color:var(--jp-ui-font-color2, #555);margin-left:1em">hint: {html.escape(d.hint)}</div>'
+        if d.hint
+        else ""
+    )
     where = f" (line {d.line})" if d.line else ""
     return (
         f'<div class="primenb-diag primenb-diag-{html.escape(d.severity)}" style="color:{color};'
-        f'font-size:12px;margin:0 0 4px 150px">{html.escape(d.severity)}{where}: '
+        f'font-size:12px;margin:0 0 4px 180px">{html.escape(d.severity)}{where}: '
         f"{html.escape(d.message)}{hint}</div>"
     )
 

@@ -1,12 +1,16 @@
-"""The monitor's small multiples: which metrics each panel shows in each phase, and the plotly
-figure that draws them (titled axes, no legend to overlap, no toolbar, one point = a marker)."""
+"""The monitor's small multiples: which metrics each panel shows in each phase, each panel drawn
+as an SVG chart by the summary's renderer (render/svgchart.py).
+
+Not a plotly FigureWidget: a multi-axis FigureWidget sometimes comes up as one empty default plot
+in JupyterLab (a front-end race, every time for a figure built while its box was hidden, as the
+monitor's is until the first step). Plain HTML widgets holding SVG have no front-end state to lose."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from primenb.render.summary import reward_key
+from primenb.render.svgchart import line_chart
 
 PANELS = 4  # fixed panels; the last one shows the metric picked in the search box
 EVAL_LINES = 2  # eval sources drawn per panel (more sources: pick them in the search box)
@@ -25,7 +29,9 @@ def _evals(keys: set[str], prefix: str = "") -> tuple[str, ...]:
 
 
 def panels(stage: str, keys: set[str], picked: str | None) -> list[Panel]:
-    """The panels for ``stage`` (``"sft warmup"``, ``"rl"`` or ``"sft"``) given the metric keys seen."""
+    """The panels for ``stage`` (``"sft warmup"``, ``"rl"`` or ``"sft"``) given the metric keys seen:
+    a panel whose metrics were never logged (no eval configured, no token accuracy) is left out
+    rather than shown empty; the last panel shows the metric picked in the search box."""
     if stage == "sft warmup":
         out = [
             Panel("SFT warm-up loss", ("warmup/loss",)),
@@ -43,8 +49,10 @@ def panels(stage: str, keys: set[str], picked: str | None) -> list[Panel]:
         out = [Panel("loss", ("loss",)), Panel("eval reward", _evals(keys))]
         out.append(Panel("token accuracy", ("mean_token_accuracy",)))
         default = "grad_norm"
-    chosen = picked if picked in keys else default
-    out.append(Panel(chosen or "(pick a metric)", (chosen,) if chosen else ()))
+    out = [p for p in out if any(k in keys for k in p.keys)]  # a panel comes with its first point
+    chosen = picked if picked in keys else (default if default in keys else None)
+    if chosen and all(chosen not in p.keys for p in out):
+        out.append(Panel(chosen, (chosen,)))
     return out
 
 
@@ -58,67 +66,22 @@ def stage_of(phase: str, mode: str | None, keys: set[str]) -> str | None:
     return None
 
 
-def make_figure() -> Any:
-    """A 2x2 plotly FigureWidget with fixed trace slots per panel, or None without plotly/anywidget."""
-    try:
-        import plotly.graph_objects as go
-        from plotly.subplots import make_subplots
+def panel_svg(panel: Panel, points: dict[str, tuple[list[float], list[float]]], width: int = 360) -> str:
+    """One panel as an SVG chart (the renderer of the static summary): its lines on one y axis, the
+    first line's spread as a band around it."""
+    series = {key: points[key] for key in panel.keys if key in points and points[key][0]}
+    return line_chart(series, title=panel.title, width=width, height=190, shared=True, band=_band(panel, points))
 
-        titles = [" "] * PANELS  # placeholders: `draw` names the panels for the phase
-        base = make_subplots(rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.12, vertical_spacing=0.2)
-        fig = go.FigureWidget(base)
-    except ImportError:
+
+def _band(
+    panel: Panel, points: dict[str, tuple[list[float], list[float]]]
+) -> tuple[list[float], list[float], list[float]] | None:
+    if not panel.band or not panel.keys:
         return None
-    fig.update_layout(
-        height=420, width=760, showlegend=False, margin={"l": 50, "r": 20, "t": 30, "b": 40}, template="plotly_white"
-    )
-    fig._config = {"displayModeBar": False, "responsive": True}
-    for i in range(PANELS):
-        row, col = i // 2 + 1, i % 2 + 1
-        if i == 0:  # the band: lower edge, upper edge filled down to it
-            fig.add_scatter(x=[], y=[], mode="lines", line={"width": 0}, hoverinfo="skip", row=row, col=col)
-            fig.add_scatter(
-                x=[],
-                y=[],
-                mode="lines",
-                line={"width": 0},
-                fill="tonexty",
-                fillcolor="rgba(31,119,180,0.2)",
-                hoverinfo="skip",
-                row=row,
-                col=col,
-            )
-        for _ in range(EVAL_LINES if i == 1 else 1):
-            fig.add_scatter(x=[], y=[], mode="lines", row=row, col=col)
-        fig.update_xaxes(title_text="step", row=row, col=col)
-    return fig
-
-
-def draw(fig: Any, layout: list[Panel], points: dict[str, tuple[list[float], list[float]]]) -> None:
-    """Fill the figure's slots for ``layout`` from ``points`` (metric -> xs, ys)."""
-    slots = iter(fig.data)
-    with fig.batch_update():
-        for i, panel in enumerate(layout):
-            fig.layout.annotations[i].text = panel.title
-            axis = fig.layout[f"yaxis{'' if i == 0 else i + 1}"]
-            axis.title.text = panel.keys[0] if len(panel.keys) == 1 else "reward"
-            if i == 0:
-                lower, upper = next(slots), next(slots)
-                _band(lower, upper, panel, points)
-            for j in range(EVAL_LINES if i == 1 else 1):
-                trace = next(slots)
-                key = panel.keys[j] if j < len(panel.keys) else None
-                xs, ys = points.get(key, ([], [])) if key else ([], [])
-                trace.x, trace.y, trace.name = xs, ys, key or ""
-                trace.mode = "markers" if len(xs) == 1 else "lines"
-
-
-def _band(lower: Any, upper: Any, panel: Panel, points: dict[str, tuple[list[float], list[float]]]) -> None:
-    mean = dict(zip(*points.get(panel.keys[0], ([], [])), strict=True)) if panel.keys else {}
-    std = dict(zip(*points.get(panel.band, ([], [])), strict=True)) if panel.band else {}
+    mean = dict(zip(*points.get(panel.keys[0], ([], [])), strict=True))
+    std = dict(zip(*points.get(panel.band, ([], [])), strict=True))
     xs = [x for x in mean if x in std]
-    lower.x, lower.y = xs, [mean[x] - std[x] for x in xs]
-    upper.x, upper.y = xs, [mean[x] + std[x] for x in xs]
+    return xs, [mean[x] - std[x] for x in xs], [mean[x] + std[x] for x in xs]
 
 
-__all__ = ["PANELS", "Panel", "draw", "make_figure", "panels", "stage_of"]
+__all__ = ["PANELS", "Panel", "panel_svg", "panels", "stage_of"]

@@ -19,6 +19,9 @@ from IPython import get_ipython
 from IPython.display import display
 
 Bundle = dict[str, Any]
+# marks an output as a widget view with its snapshot: a saved notebook keeps the snapshot only
+# (primenb/server/snapshots.py drops the view when the notebook is saved)
+SNAPSHOT_METADATA = {"primenb": {"snapshot": True}}
 
 # display id -> (handle, the widget whose view it shows, the function giving its static bundle)
 _LIVE: dict[str, tuple[Any, Any, Callable[[], Bundle]]] = {}
@@ -36,7 +39,7 @@ def live_bundle(widget: Any, static: Bundle) -> Bundle:
 
 def show(widget: Any, static: Callable[[], Bundle]) -> Any:
     """Display ``widget`` with its static fallback; returns the display handle."""
-    handle = display(live_bundle(widget, static()), raw=True, display_id=True)
+    handle = display(live_bundle(widget, static()), raw=True, display_id=True, metadata=SNAPSHOT_METADATA)
     if handle is not None:
         _LIVE[handle.display_id] = (handle, widget, static)
         _hook_shutdown()
@@ -94,4 +97,4 @@ def _hook_shutdown() -> None:
     atexit.register(freeze_all)
 
 
-__all__ = ["finish_on_shutdown", "finished", "freeze", "freeze_all", "live_bundle", "show"]
+__all__ = ["SNAPSHOT_METADATA", "finish_on_shutdown", "finished", "freeze", "freeze_all", "live_bundle", "show"]

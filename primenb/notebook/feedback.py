@@ -6,8 +6,8 @@ import html
 from typing import Any
 
 from primenb.errors import PrimenbError
-
-RED, GREEN = "#c62828", "#2e7d32"
+from primenb.render.svgchart import ERROR as RED  # the one palette
+from primenb.render.svgchart import OK as GREEN
 
 
 class Feedback:

@@ -43,7 +43,7 @@ class NotebookFace:
         value = self.shell.user_ns.get(token) if token.isidentifier() else None
         return value if isinstance(value, (Run, Trace)) else token
 
-    def config(self, ref: str, mode: Any = None) -> Config:
+    def config(self, ref: str, mode: Any = None, *, lenient: bool = False) -> Config:
         from primenb.config import Config, ConfigError, load_config
         from primenb.verbs.train import user_path
 
@@ -53,7 +53,7 @@ class NotebookFace:
         path = user_path(ref)
         if path.is_file():
             try:
-                return load_config(Path(path), mode=mode)
+                return load_config(Path(path), mode=mode, lenient=lenient)
             except ConfigError as exc:
                 display(exc.report)
                 raise MagicFailed(
@@ -105,6 +105,12 @@ class NotebookFace:
 
         return show_browser(**options, show=False)
 
+    def figure(self, make: Callable[[], Any]) -> None:
+        import contextlib
+
+        with contextlib.suppress(ImportError):  # no plotly: the result's own display says it
+            display(make())
+
 
 def render(result: Any) -> Any:
     """A handler's result in a cell: a listing as a DataFrame; exit codes are for terminals."""
@@ -150,11 +156,24 @@ class PrimeMagics(Magics):
         """
         return self._family("backend", line)
 
+    @line_magic
+    def prime_serve(self, line: str) -> Any:
+        """Serve traces over an OpenAI-compatible API; add, remove, list and stop servers."""
+        return self._family("serve", line, bare="start")
+
+    @line_magic
+    def prime_eval(self, line: str) -> Any:
+        """Evaluate models and traces on an environment's held-out split through a served endpoint."""
+        return self._run("eval", "eval", line)
+
     # -- the one dispatcher and its one error guard ------------------------------------------
-    def _family(self, name: str, line: str, *, default: str | None = None) -> Any:
+    def _family(self, name: str, line: str, *, default: str | None = None, bare: str | None = None) -> Any:
         sub, _, rest = line.strip().partition(" ")
+        names = {c.name for c in family(name, MAGIC)}
+        if bare is not None and sub not in names:  # `%prime_serve [TRACE ...]`: the bare form
+            sub, rest = bare, line
         sub = sub or default or ""
-        if sub not in {c.name for c in family(name, MAGIC)}:
+        if sub not in names:
             unknown = f"unknown subcommand {sub!r}; " if sub else ""
             raise MagicFailed(f"{unknown}usage: {magic_help(name)}")
         return self._run(name, sub, rest)
@@ -226,7 +245,13 @@ def unregister(ipython: Any) -> None:
 # One copy of the usage, generated from `primenb.commands` (also what `%magic?` shows).
 PrimeMagics.rltoml.__doc__ = f"{PrimeMagics.rltoml.__doc__}\n\n{magic_parser('train', 'rltoml').format_help()}"
 PrimeMagics.prime_train.__doc__ = f"{PrimeMagics.prime_train.__doc__}\n\n{magic_help('train', skip=('rltoml',))}"
-for _magic, _family_name in (("prime_harness", "harness"), ("prime_env", "env"), ("prime_backend", "backend")):
+for _magic, _family_name in (
+    ("prime_harness", "harness"),
+    ("prime_env", "env"),
+    ("prime_backend", "backend"),
+    ("prime_serve", "serve"),
+    ("prime_eval", "eval"),
+):
     getattr(PrimeMagics, _magic).__doc__ += f"\n\n{magic_help(_family_name)}"
 
 __all__ = ["MagicFailed", "NotebookFace", "PrimeMagics", "register", "unregister"]

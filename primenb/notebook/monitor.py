@@ -20,12 +20,13 @@ from IPython import get_ipython
 from IPython.display import display
 
 from primenb.notebook import charts, fallback
+from primenb.notebook.layout import keep_label
 from primenb.protocol.rundir import FINAL_STATES, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
 from primenb.render.summary import STATE_COLORS, run_html, samples_html, warnings_html
-from primenb.render.svgchart import downsample
+from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
 DEFAULT_METRICS = ("reward", "loss")
@@ -86,6 +87,7 @@ class Monitor:
         self._poll_lock = threading.RLock()
         self._handle: Any = None
         self._finished = False
+        self._final: dict[str, Any] | None = None  # the summary `finish` put in place
         self._stage: str | None = None
         self._preferred = next((m for m in metrics if m not in ("reward", "loss")), None)
         self.updates = 0
@@ -101,6 +103,7 @@ class Monitor:
             tooltip="save a final checkpoint and stop",
             layout=W.Layout(width="auto", min_width="110px"),
         )
+        keep_label(self.stop_button)
         self.stop_button.on_click(lambda _: self.request_stop())
         self.warnings = W.HTML()
         self.picker = W.Combobox(
@@ -110,20 +113,33 @@ class Monitor:
             layout=W.Layout(width="320px"),
         )
         self.picker.observe(lambda _: self._redraw_chart(), names="value")
+        # the latest metrics fold open or shut by the reader's choice: an Accordion keeps that
+        # choice across refreshes (a <details> in a refreshed HTML value folds shut every time)
         self.table = W.HTML()
+        self.table_box = W.Accordion(children=[self.table], selected_index=None)
+        self.table_box.set_title(0, "latest metrics")
+        self.table_box.layout.display = "none"
         self.sample_view = W.HTML()
-        self.figure = charts.make_figure()
-        chart = self.figure if self.figure is not None else W.HTML("(install anywidget for live plotly charts)")
-        self.chart_box = W.VBox([chart, self.picker], layout=W.Layout(display="none"))
-        self.widget = W.VBox(
-            [
-                W.HBox([self.title, self.progress, self.phase, self.stop_button]),
-                self.warnings,
-                self.chart_box,
-                self.table,
-                self.sample_view,
-            ]
+        self.chart_panels = [
+            W.HTML(layout=W.Layout(display="none", margin="0 6px 6px 0")) for _ in range(charts.PANELS)
+        ]
+        for panel in self.chart_panels:
+            panel.add_class("primenb-chart")
+        grid = W.HBox(self.chart_panels, layout=W.Layout(flex_flow="row wrap"))
+        self.chart_box = W.VBox([grid, self.picker], layout=W.Layout(display="none"))
+        header = W.HBox(
+            [self.title, self.progress, self.phase, self.stop_button],
+            layout=W.Layout(flex_flow="row wrap", align_items="center"),  # narrow: wrap, never clip Stop
         )
+        # a view outlives its kernel on the page (Kernel -> Restart leaves it as it was, its Stop
+        # button dead): it says how to follow the run again from the new kernel
+        self.reattach = W.HTML(
+            f'<span class="primenb-reattach" style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
+            f"if this kernel restarts, this view stops following the run: "
+            f"<code>%prime_train --attach {html.escape(run.name)}</code> follows it again (or stops it with "
+            f"<code>--stop</code>)</span>"
+        )
+        self.widget = W.VBox([header, self.warnings, self.chart_box, self.table_box, self.sample_view, self.reattach])
         self.widget.add_class("primenb-monitor")
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -133,8 +149,9 @@ class Monitor:
             self._finished = True
             self._handle = display(self.static_bundle(), raw=True, display_id=True)
         else:
-            self._handle = display(self._live_bundle(), raw=True, display_id=True)
+            self._handle = display(self._live_bundle(), raw=True, display_id=True, metadata=fallback.SNAPSHOT_METADATA)
             fallback.finish_on_shutdown(self)
+            _settle_after_each_cell(self)
         return self
 
     def start(self) -> Monitor:
@@ -159,20 +176,22 @@ class Monitor:
     def close(self) -> None:
         self._stop_event.set()
 
-    def finish(self) -> None:
-        """Replace the live display by the static summary (once): the run ended or the kernel goes."""
+    def finish(self) -> bool:
+        """Replace the live display by the static summary (once): the run ended or the kernel goes.
+        True when this call did it."""
         with self._lock:
             if self._finished:
-                return
+                return False
             self._finished = True
         self._stop_event.set()
         self.poll()
-        bundle = self.static_bundle()
+        bundle = self._final = self.static_bundle()
         if self._handle is not None:
             self._handle.update(bundle, raw=True)
         fallback.finished(self)
         if self.on_finish is not None:
             self.on_finish(self, bundle)
+        return True
 
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
@@ -202,6 +221,8 @@ class Monitor:
             self.rows_seen += len(rows)
             self.last_row = rows[-1]
             self.table.value = _metrics_table(self.last_row)
+            self.table_box.set_title(0, f"latest metrics (step {self.last_row.get('step')})")
+            self.table_box.layout.display = "flex"
         self._update_status(status)
         if rows:
             keys = sorted(self.series.points)
@@ -229,7 +250,7 @@ class Monitor:
         if p.state == State.RUNNING and not stage:
             line += " (charts appear with the first logged step)"
         error = (
-            f' · <span style="color:#c62828">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
+            f' · <span style="color:{ERROR}">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
         )
         self.title.value = f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{html.escape(p.state)}</b>'
         # a remote backend's one-line note: queue position, cost so far, "platform unreachable, retrying"
@@ -242,11 +263,16 @@ class Monitor:
             self.stop_button.button_style = "success" if p.state == State.COMPLETED else ""
 
     def _redraw_chart(self) -> None:
-        if self.figure is None or self._stage is None:
+        if self._stage is None:
             return
         picked = self.picker.value or self._preferred
         layout = charts.panels(self._stage, set(self.series.points), picked)
-        charts.draw(self.figure, layout, self.series.points)
+        for i, view in enumerate(self.chart_panels):
+            if i < len(layout):
+                view.value = charts.panel_svg(layout[i], self.series.points)  # unchanged: nothing sent
+                view.layout.display = "block"
+            else:
+                view.layout.display = "none"
 
     def request_stop(self) -> None:
         self.stop_button.disabled = True
@@ -255,13 +281,49 @@ class Monitor:
         self.run.stop(wait=False)
 
 
+# monitors still live in this kernel, settled after every cell (see `_settle`)
+_LIVE: list[Monitor] = []
+_HOOKED: set[int] = set()
+
+
+def _settle_after_each_cell(monitor: Monitor) -> None:
+    _LIVE.append(monitor)
+    shell = get_ipython()
+    if shell is not None and id(shell) not in _HOOKED:
+        shell.events.register("post_run_cell", lambda _result: _settle())
+        _HOOKED.add(id(shell))
+
+
+def _settle() -> None:
+    """After each cell: a monitor whose run has ended puts its summary in place *from this cell*.
+
+    The follower thread's display update carries the parent of the cell that showed the monitor; a
+    headless executor (nbclient, papermill, ``nbconvert --execute``) records only the messages of
+    the cell it is running, so the summary a thread sent while ``run.wait()`` ran in a later cell
+    would be lost and the saved notebook would say "running". Sent again here, in the running
+    cell, it updates the earlier cell's output through its display id; a live page just gets the
+    same summary twice."""
+    for monitor in list(_LIVE):
+        try:
+            if not (monitor._finished or monitor.poll()):
+                continue
+            if not monitor.finish():  # ended earlier, in the follower thread: send its summary again
+                if monitor._final is None:
+                    continue  # that thread is putting it in place right now: the next cell settles it
+                if monitor._handle is not None:
+                    monitor._handle.update(monitor._final, raw=True)
+        except Exception:  # one broken run directory must not break every cell
+            continue
+        _LIVE.remove(monitor)
+
+
 def _metrics_table(row: dict[str, Any]) -> str:
     cells = "".join(
         f"<tr><td style='text-align:left'>{html.escape(k)}</td><td>{v:.5g}</td></tr>"
         for k, v in row.items()
         if isinstance(v, (int, float)) and k != "time"
     )
-    return f"<details><summary>latest metrics (step {row.get('step')})</summary><table>{cells}</table></details>"
+    return f"<table>{cells}</table>"
 
 
 # run directory -> the cell execution that last showed its monitor

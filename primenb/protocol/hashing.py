@@ -23,8 +23,10 @@ REDACTED = "***redacted***"
 # values that are secrets whatever their key is called (hub tokens, API keys, cloud keys)
 _SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|pk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{20,}\.[A-Za-z0-9_\-]{10,}"
-    r"\.[A-Za-z0-9_\-]{10,})"
+    # a JWT can fail late (no dots after a long run): it starts only where a token starts and its
+    # parts are possessive, so `eyJeyJeyJ...` is one failed attempt, not one per `eyJ` (linear)
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{20,}+\.[A-Za-z0-9_\-]{10,}+"
+    r"\.[A-Za-z0-9_\-]{10,}+)"
 )
 
 # credentials that ride on innocent names: `https://user:pass@host`, `--password=...`, `--hf-token X`

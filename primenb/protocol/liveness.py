@@ -15,8 +15,35 @@ import socket
 from typing import Any
 
 
+def has_proc() -> bool:
+    return os.path.exists("/proc/self/stat")
+
+
+def _ps_start_time(pid: int) -> int | None:
+    """Without /proc (macOS, BSD): the start time from ``ps -o lstart=``, in seconds since the
+    epoch. Only ever compared with a value taken the same way on the same host."""
+    import calendar
+    import subprocess
+    import time
+
+    try:
+        proc = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(int(pid))],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            env={**os.environ, "LC_ALL": "C", "TZ": "UTC"},
+        )
+        return int(calendar.timegm(time.strptime(" ".join(proc.stdout.split()), "%a %b %d %H:%M:%S %Y")))
+    except (OSError, ValueError, subprocess.SubprocessError, OverflowError):
+        return None
+
+
 def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot; None when unknown (no /proc, gone)."""
+    """The start time of ``pid`` (clock ticks since boot from /proc; without /proc, seconds from
+    ``ps``); None when unknown (gone)."""
+    if not has_proc():
+        return _ps_start_time(pid)
     try:
         with open(f"/proc/{int(pid)}/stat", "rb") as fh:
             data = fh.read()
@@ -58,6 +85,8 @@ def group_alive(launcher: dict[str, Any]) -> bool | None:
     recorded = launcher.get("start_time")
     leader = _int(launcher.get("pid")) or pgid
     now = start_time(leader)
+    if not has_proc() and (not isinstance(recorded, int) or now is None):
+        return None  # without /proc a group cannot be told from a reused one: never call it ours
     # a leader with another start time: the pid was reused, ours is gone. Same leader, or leader
     # gone with members left (a pgid is not reused while its group lives): ours.
     return not (isinstance(recorded, int) and now is not None and now != recorded)
@@ -76,4 +105,4 @@ def signal_group(launcher: dict[str, Any], sig: int = signal.SIGTERM) -> bool:
     return False
 
 
-__all__ = ["group_alive", "launch_record", "signal_group", "start_time"]
+__all__ = ["group_alive", "has_proc", "launch_record", "signal_group", "start_time"]

@@ -26,6 +26,39 @@ def is_private() -> bool:
     return _private
 
 
+TEXT_FIELDS = ("prompt", "completion", "answer")
+
+
+def config_denies(config: Any) -> bool:
+    """``[primenb.privacy] data_collection = "deny"`` in a run's config (a dict read from its
+    config.toml); a config that cannot be read as one counts as denying."""
+    if not isinstance(config, dict):
+        return True
+    primenb = config.get("primenb")
+    privacy = primenb.get("privacy") if isinstance(primenb, dict) else None
+    return isinstance(privacy, dict) and privacy.get("data_collection") == "deny"
+
+
+def withhold_sample(row: dict[str, Any]) -> dict[str, Any]:
+    """A sample row for deny mode: prompt, completion and answer become a keyed hash and a
+    length (as the local engine writes them); rewards and steps are kept."""
+    from primenb.protocol.hashing import private_digest
+
+    out = {k: v for k, v in row.items() if k not in TEXT_FIELDS}
+    for key in TEXT_FIELDS:
+        value = row.get(key)
+        if isinstance(value, str):
+            out[f"{key}_hash"] = private_digest(value)
+            out[f"{key}_chars"] = len(value)
+    return out
+
+
+def withheld_or(text: str) -> str:
+    """``text`` (a piece of data quoted in a message: a prompt, a row), or the withheld marker
+    in deny mode."""
+    return WITHHELD if _private else redact_text(text)
+
+
 def error_text(exc: BaseException) -> str:
     """``Type: message``, or ``Type (message withheld ...)`` in deny mode."""
     text = str(exc).strip()
@@ -69,4 +102,14 @@ class LogFilter(logging.Filter):
         return True
 
 
-__all__ = ["WITHHELD", "LogFilter", "error_text", "frames_only", "is_private", "set_private"]
+__all__ = [
+    "WITHHELD",
+    "LogFilter",
+    "config_denies",
+    "error_text",
+    "frames_only",
+    "is_private",
+    "set_private",
+    "withheld_or",
+    "withhold_sample",
+]

@@ -14,8 +14,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from primenb.protocol.hashing import safe_env_vars
-
 PACKAGES = (
     "torch",
     "transformers",
@@ -29,8 +27,53 @@ PACKAGES = (
     "primenb",
     "verifiers",
 )
-ENV_PREFIXES = ("CUDA_", "HF_", "TRANSFORMERS_", "TORCH_", "ACCELERATE_", "NCCL_", "OMP_", "MKL_")
-ENV_NAMES = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+# The only environment variables a trace records (traces are exported and shared): an explicit
+# list of names that select devices, threads, determinism and offline modes. A name that is not
+# here is never recorded, whatever it is called: `HF_TOKEN_WRITE`, `CUDA_SECRETS` or `HF_KEY` hold
+# credentials no pattern foresees, so the list names what is harmless instead of what is secret.
+SAFE_ENV_NAMES = frozenset(
+    {
+        # device selection
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "CUDA_LAUNCH_BLOCKING",
+        "CUDA_MODULE_LOADING",
+        "NVIDIA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        # determinism and numerics
+        "PYTHONHASHSEED",
+        "CUBLAS_WORKSPACE_CONFIG",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "TORCH_USE_CUDA_DSA",
+        "NVIDIA_TF32_OVERRIDE",
+        # thread counts
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "TOKENIZERS_PARALLELISM",
+        # process layout
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "ACCELERATE_MIXED_PRECISION",
+        "ACCELERATE_USE_CPU",
+        "NCCL_DEBUG",
+        "NCCL_P2P_DISABLE",
+        "NCCL_IB_DISABLE",
+        # offline modes and hub behaviour
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_HUB_DISABLE_TELEMETRY",
+        "HF_HUB_ENABLE_HF_TRANSFER",
+        "HF_HUB_DISABLE_PROGRESS_BARS",
+    }
+)
+# a harmless variable holds a short setting ("0,1", "1", "max_split_size_mb:128")
+_VALUE_MAX = 200
 
 
 def package_version(name: str) -> str | None:
@@ -147,8 +190,17 @@ def git_info(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any] | None
 
 
 def env_vars(environ: Any = None) -> dict[str, str]:
-    """Reproducibility-relevant environment variables; names with KEY/TOKEN/SECRET/PASSWORD never."""
-    return safe_env_vars(os.environ if environ is None else environ, ENV_PREFIXES, ENV_NAMES)
+    """The environment variables on `SAFE_ENV_NAMES` that are set, sorted by name; nothing else.
+    A value is kept only as a short plain string (and still passes through secret redaction)."""
+    from primenb.protocol.hashing import redact_text
+
+    source = os.environ if environ is None else environ
+    out = {}
+    for name in sorted(SAFE_ENV_NAMES):
+        value = source.get(name)
+        if isinstance(value, str) and len(value) <= _VALUE_MAX and value.isprintable():
+            out[name] = redact_text(value)
+    return out
 
 
-__all__ = ["cpu_model", "deps", "env_vars", "git_info", "hardware", "package_version"]
+__all__ = ["SAFE_ENV_NAMES", "cpu_model", "deps", "env_vars", "git_info", "hardware", "package_version"]

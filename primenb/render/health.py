@@ -3,7 +3,10 @@
 Fed the raw ``metrics.jsonl`` rows (the engine names dropped NaN/inf values in ``nonfinite``).
 Checks: no learning signal (every completion of a group got the same reward, so GRPO's advantages
 are all zero: TRL logs ``frac_reward_zero_std``, older logs only ``reward_std``), a NaN/inf loss or
-grad norm, and an exploding grad norm.
+grad norm, an exploding grad norm, and reward functions that raise: the engine counts, per step,
+``reward_calls`` (completions scored), ``reward_errors`` and ``reward_errors/<function>`` (calls
+that raised, each scored 0). When failures explain a run without learning signal, the message
+names the function instead of suggesting a longer warm-up.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 ZERO_SIGNAL_STEPS = 3  # consecutive logged RL steps without reward variance before warning
 GRAD_NORM_FACTOR = 20.0  # a grad norm this many times the run's median so far ...
 GRAD_NORM_FLOOR = 100.0  # ... and above this is "exploding"
+FAILURES_EXPLAIN = 0.5  # a reward function failing on this share of completions explains a flat reward
 
 
 def _num(value: Any) -> float | None:
@@ -34,6 +38,8 @@ class Health:
         self.nonfinite: dict[str, int] = {}  # metric -> first step it was NaN/inf
         self.grad_norms: list[float] = []
         self.exploded: tuple[int, float, float] | None = None  # step, value, median before
+        self.reward_calls = 0  # completions scored (main phase)
+        self.reward_failures: dict[str, int] = {}  # reward function -> calls that raised
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
@@ -45,6 +51,17 @@ class Health:
             self._grad_norm(_num(row.get(prefix + "grad_norm")), step)
             if not prefix:
                 self._signal(row, step)
+                self._reward_failures(row)
+
+    def _reward_failures(self, row: dict[str, Any]) -> None:
+        calls = _num(row.get("reward_calls"))
+        if calls is not None:
+            self.reward_calls += int(calls)
+        for key, value in row.items():
+            count = _num(value)
+            if key.startswith("reward_errors/") and count:
+                name = key.removeprefix("reward_errors/")[:80]  # a user's name: kept short
+                self.reward_failures[name] = self.reward_failures.get(name, 0) + int(count)
 
     def _nonfinite(self, row: dict[str, Any], step: int) -> None:
         names = row.get("nonfinite")
@@ -72,9 +89,31 @@ class Health:
         else:
             self.zero_streak, self.zero_since = 0, None
 
+    def failing_rewards(self) -> list[str]:
+        """One sentence per reward function that raised, the most failing first."""
+        out = []
+        for name, failed in sorted(self.reward_failures.items(), key=lambda kv: -kv[1]):
+            of = f" of {self.reward_calls}" if self.reward_calls >= failed else ""
+            out.append(f"reward function {name} failed on {failed}{of} completions")
+        return out
+
+    def _failures_explain(self) -> bool:
+        worst = max(self.reward_failures.values(), default=0)
+        return worst > 0 and (self.reward_calls == 0 or worst >= FAILURES_EXPLAIN * self.reward_calls)
+
     def messages(self) -> list[str]:
         out = []
-        if self.zero_streak >= self.zero_signal_steps:
+        failing = self.failing_rewards()
+        if failing:
+            why = "; ".join(failing)
+            if self.zero_streak >= self.zero_signal_steps and self._failures_explain():
+                out.append(
+                    f"no learning signal because {why}: a call that raises scores 0, so every completion "
+                    "gets the same reward. Fix the reward function (its error is in the run's log: run.logs())."
+                )
+            else:
+                out.append(f"{why} (a call that raises scores 0; its error is in the run's log: run.logs()).")
+        if self.zero_streak >= self.zero_signal_steps and not (failing and self._failures_explain()):
             out.append(
                 f"no learning signal: every completion in a group gets the same reward "
                 f"(reward std 0 in every group for {self.zero_streak} logged steps, since step {self.zero_since}), "

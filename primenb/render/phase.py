@@ -38,6 +38,7 @@ WAITING_TEXT = {
     DONE: "finishing…",
 }
 STEPPED = (SFT_WARMUP, TRAINING)
+MAIN_LABEL = {"rl": "training (GRPO)", "sft": "training (SFT)"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Progress:
     label: str
     step: int
     total: int | None
+    then: str = ""  # what follows this phase ("then training (GRPO): 30 steps"), when known
 
     @property
     def fraction(self) -> float:
@@ -72,36 +74,49 @@ def progress(status: dict[str, Any]) -> Progress:
     if state == QUEUED:
         phase = QUEUED
     mode = status.get("mode")
+    then = ""
     if phase == SFT_WARMUP:
         label = "SFT warm-up"
         step = _int(status.get("phase_step"), _int(status.get("warmup_step")))
         total = _int(status.get("phase_total"), _int(status.get("warmup_steps"))) or None
+        main = _int(status.get("max_steps"))
+        if main:  # the warm-up's ETA is not the run's: say what still comes after it
+            then = f"then {MAIN_LABEL.get(str(mode), 'training')}: {main} steps"
     elif phase in (TRAINING, DONE) or state in FINAL_STATES:
-        label = {"rl": "training (GRPO)", "sft": "training (SFT)"}.get(str(mode), "training")
+        label = MAIN_LABEL.get(str(mode), "training")
         step = _int(status.get("step"))
         total = _int(status.get("max_steps")) or None
         phase = TRAINING if phase == DONE or state in FINAL_STATES else phase
     else:
         label = WAITING_TEXT.get(phase, f"{phase}…")
         step, total = 0, None
-    return Progress(state, phase, label, step, total)
+    return Progress(state, phase, label, step, total, then)
 
 
 class EtaClock:
-    """Steps per second within the current phase (restarted when the phase changes)."""
+    """Steps per second within the current phase (restarted when the phase changes).
+
+    The rate is measured from the phase's first *completed* step on: the time before it (the
+    first generation, a step-0 eval, compilation) is not a step's cost, and counting it made
+    early ETAs about twice too long."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._origin: tuple[str, float, int] | None = None
+        self._phase: tuple[str, int] | None = None  # the phase and the step it was first seen at
+        self._origin: tuple[float, int] | None = None  # when its first step completed, and which
 
     def eta(self, p: Progress) -> float | None:
         if not p.counting or p.state != RUNNING:
             return None
         now = self.clock()
-        if self._origin is None or self._origin[0] != p.phase or p.step < self._origin[2]:
-            self._origin = (p.phase, now, p.step)
+        if self._phase is None or self._phase[0] != p.phase or p.step < self._phase[1]:
+            self._phase, self._origin = (p.phase, p.step), None
             return None
-        _, t0, s0 = self._origin
+        if self._origin is None:
+            if p.step > self._phase[1]:
+                self._origin = (now, p.step)
+            return None
+        t0, s0 = self._origin
         if p.step <= s0 or now <= t0 or p.total is None:
             return None
         return (p.total - p.step) / ((p.step - s0) / (now - t0))
@@ -121,7 +136,8 @@ def phase_line(p: Progress, eta: float | None = None) -> str:
     if not p.counting:
         return p.label
     text = f"{p.label} · step {p.step}/{p.total}"
-    return text + (f" · ETA {duration(eta)}" if eta is not None else "")
+    text += f" · ETA {duration(eta)}" if eta is not None else ""
+    return text + (f" · {p.then}" if p.then else "")
 
 
 __all__ = ["WAITING_TEXT", "EtaClock", "Progress", "duration", "phase_line", "progress"]

@@ -11,18 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.protocol.rundir import FINAL_STATES, State
 from primenb.render.phase import duration, phase_line, progress
-from primenb.render.svgchart import line_chart
+from primenb.render.svgchart import ERROR, GRID, MUTED, STATE_COLORS, line_chart
 
 if TYPE_CHECKING:
     from primenb.run import Run
-
-STATE_COLORS: dict[str, str] = {
-    State.QUEUED: "#888",
-    State.RUNNING: "#1f77b4",
-    State.COMPLETED: "#2e7d32",
-    State.FAILED: "#c62828",
-    State.STOPPED: "#b26a00",
-}
 
 
 def reward_key(row_keys: Any) -> str | None:
@@ -185,18 +177,25 @@ def run_text(run: Run) -> str:
 
 
 def charts_html(rows: list[dict[str, Any]]) -> str:
-    """Static small multiples: SFT warm-up loss, train reward, eval reward, loss (those with data)."""
+    """Static small multiples: SFT warm-up loss, train reward, eval reward, loss (those with data).
+    The eval panel runs over the whole run: the warm-up's evals, then the main phase's (its steps
+    placed after the warm-up's), so a rise during the warm-up is not hidden."""
     main = _rl_rows(rows)
     warm = [r for r in rows if r not in main]
+    warm_evals = sorted({k for r in warm for k in r if k.startswith("warmup/eval/") and k.endswith("/reward")})
+    evals = series(warm, warm_evals)
+    offset = max((r["step"] for r in warm if isinstance(r.get("step"), (int, float))), default=0)
+    for key, (xs, ys) in series(main, eval_keys(main)).items():
+        evals[key] = ([x + offset for x in xs], ys)
     panels = [
-        ("SFT warm-up loss", series(warm, ["warmup/loss"])),
-        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k])),
-        ("eval reward", series(main, eval_keys(main))),
-        ("loss", series(main, ["loss"])),
+        ("SFT warm-up loss", series(warm, ["warmup/loss"]), False),
+        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k]), False),
+        ("eval reward (warm-up, then main phase)" if warm_evals else "eval reward", evals, True),
+        ("loss", series(main, ["loss"]), False),
     ]
     return "".join(
-        f'<div class="primenb-chart">{line_chart(data, title=title, width=300, height=150)}</div>'
-        for title, data in panels
+        f'<div class="primenb-chart">{line_chart(data, title=title, width=300, height=160, shared=shared)}</div>'
+        for title, data, shared in panels
         if data
     )
 
@@ -220,12 +219,16 @@ def samples_html(samples: list[dict[str, Any]], n: int = 4) -> str:
     )
 
 
+# a warm tint over the theme's own background, in the theme's own text colour: readable (WCAG AA)
+# in the light and the dark theme alike
+WARNING_STYLE = (
+    "background:rgba(255,152,0,0.14);border-left:4px solid var(--jp-warn-color1, #b26a00);"
+    "color:var(--jp-content-font-color1, rgba(0,0,0,0.87));padding:4px 8px;margin:4px 0"
+)
+
+
 def warnings_html(messages: list[str]) -> str:
-    return "".join(
-        '<div class="primenb-warning" style="background:#fff4e5;border-left:4px solid #b26a00;padding:4px 8px;'
-        f'margin:4px 0">⚠ {html.escape(m)}</div>'
-        for m in messages
-    )
+    return "".join(f'<div class="primenb-warning" style="{WARNING_STYLE}">⚠ {html.escape(m)}</div>' for m in messages)
 
 
 def run_html(
@@ -244,7 +247,7 @@ def run_html(
     p = progress(status)
     color = STATE_COLORS.get(p.state, "#888")
     bar = (
-        f'<div style="width:240px;height:8px;background:#eee;border-radius:4px;display:inline-block">'
+        f'<div style="width:240px;height:8px;background:{GRID};border-radius:4px;display:inline-block">'
         f'<div style="width:{100 * p.fraction:.0f}%;height:8px;background:{color};border-radius:4px"></div></div>'
     )
     body = ""
@@ -270,7 +273,7 @@ def run_html(
         tail = status.get("log_tail") or ""
         tail = "\n".join(tail) if isinstance(tail, list) else tail
         error = (
-            f'<div style="color:#c62828">error: {html.escape(str(status["error"]))}</div>'
+            f'<div style="color:{ERROR}">error: {html.escape(str(status["error"]))}</div>'
             f'<pre style="max-height:12em;overflow:auto;font-size:85%">{html.escape(tail)}</pre>'
         )
     return (
@@ -278,5 +281,5 @@ def run_html(
         f'<span style="color:{color};font-weight:bold">{html.escape(p.state)}</span> {bar} '
         f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{note}{body}{warnings_html(check(raw))}'
         f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts_html(rows)}</div>{samples_html(samples)}{error}'
-        f'<div style="color:#888;font-size:85%">{html.escape(short_path(run.dir))}</div></div>'
+        f'<div style="color:{MUTED};font-size:85%">{html.escape(short_path(run.dir))}</div></div>'
     )

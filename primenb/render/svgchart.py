@@ -1,5 +1,12 @@
-"""A dependency-free SVG line chart: the static fallback where widgets and JS do not run
-(nbconvert, GitHub, VS Code without a widget manager, a saved notebook)."""
+"""The one chart renderer and the one palette of every primenb view: a dependency-free SVG line
+chart (the live monitor's panels, the static run summary, the harness's trace views) and the
+colours of lines and run states.
+
+Plain SVG in HTML: it needs no JavaScript and no widget front end, so a chart reads the same live,
+in a saved notebook, in nbconvert, on GitHub and in VS Code, and cannot come up empty the way a
+widget whose front end lost a race can. Text and frame colours are JupyterLab's theme variables
+(with light fallbacks where they are not defined), so a chart follows the dark theme.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,31 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+from primenb.protocol.documents import State
+
+# line colours: readable on both the light and the dark theme's background
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+# what went wrong, what went well, what needs a look: errors, "valid", warnings, and run states
+ERROR, OK, WARN = "#c62828", "#2e7d32", "#b26a00"
+STATE_COLORS: dict[str, str] = {
+    State.QUEUED: "#888",
+    State.RUNNING: "#1f77b4",
+    State.COMPLETED: OK,
+    State.FAILED: ERROR,
+    State.STOPPED: WARN,
+}
+# JupyterLab theme variables (fallbacks: the light theme) for what is not a line
+TEXT = "var(--jp-ui-font-color1, #333)"
+MUTED = "var(--jp-ui-font-color2, #757575)"
+GRID = "var(--jp-border-color2, #eee)"
+BACKGROUND = "var(--jp-layout-color0, #fff)"
+BAND = "rgba(31,119,180,0.2)"
+
+Series = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+
+
+def state_color(state: object) -> str:
+    return STATE_COLORS.get(str(state), "#888")
 
 
 def downsample(xs: Sequence[float], ys: Sequence[float], n: int) -> tuple[list[float], list[float]]:
@@ -23,72 +54,95 @@ def downsample(xs: Sequence[float], ys: Sequence[float], n: int) -> tuple[list[f
     return ox, oy
 
 
+def _text(x: float, y: float, body: str, *, size: int = 9, color: str = MUTED, anchor: str = "start") -> str:
+    end = ' text-anchor="end"' if anchor == "end" else ""
+    return f'<text x="{x:.0f}" y="{y:.1f}"{end} font-size="{size}" style="fill:{color}">{html.escape(body)}</text>'
+
+
 def line_chart(
-    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    series: Series,
     *,
     title: str = "",
     width: int = 320,
     height: int = 160,
+    shared: bool = False,
+    band: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
+    values: bool = True,
 ) -> str:
-    """One small chart per call; each series is scaled to its own range (labels show it). A chart
-    of one series also gets a y axis (ticks at its low, middle and high value, with grid lines). A
-    one-point series is drawn as a dot (a polyline of one point is invisible)."""
-    drawn = [ys for xs, ys in series.values() if xs]
+    """One small chart. Without ``shared`` each series is scaled to its own range (its legend
+    shows it), a chart of one series gets a y axis (ticks at its low, middle and high value, with
+    grid lines); with ``shared`` every series (and the ``band``: xs, lows, highs drawn as a shaded
+    area) uses one y axis. A one-point series is a dot (a polyline of one point is invisible). The
+    legend (each name with its last value and range, or without ``values`` the name alone) sits
+    under the title, so a long title never covers a value."""
+    drawn = {name: xy for name, xy in series.items() if len(xy[0])}
+    frame = f'style="background:{BACKGROUND};border:1px solid {GRID}"'
+    head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" {frame}>'
+    title_svg = _text(8, 12, title, size=11, color=TEXT)
     if not drawn:
-        return f'<svg width="{width}" height="{height}"><text x="8" y="20" fill="#888">no data yet</text></svg>'
-    pad_l, pad_r, pad_t, pad_b = (40 if len(drawn) == 1 else 8), 8, 18, 16
-    w, h = width - pad_l - pad_r, height - pad_t - pad_b
-    all_x = [x for xs, _ in series.values() for x in xs]
+        return f"{head}{title_svg}{_text(8, 28, 'no data yet', size=10)}</svg>"
+    one_axis = shared or len(drawn) == 1
+    pad_l, pad_r, pad_b = (40 if one_axis else 8), 8, 16
+    pad_t = 18 + 11 * len(drawn)  # title line, then one legend line per series
+    w, h = width - pad_l - pad_r, max(20, height - pad_t - pad_b)
+    all_x = [x for xs, _ in drawn.values() for x in xs] + (list(band[0]) if band else [])
     x0, x1 = min(all_x), max(all_x)
-    parts = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'style="background:#fff;border:1px solid #eee">'
-        ),
-        f'<text x="8" y="12" font-size="11" fill="#333">{html.escape(title)}</text>',
-    ]
-    if len(drawn) == 1:
-        parts.extend(_y_axis(min(drawn[0]), max(drawn[0]), pad_l, pad_t, w, h))
-    legend_y = 12
-    for i, (name, (xs, ys)) in enumerate(series.items()):
-        if not xs:
-            continue
+
+    def sx(x: float) -> float:
+        return pad_l + (x - x0) / ((x1 - x0) or 1) * w
+
+    def scale(lo: float, hi: float) -> tuple[float, float]:
+        return lo, (hi - lo) or 1.0
+
+    ranges = {name: (min(ys), max(ys)) for name, (_, ys) in drawn.items()}
+    if one_axis:
+        lows = [lo for lo, _ in ranges.values()] + (list(band[1]) if band else [])
+        highs = [hi for _, hi in ranges.values()] + (list(band[2]) if band else [])
+        common = (min(lows), max(highs))
+        ranges = {name: common for name in ranges}
+
+    def sy(y: float, lo: float, span: float) -> float:
+        return pad_t + h - (y - lo) / span * h
+
+    parts = [head, title_svg]
+    if one_axis:
+        parts.extend(_y_axis(*next(iter(ranges.values())), pad_l, pad_t, w, h))
+    if band and len(band[0]):
+        lo, span = scale(*next(iter(ranges.values())))
+        top = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[2], strict=True)]
+        bottom = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[1], strict=True)]
+        parts.append(f'<polygon class="primenb-band" fill="{BAND}" points="{" ".join(top + bottom[::-1])}"/>')
+    legend_y = 23
+    for i, (name, (xs, ys)) in enumerate(drawn.items()):
+        lo, span = scale(*ranges[name])
+        own_lo, own_hi = min(ys), max(ys)
         xs, ys = downsample(xs, ys, w)
-        lo, hi = min(ys), max(ys)
-        span = (hi - lo) or 1.0
-        pts = " ".join(
-            f"{pad_l + (x - x0) / ((x1 - x0) or 1) * w:.1f},{pad_t + h - (y - lo) / span * h:.1f}"
-            for x, y in zip(xs, ys, strict=True)
-        )
+        pts = [(sx(x), sy(y, lo, span)) for x, y in zip(xs, ys, strict=True)]
         color = COLORS[i % len(COLORS)]
-        if len(xs) == 1:
-            cx, cy = pts.split(",")
-            parts.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>')
+        if len(pts) == 1:
+            parts.append(f'<circle cx="{pts[0][0]:.1f}" cy="{pts[0][1]:.1f}" r="3" fill="{color}"/>')
         else:
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}"/>')
-        label = f"{name}: {ys[-1]:.4g} ({lo:.3g}…{hi:.3g})"
-        parts.append(
-            f'<text x="{width - pad_r}" y="{legend_y}" text-anchor="end" font-size="10" '
-            f'fill="{color}">{html.escape(label)}</text>'
-        )
+            line = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{line}"/>')
+        label = f"{name}: {ys[-1]:.4g} ({own_lo:.3g}…{own_hi:.3g})" if values else name
+        parts.append(_text(width - pad_r, legend_y, label, color=color, anchor="end"))
         legend_y += 11
-    parts.append(f'<text x="{pad_l}" y="{height - 3}" font-size="9" fill="#888">step {x0:g}</text>')
-    parts.append(
-        f'<text x="{width - pad_r}" y="{height - 3}" font-size="9" fill="#888" '
-        f'text-anchor="end">step {x1:g}</text></svg>'
-    )
+    parts.append(_text(pad_l, height - 3, f"step {x0:g}"))
+    parts.append(_text(width - pad_r, height - 3, f"step {x1:g}", anchor="end"))
+    parts.append("</svg>")
     return "".join(parts)
 
 
 def _y_axis(lo: float, hi: float, left: int, top: int, w: int, h: int) -> list[str]:
     """Tick labels at the low, middle and high value (a flat series: its one value), each with a
-    faint grid line, the way the series below is scaled."""
+    faint grid line, the way the series is scaled."""
     ticks = [(lo, 0.0), ((lo + hi) / 2, 0.5), (hi, 1.0)] if hi > lo else [(lo, 0.0)]
     out = []
     for value, frac in ticks:
         y = top + h - frac * h
-        out.append(f'<line x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
-        out.append(
-            f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end" font-size="9" fill="#888">{value:.3g}</text>'
-        )
+        out.append(f'<line x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}" style="stroke:{GRID}"/>')
+        out.append(_text(left - 4, y + 3, f"{value:.3g}", anchor="end"))
     return out
+
+
+__all__ = ["COLORS", "ERROR", "OK", "STATE_COLORS", "WARN", "downsample", "line_chart", "state_color"]

@@ -18,6 +18,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from primenb.server.handlers import setup_handlers
 
     setup_handlers(serverapp.web_app)
+    from primenb.server.snapshots import pre_save_hook
+
+    serverapp.contents_manager.register_pre_save_hook(pre_save_hook)  # saved: snapshots, no dead views
     serverapp.log.info("primenb: sidebar REST routes at /primenb/api/")
 
 

@@ -10,17 +10,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from primenb.protocol.documents import State
+from primenb.render.svgchart import COLORS, STATE_COLORS, line_chart  # noqa: F401 - COLORS: comparison.py
 
 MIN_ID = 4  # `get` resolves id prefixes of 4+ characters
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-STATE_COLORS: dict[str, str] = {
-    State.QUEUED: "#888",
-    State.RUNNING: "#1f77b4",
-    State.COMPLETED: "#2e7d32",
-    State.FAILED: "#c62828",
-    State.STOPPED: "#b26a00",
-}
 TABLE_STYLE = "border-collapse:collapse;font-size:12px"
 CELL = "padding:1px 6px;text-align:left;vertical-align:top"
 HEAD = "padding:1px 6px;text-align:left;color:#555"
@@ -182,64 +174,14 @@ def _common(a: str, b: str) -> int:
     return n
 
 
-def _downsample(points: list[tuple[float, float]], n: int) -> list[tuple[float, float]]:
-    if len(points) <= n:
-        return points
-    size = math.ceil(len(points) / n)
-    out = []
-    for i in range(0, len(points), size):
-        chunk = points[i : i + size]
-        out.append((chunk[-1][0], sum(p[1] for p in chunk) / len(chunk)))
-    return out
-
-
 def svg_chart(
     series: Mapping[str, Sequence[tuple[float, float]]], *, title: str = "", width: int = 360, height: int = 180
 ) -> str:
-    """Several series overlaid on one shared scale (a static fallback for plotly charts)."""
-    pl, pr, pt, pb = 44, 8, 20, 18
-    w, h = width - pl - pr, height - pt - pb
-    pts = [p for s in series.values() for p in s]
-    if not pts:
+    """Several series overlaid on one shared scale: the one renderer of render/svgchart.py."""
+    if not any(series.values()):
         return ""
-    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
-    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
-    if y0 == y1:
-        y0, y1 = y0 - 0.5, y1 + 0.5
-
-    def sx(x: float) -> float:
-        return pl + (x - x0) / ((x1 - x0) or 1) * w
-
-    def sy(y: float) -> float:
-        return pt + h - (y - y0) / (y1 - y0) * h
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'style="background:#fff;border:1px solid #eee">',
-        f'<text x="{pl}" y="13" font-size="11" fill="#333">{esc(title)}</text>',
-        f'<text x="{pl - 4}" y="{pt + 8}" font-size="9" fill="#888" text-anchor="end">{y1:.3g}</text>',
-        f'<text x="{pl - 4}" y="{pt + h}" font-size="9" fill="#888" text-anchor="end">{y0:.3g}</text>',
-        f'<text x="{pl}" y="{height - 4}" font-size="9" fill="#888">step {x0:g}</text>',
-        f'<text x="{width - pr}" y="{height - 4}" font-size="9" fill="#888" text-anchor="end">step {x1:g}</text>',
-    ]
-    legend_y = 13
-    for i, (name, s) in enumerate(series.items()):
-        if not s:
-            continue
-        color = COLORS[i % len(COLORS)]
-        data = _downsample(list(s), w)
-        if len(data) == 1:
-            x, y = data[0]
-            parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>')
-        else:
-            line = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in data)
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{line}"/>')
-        parts.append(
-            f'<text x="{width - pr}" y="{legend_y}" font-size="9" fill="{color}" text-anchor="end">{esc(name)}</text>'
-        )
-        legend_y += 10
-    parts.append("</svg>")
-    return "".join(parts)
+    data = {name: ([p[0] for p in pts], [p[1] for p in pts]) for name, pts in series.items() if pts}
+    return line_chart(data, title=title, width=width, height=height, shared=True, values=False)
 
 
 __all__ = [

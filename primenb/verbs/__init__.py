@@ -33,7 +33,7 @@ class Face(Protocol):
     def ref(self, token: str) -> Any:
         """A trace/run reference as typed (a notebook variable holding a Run or Trace stands for itself)."""
 
-    def config(self, ref: str, mode: Any = None) -> Config:
+    def config(self, ref: str, mode: Any = None, *, lenient: bool = False) -> Config:
         """A validated config: a .toml path (in a notebook also a %%rltoml variable)."""
 
     def say(self, text: str) -> None:
@@ -63,6 +63,9 @@ class Face(Protocol):
 
     def widget(self, kind: str, **options: Any) -> Any:
         """A face-only interactive view (``builder``, ``browser``); refused where there is none."""
+
+    def figure(self, make: Callable[[], Any]) -> None:
+        """A chart beside the result, where the face can show one (the terminal has the result's text)."""
 
 
 def handler(cmd: Command) -> Callable[[argparse.Namespace, Face], Any]:

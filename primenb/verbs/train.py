@@ -55,7 +55,7 @@ def validate(args: argparse.Namespace, face: Face) -> int:
     failed = False
     reports = []
     for file in args.files:
-        outcome = check(user_path(file), mode=_mode(args))
+        outcome = check(user_path(file), mode=_mode(args), lenient=args.lenient)
         failed |= not outcome.report.ok
         if args.json:
             reports.append(json.loads(outcome.report.to_json()))
@@ -79,14 +79,14 @@ def rltoml(args: argparse.Namespace, face: Face) -> None:
     mode = _mode(args)
     text = args.cell
     if args.fix:
-        fix = fix_text(text, mode=mode, first_line=CELL_FIRST_LINE)
+        fix = fix_text(text, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
         face.display(fix)
         if fix.changed:
             face.offer(f"%%rltoml {args.line.strip().replace('--fix', '').strip()}\n{fix.after}")
             text = fix.after
         outcome = fix.outcome
     else:
-        outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE)
+        outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
     if outcome.model is None:
         face.display(outcome.report)
         raise PrimenbError(f"{args.name} not updated: {outcome.report.summary().split(': ', 1)[1]} (listed above)")
@@ -130,7 +130,7 @@ def train(args: argparse.Namespace, face: Face) -> Any:
         usage = invocation(command("train", "train"), face.name)
         init = invocation(command("train", "init"), face.name)
         raise PrimenbError(f"usage: {usage} CONFIG [--name RUN] [--backend B]; or {init} to write a starter config")
-    config = face.config(args.config, _mode(args))
+    config = face.config(args.config, _mode(args), lenient=getattr(args, "lenient", False))
     chosen = args.backend or default_backend(config)
     caps = capabilities(chosen)
     if not caps.bills:

@@ -4,6 +4,7 @@ brings up on 127.0.0.1. Without them a test skips, except under CI=true, where i
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -49,17 +50,32 @@ def services() -> dict[str, str]:
     return out
 
 
-# What the remote side needs to run *this* checkout offline, forwarded by name or value.
-def forwarded_env() -> list[str]:
+# What the remote side needs to run *this* checkout offline. env= forwards names only (values are
+# never saved), so the values that differ on the "remote" side (its own PRIME_HOME) are set by a
+# small wrapper used as the remote Python, written next to PRIME_HOME for each test.
+def remote_python() -> str:
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return [
-        f"PYTHONPATH={pythonpath}",
-        "HF_HUB_OFFLINE=1",
-        "HF_DATASETS_OFFLINE=1",
-        "TOKENIZERS_PARALLELISM=false",
-        "OMP_NUM_THREADS=1",
-        f"PRIME_HOME={os.environ['PRIME_HOME']}-remote",
-    ]
+    home = os.environ["PRIME_HOME"]
+    wrapper = Path(home).parent / "remote-python"
+    if not wrapper.exists():
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "#!/bin/sh",
+            f"export PYTHONPATH={shlex.quote(pythonpath)}",
+            "export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1",
+            # a run-private home set by the launch script (local environments) stays; the test's own
+            # (inherited by sbatch) or none becomes the remote side's
+            f'case "${{PRIME_HOME:-}}" in ""|{shlex.quote(home)}) export PRIME_HOME={shlex.quote(home + "-remote")};; esac',
+            f'exec {shlex.quote(sys.executable)} "$@"',
+        ]
+        wrapper.write_text("\n".join(lines) + "\n")
+        wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def forwarded_env() -> list[str]:
+    """The names forwarded with env= (their values are this process's)."""
+    return ["HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"]
 
 
 @pytest.fixture
@@ -79,7 +95,7 @@ def ssh_url(svc: dict[str, str]) -> Iterator[str]:
 @pytest.fixture
 def ssh_options(svc: dict[str, str]) -> list[str]:
     return [
-        f"python={sys.executable}",
+        f"python={remote_python()}",
         f"ssh_args=-F {svc['PRIMENB_SSH_CONFIG']}",
         "env=" + ",".join(forwarded_env()),
         "connect_timeout=5",

@@ -108,6 +108,7 @@ class FakePlatform:
         {"teamId": "team_fake", "name": "Fake Lab", "slug": "fake-lab", "role": "ADMIN", "createdAt": T0},
     )
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    text: str = ""  # planted in every rollout's prompt and completion and in every log line
 
     # -- control from a test ---------------------------------------------------------------
     def fail(self, pattern: str, status: int, *, body: Any = None, times: int = 1, method: str = "") -> None:
@@ -285,8 +286,8 @@ class FakePlatform:
             samples = [
                 {
                     "step": step,
-                    "prompt": [{"role": "user", "content": f"reverse: abc{step}"}],
-                    "completion": [{"role": "assistant", "content": f"{step}cba"}],
+                    "prompt": [{"role": "user", "content": f"reverse: abc{step}{self.text}"}],
+                    "completion": [{"role": "assistant", "content": f"{self.text}{step}cba"}],
                     "reward": 0.1 * step,
                 }
             ]
@@ -312,7 +313,7 @@ class FakePlatform:
             return 200, {"checkpoints": cps}
         if what == "logs":
             component = q.get("component") or "orchestrator"
-            lines = [f"{T0} INFO [{component}] step {s} done" for s in range(1, run.step + 1)]
+            lines = [f"{T0} INFO [{component}] step {s} done{self.text}" for s in range(1, run.step + 1)]
             return 200, {"logs": "\n".join(lines)}
         return 404, {"detail": "Not Found"}
 

@@ -130,12 +130,21 @@ def test_launch_asks_then_follows_queued_running_completed(platform: FakePlatfor
 
     with pytest.raises(PrimenbError, match="cannot read the platform's storage"):
         trained(trace["trace_id"])
-    # ...unless it can (a file:// URL): then the latest READY one is copied to checkpoints/step_N
-    for step in (2, 4):
-        (tmp_path / "store" / f"step_{step}").mkdir(parents=True)
-    (tmp_path / "store" / "step_4" / "adapter_config.json").write_text("{}")
+    # ...unless it can (a file:// URL in the storage cache primenb owns): then the latest READY one
+    # is copied to checkpoints/step_N; a file:// URL anywhere else is refused
+    from primenb.backends.hosted_mirror import storage_root
+
     for r in platform.runs.values():
-        r.storage = f"file://{tmp_path}/store/step_{{step}}"
+        r.storage = f"file://{tmp_path}/step_{{step}}"
+    (tmp_path / "step_4").mkdir()
+    with pytest.raises(PrimenbError, match="outside primenb's hosted storage"):
+        trained(trace["trace_id"])
+    store = storage_root()
+    for step in (2, 4):
+        (store / f"step_{step}").mkdir(parents=True)
+    (store / "step_4" / "adapter_config.json").write_text("{}")
+    for r in platform.runs.values():
+        r.storage = f"file://{store}/step_{{step}}"
     got = trained(trace["trace_id"]).checkpoint
     assert got == run.dir / "checkpoints" / "step_4" and (got / "adapter_config.json").exists()
     assert run.checkpoints == [got] and run.status["final_checkpoint"] == str(got)

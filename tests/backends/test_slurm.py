@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
@@ -12,7 +11,7 @@ from primenb import load_config
 from primenb.backends import attach, submit
 from primenb.backends.remote import read_remote
 from primenb.backends.spec import add
-from tests.backends.conftest import forwarded_env, need_service, sft_tiny, wait_for
+from tests.backends.conftest import forwarded_env, need_service, remote_python, sft_tiny, wait_for
 
 pytestmark = pytest.mark.slow  # real runs on a real SLURM cluster
 
@@ -22,7 +21,7 @@ def slurm(svc, workdir):
     if not svc.get("PRIMENB_SLURM"):
         need_service("the SLURM test cluster is not up (.ci/services.sh start writes PRIMENB_SLURM)")
     # The cluster shares this machine's filesystem and (sbatch --export=ALL) environment.
-    add("ci-slurm", "slurm://", [f"python={sys.executable}", "request_gpus=false", "env=" + ",".join(forwarded_env())])
+    add("ci-slurm", "slurm://", [f"python={remote_python()}", "request_gpus=false", "env=" + ",".join(forwarded_env())])
     yield "ci-slurm"
     subprocess.run(["scancel", "--name=primenb-ci"], capture_output=True)
 
@@ -38,7 +37,7 @@ def test_slurm_two_ranks_go_pending_running_completed(workdir, slurm):
         "ci-slurm-later",
         "slurm://",
         [
-            f"python={sys.executable}",
+            f"python={remote_python()}",
             "request_gpus=false",
             "env=" + ",".join(forwarded_env()),
             "sbatch_args=--begin=now+6",

@@ -293,9 +293,9 @@ CASES = [
     ),
     (
         "source-without-env",
-        HEAD + ORCH + '\n[[orchestrator.train.source]] # <-\nname = "x"\n',
+        HEAD + ORCH + '\n[[orchestrator.train.source]] # <-\nname = "x"\n' + OPTIM,
         "error",
-        "orchestrator.train.source[0].env.taskset.id",
+        "orchestrator.train.source[0].env",  # named where the file stops (upstream: the source)
         "no env configured",
     ),
     (
@@ -362,33 +362,33 @@ CASES = [
         "larger than batch_size",
     ),
     ("sft-inference-without-eval", SFT + "\n[inference] # <-\n", "error", "inference", "only used for online evals"),
-    # --- legacy keys (migrated, with a warning) -----------------------------------------
+    # --- legacy keys (errors as upstream rejects them; the migration is the hint) ---------
     (
         "legacy-rollouts-per-example",
         VALID.replace("group_size = 8", "rollouts_per_example = 8 # <-"),
-        "warning",
+        "error",
         "orchestrator.rollouts_per_example",
-        "renamed to `group_size`",
+        "renamed to `group_size`; `primenb validate --fix`",
     ),
-    ("legacy-wandb", VALID + '\n[wandb] # <-\nproject = "p"\n', "warning", "wandb", "moved to [monitors.wandb]"),
+    ("legacy-wandb", VALID + '\n[wandb] # <-\nproject = "p"\n', "error", "wandb", "moved to [monitors.wandb]"),
     (
         "legacy-orchestrator-env",
         HEAD + ORCH + '\n[[orchestrator.env]] # <-\nid = "reverse-text"\n' + OPTIM,
-        "warning",
+        "error",
         "orchestrator.env",
-        "became [[orchestrator.train.source]]",
+        "renamed to [[orchestrator.train.source]]",
     ),
     (
         "legacy-max-tokens",
         VALID + "\n[orchestrator.sampling]\nmax_tokens = 64 # <-\n",
-        "warning",
+        "error",
         "orchestrator.sampling.max_tokens",
         "renamed to `max_completion_tokens`",
     ),
     (
         "legacy-max-async-level",
         VALID.replace("group_size = 8", "group_size = 8\nmax_async_level = 2 # <-"),
-        "warning",
+        "error",
         "orchestrator.max_async_level",
         "removed upstream",
     ),
@@ -437,7 +437,7 @@ def test_broken_config_is_located(case_id, text, severity, path, fragment):
     assert d.line == _marked_line(text), report.to_text()
     assert d.col is not None and d.col >= 1
     if severity == "warning":
-        assert report.ok, report.to_text()  # legacy keys migrate; the config stays usable
+        assert report.ok, report.to_text()
     else:
         assert not report.ok
 

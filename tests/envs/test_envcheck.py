@@ -17,6 +17,8 @@ seq_len = 128
 [model]
 name = "primenb/tiny-byte"
 
+[trainer]
+
 [orchestrator]
 batch_size = 8
 group_size = 4

@@ -62,13 +62,13 @@ SNAPSHOT = """() => {
   const m = document.querySelector('.primenb-monitor');
   const s = document.querySelector('.primenb-summary');
   const bar = m?.querySelector('.progress-bar');
-  const lines = m ? [...m.querySelectorAll('.js-plotly-plot .scatterlayer .trace path.js-line')] : [];
-  const dots = m ? m.querySelectorAll('.js-plotly-plot .scatterlayer .trace .point').length : 0;
+  const charts = m ? [...m.querySelectorAll('.primenb-chart')].filter(p => p.offsetParent !== null) : [];
   return {
     phase: m?.querySelector('.primenb-phase-text')?.textContent ?? null,
     bar: bar ? parseFloat(bar.style.width || bar.style.height || '0') : null,
-    panels: m ? [...m.querySelectorAll('.js-plotly-plot .annotation-text')].map(a => a.textContent) : [],
-    drawn: lines.filter(p => (p.getAttribute('d') || '').length > 10).length + dots,
+    panels: charts.map(p => p.querySelector('svg text')?.textContent ?? ''),
+    drawn: charts.filter(p => p.querySelector('svg polyline, svg circle')).length,
+    empty: charts.filter(p => !p.querySelector('svg polyline, svg circle')).length,
     warning: m?.querySelector('.primenb-warning')?.textContent ?? null,
     stop: m?.querySelector('button')?.textContent?.trim() ?? null,
     summary: s ? s.textContent : null,
@@ -156,8 +156,9 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         assert rl and {t for _, t, _ in rl} == {STEPS}, rl
         # the bar shows the same numbers as the line
         assert any(bar is not None and abs(bar - 100 * k / t) < 1.0 for k, t, bar in warm + rl), warm + rl
-        # the charts follow the phase, with data in them
+        # the charts follow the phase, with data in every panel shown
         assert any(s["panels"][:1] == ["SFT warm-up loss"] and s["drawn"] >= 1 for s in seen)
+        assert max(s["empty"] for s in seen) == 0, [s["panels"] for s in seen if s["empty"]][:3]
         rl_views = [s for s in seen if s["panels"][:3] == ["train reward (± std)", "eval reward", "loss"]]
         assert rl_views and max(s["drawn"] for s in rl_views) >= 3
         # every reward is 0 after so short a warm-up: the monitor says so

@@ -135,13 +135,13 @@ def test_rltoml_reports_the_cells_line_numbers(shell, capsys):
 def test_rltoml_html_and_warnings_use_cell_lines_and_files_keep_toml_lines(shell, tmp_path):
     from primenb.config import check
 
-    text = VALID.replace("group_size = 8", "rollouts_per_example = 8")  # legacy key: a warning
-    toml_line = _line_of(text, "rollouts_per_example")
+    text = VALID.replace("group_size = 8", 'group_size = "8"')  # a quoted number: a warning
+    toml_line = _line_of(text, 'group_size = "8"')
     assert _cell(shell, "cfg", text).success
     [warning] = shell.user_ns["cfg"].warnings
     assert warning.line == toml_line + 1
     assert f"line {toml_line + 1})" in shell.user_ns["cfg"]._repr_html_()
-    assert ">rollouts_per_example</mark> = 8" in shell.user_ns["cfg"]._repr_html_()  # the quoted line
+    assert "group_size = <mark" in shell.user_ns["cfg"]._repr_html_()  # the quoted line, value marked
     path = tmp_path / "rl.toml"
     path.write_text(text)
     [in_file] = check(path).report.warnings

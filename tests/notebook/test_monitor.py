@@ -72,8 +72,15 @@ def make_run(root: Path, status: dict[str, Any], rows: list[dict[str, Any]], sam
         ({"state": "running", "phase": "importing"}, "importing torch, transformers and TRL…"),
         ({"state": "running", "phase": "building model"}, "building the model…"),
         (
-            {"state": "running", "phase": "sft warmup", "phase_step": 12, "phase_total": 40, "max_steps": 30},
-            "SFT warm-up · step 12/40",
+            {
+                "state": "running",
+                "phase": "sft warmup",
+                "phase_step": 12,
+                "phase_total": 40,
+                "max_steps": 30,
+                "mode": "rl",
+            },
+            "SFT warm-up · step 12/40 · then training (GRPO): 30 steps",
         ),
         (
             {"state": "running", "phase": "training", "mode": "rl", "step": 5, "max_steps": 30},
@@ -102,14 +109,31 @@ def test_eta_restarts_with_each_phase() -> None:
     clock = EtaClock(lambda: now[0])
     warm = {"state": "running", "phase": "sft warmup", "phase_total": 40}
     assert clock.eta(progress({**warm, "phase_step": 0})) is None
-    now[0] = 10.0
+    now[0] = 10.0  # the first step: its time (first generation, compilation) is not a step's cost
+    assert clock.eta(progress({**warm, "phase_step": 1})) is None
+    now[0] = 19.0
     assert clock.eta(progress({**warm, "phase_step": 10})) == pytest.approx(30.0)  # 1 step/s, 30 left
-    now[0] = 12.0  # GRPO starts at step 0 of 30: no rate yet, not "13m49s" from the warm-up's pace
+    now[0] = 21.0  # GRPO starts at step 0 of 30: no rate yet, not "13m49s" from the warm-up's pace
     rl = {"state": "running", "phase": "training", "max_steps": 30}
     assert clock.eta(progress({**rl, "step": 0})) is None
-    now[0] = 16.0
-    assert clock.eta(progress({**rl, "step": 2})) == pytest.approx(56.0)
-    assert "ETA 56s" in phase_line(progress({**rl, "step": 2}), 56.0)
+    now[0] = 25.0
+    assert clock.eta(progress({**rl, "step": 1})) is None
+    now[0] = 29.0
+    assert clock.eta(progress({**rl, "step": 3})) == pytest.approx(54.0)
+    assert "ETA 54s" in phase_line(progress({**rl, "step": 3}), 54.0)
+
+
+def test_early_eta_ignores_the_slow_start_of_a_phase() -> None:
+    """Step 0 -> 1 takes 20 s (a step-0 eval, compilation), then each step 1 s: the ETA at step 3
+    of 30 is 27 s, not the ~2x that counting the start gave."""
+    now = [0.0]
+    clock = EtaClock(lambda: now[0])
+    rl = {"state": "running", "phase": "training", "max_steps": 30}
+    clock.eta(progress({**rl, "step": 0}))
+    for step, t in ((1, 20.0), (2, 21.0), (3, 22.0)):
+        now[0] = t
+        eta = clock.eta(progress({**rl, "step": step}))
+    assert eta == pytest.approx(27.0)
 
 
 # -- warnings -----------------------------------------------------------------------------------------
@@ -191,6 +215,8 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     run = make_run(root, {"state": "running", "phase": "importing", "pid": 1}, [])
     monitor = Monitor(run)
     assert not monitor.poll()
+    # a view left behind by a kernel restart still says how to follow the run again
+    assert "%prime_train --attach live" in monitor.reattach.value
     assert (
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
@@ -203,8 +229,9 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     monitor.poll()
     assert "SFT warm-up · step 4/8" in monitor.phase.value and monitor.progress.value == 0.5
     assert monitor.chart_box.layout.display == "flex"
-    titles = [a.text for a in monitor.figure.layout.annotations]
-    assert titles[0] == "SFT warm-up loss" and list(monitor.figure.data[2].y) == [4.0, 3.0, 2.0, 1.0]
+    views = [p.value for p in monitor.chart_panels if p.layout.display != "none"]
+    assert "SFT warm-up loss" in views[0] and "warmup/loss: 1 (1…4)" in views[0]
+    assert all("<polyline" in v or "<circle" in v for v in views), views  # every panel shown has data
     assert "warmup/grad_norm" in monitor.picker.options
 
     with open(root / "metrics.jsonl", "a") as fh:
@@ -213,14 +240,19 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
         json.dumps({"name": "live", "mode": "rl", "state": "running", "phase": "training", "step": 4, "max_steps": 4})
     )
     monitor.poll()
-    assert [a.text for a in monitor.figure.layout.annotations][:3] == ["train reward (± std)", "eval reward", "loss"]
-    assert list(monitor.figure.data[2].y) == [0.0] * 4  # reward line; the band is slots 0-1
-    eval_trace = monitor.figure.data[3]
-    assert eval_trace.mode == "lines" and list(eval_trace.y) == [0.1, 0.6]
+    views = [p.value for p in monitor.chart_panels if p.layout.display != "none"]
+    assert [v.split("</text>")[0].rsplit(">", 1)[1] for v in views] == [
+        "train reward (± std)",
+        "eval reward",
+        "loss",
+        "grad_norm",
+    ]
+    assert "reward: 0 (0…0)" in views[0] and "primenb-band" in views[0]
+    assert "eval/rt/reward: 0.6 (0.1…0.6)" in views[1]
+    assert all("<polyline" in v or "<circle" in v for v in views), views
     assert "no learning signal" in monitor.warnings.value
-    assert monitor.figure._config["displayModeBar"] is False
     monitor.picker.value = "tokens/s"
-    assert monitor.figure.layout.annotations[3].text == "tokens/s"
+    assert "tokens/s" in monitor.chart_panels[3].value and "tokens/s: 100" in monitor.chart_panels[3].value
 
     monitor.request_stop()
     assert monitor.stop_button.description == "Stopping…" and (root / "STOP").exists()
@@ -280,8 +312,22 @@ def test_panels_follow_the_stage_and_old_runs_without_phase() -> None:
     # a run from before the phase fields: the keys tell; SFT runs get SFT panels
     assert stage_of("", None, {"reward", "reward_std"}) == "rl"
     assert stage_of("training", "sft", {"loss", "mean_token_accuracy"}) == "sft"
-    rl = panels("rl", {"reward", "reward_std", "loss", "eval/a/reward", "eval/b/reward", "eval/c/reward"}, None)
+    rl = panels(
+        "rl", {"reward", "reward_std", "loss", "grad_norm", "eval/a/reward", "eval/b/reward", "eval/c/reward"}, None
+    )
     assert [p.title for p in rl] == ["train reward (± std)", "eval reward", "loss", "grad_norm"]
     assert rl[0].band == "reward_std" and rl[1].keys == ("eval/a/reward", "eval/b/reward")
-    assert panels("sft", {"loss"}, "loss")[3].keys == ("loss",)  # the searched metric
-    assert panels("sft", {"loss"}, "no-such-key")[3].title == "grad_norm"
+    assert panels("sft", {"loss"}, "loss")[-1].keys == ("loss",)  # the searched metric, not drawn twice
+    assert panels("sft", {"loss", "grad_norm"}, "no-such-key")[-1].title == "grad_norm"
+
+
+def test_no_panel_is_left_empty_when_its_metric_is_never_logged() -> None:
+    from primenb.notebook.charts import panels
+
+    # no eval configured, no token accuracy logged: those panels are left out, not shown empty
+    warm = panels("sft warmup", {"warmup/loss", "warmup/grad_norm"}, None)
+    assert [p.title for p in warm] == ["SFT warm-up loss", "warmup/grad_norm"]
+    rl = panels("rl", {"reward", "reward_std", "loss", "grad_norm"}, None)
+    assert [p.title for p in rl] == ["train reward (± std)", "loss", "grad_norm"]
+    # the warm-up's step-0 eval logged before its first loss: the eval panel only, no empty loss panel
+    assert [p.title for p in panels("sft warmup", {"warmup/eval/rt/reward"}, None)] == ["eval reward (warm-up)"]

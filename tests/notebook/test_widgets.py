@@ -49,6 +49,18 @@ def test_form_edits_rewrite_only_their_keys_and_keep_everything_else(home):
     assert cfg.model.orchestrator.batch_size == 16 and cfg.model.trainer.optim.lr == pytest.approx(3e-4)
 
 
+def test_an_error_the_edit_caused_elsewhere_is_shown_beside_the_edited_field(home):
+    """Setting an eval interval on a config with no eval source: the error is located at the
+    [orchestrator.eval] table, which no field shows; it appears beside the eval interval (not
+    off-screen under the TOML box), and stays there while it lasts."""
+    b = ConfigBuilder(rl_toml())
+    b.inputs["eval_interval"].value = "3"
+    assert "has no source" in b.errors["eval_interval"].value, (b.errors["eval_interval"].value, b.other.value)
+    assert "has no source" not in b.other.value
+    b.inputs["lr"].value = 2e-4  # another edit: the error stays where it was shown
+    assert "has no source" in b.errors["eval_interval"].value and "has no source" not in b.other.value
+
+
 def test_an_invalid_value_is_reported_next_to_its_field_and_the_last_valid_config_stays(home):
     b = ConfigBuilder(rl_toml(batch_size=8, group_size=4))
     before = b.config
@@ -147,7 +159,8 @@ def test_save_writes_the_text_only_when_valid(home):
     b = ConfigBuilder(rl_toml())
     b.save_path.value = "mine.toml"
     b.save_button.click()
-    assert (home / "mine.toml").read_text() == b.text and "saved" in b.message.value
+    assert (home / "mine.toml").read_text() == b.text and "saved mine.toml" in b.message.value
+    assert str(home) not in b.message.value
     saved = b.text
     b.set(batch_size=10)
     b.save_button.click()
@@ -420,6 +433,7 @@ def test_selection_and_actions_call_the_harness(home):
     b.export_path.value = str(home / "bundle")
     b.buttons["export"].click()
     assert (home / "bundle" / "trace.json").is_file() and "exported" in b.message.value
+    assert str(home) not in b.message.value  # no absolute path in what a saved notebook may keep
     b.buttons["apply"].click()  # a synthetic trace has no checkpoint: the harness says so
     assert "no final checkpoint" in b.message.value and b.runs == []
 

@@ -90,7 +90,7 @@ def test_notebooks_are_stored_without_outputs():
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), path.name
-    assert [p.name[:2] for p in sorted(NOTEBOOKS.glob("*.ipynb"))] == ["01", "02", "03", "04", "05"]
+    assert [p.name[:2] for p in sorted(NOTEBOOKS.glob("*.ipynb"))] == ["01", "02", "03", "04", "05", "06"]
 
 
 def test_01_quickstart_learns(tmp_path, monkeypatch):
@@ -199,3 +199,20 @@ def test_05_remote_ssh_slurm_and_model_factory(tmp_path, monkeypatch):
     saved = tmp_path / "05-saved.ipynb"
     nbformat.write(nb, saved)
     assert key not in saved.read_text() and key[:8] not in saved.read_text()
+
+
+def test_06_serve_and_eval(tmp_path, monkeypatch):
+    nb = execute("06-serve-and-eval.ipynb", tmp_path, monkeypatch)
+    try:
+        assert not errors(nb), errors(nb)
+        assert "primenb/tiny-byte-adapter-adapter" in text(cell(nb, "client.models.list()"))
+        assert "hello ->" in text(cell(nb, "for prompt in"))
+        table = text(cell(nb, "%prime_eval"))
+        assert "primenb/tiny-byte-adapter-adapter" in table and "reward_mean" in table
+        assert (tmp_path / "outputs" / "adapter" / "evals" / "reverse-text.json").exists()
+        assert "stopped http://127.0.0.1:" in text(cell(nb, "%prime_serve stop all"))
+    finally:
+        from primenb.serve import client
+
+        if client.servers():
+            client.stop("all")

@@ -8,7 +8,9 @@ from primenb.render.svgchart import line_chart
 
 
 def _ticks(svg: str) -> list[str]:
-    return re.findall(r'text-anchor="end" font-size="9" fill="#888">([^<]+)</text>', svg)
+    return re.findall(
+        r'text-anchor="end" font-size="9" style="fill:var\(--jp-ui-font-color2, #757575\)">([^<]+)</text>', svg
+    )
 
 
 def test_one_series_gets_low_middle_high_ticks_placed_like_its_line() -> None:

@@ -205,12 +205,12 @@ class SlurmConfig(Section):
     account: str | None = None
     time: str | None = None
     pre_run_command: str | None = None
-    cleanup_grace_period: int = 3600
+    cleanup_grace_period: NonNegInt = 3600
     shared_fs: bool = True
 
 
-class HeartbeatConfig(OpenSection):
-    pass
+class HeartbeatConfig(Section):
+    url: str
 
 
 class GCConfig(Section):
@@ -239,7 +239,7 @@ class LoraConfig(Section):
 class OptimBase(Section):
     lr: Annotated[float, Field(ge=0)] = 1e-6
     weight_decay: Annotated[float, Field(ge=0)] = 0.01
-    max_norm: Annotated[float, Field(ge=0)] = 1.0
+    max_norm: Annotated[float, Field(ge=0)] | None = 1.0
 
 
 class AdamWConfig(OptimBase):
@@ -305,6 +305,8 @@ class PrimenbSettings(Section):
     """primenb's own settings: the one table added to the upstream schema, stripped upstream."""
 
     backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
+    # keys prime-rl 0.4.0 does not know become warnings (a platform running a newer prime-rl)
+    lenient: bool = False
     seed: NonNegInt = 0
     logging_steps: PosInt = 1
     sample_every: PosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time

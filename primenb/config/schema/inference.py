@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -21,11 +21,25 @@ from primenb.config.schema.common import (
 class ServerConfig(Section):
     host: str | None = None
     port: int = 8000
-    liveness_timeout_seconds: int = 30
+    liveness_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
 
 
-class RouterConfig(OpenSection):
+class VllmRouterConfig(Section):
+    type: Literal["vllm-router"] = "vllm-router"
     policy: str = "consistent_hash"
+
+
+class LlmdRouterConfig(Section):
+    type: Literal["llm-d"] = "llm-d"
+    scorers: dict[str, float] = {"active-request-scorer": 2.0, "prefix-cache-scorer": 3.0}
+    prefill_scorer_overrides: dict[str, float] = {"kv-cache-utilization-scorer": 2.0, "queue-scorer": 2.0}
+    decode_scorer_overrides: dict[str, float] = {}
+    non_cached_tokens: int = 16
+    decode_sidecar_port: int = 8300
+
+
+# `[inference.router]` is optional upstream: a table without `type` is refused (no default member)
+RouterConfig: TypeAlias = Annotated[VllmRouterConfig | LlmdRouterConfig, typed_union(None)]
 
 
 class VLLMConfig(OpenSection):
@@ -42,7 +56,7 @@ class VLLMConfig(OpenSection):
     data_parallel_size_local: PosInt | None = None
     api_server_count: Annotated[int, Field(ge=0)] = 1
     seed: int = 0
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
+    gpu_memory_utilization: float = 0.9  # upstream bounds it nowhere (vLLM refuses at start)
     enable_prefix_caching: bool | None = None
     quantization: str | None = None
     enable_lora: bool = False
@@ -54,17 +68,30 @@ class VLLMConfig(OpenSection):
     enable_return_routed_experts: bool = False
 
 
-class InferenceSingleNode(OpenSection):
+class InferenceSingleNode(Section):
     type: Literal["single_node"] = "single_node"
+    gpus_per_node: int = 8
 
 
-class InferenceMultiNode(OpenSection):
+class InferenceMultiNode(Section):
     type: Literal["multi_node"] = "multi_node"
+    gpus_per_node: int = 8
     num_nodes: PosInt = 2
 
 
-class InferenceDisaggregated(OpenSection):
+class InferenceDisaggregated(Section):
     type: Literal["disaggregated"] = "disaggregated"
+    gpus_per_node: int = 8
+    num_prefill_replicas: PosInt = 1
+    num_decode_replicas: PosInt = 1
+    prefill_nodes_per_replica: PosInt = 1
+    decode_nodes_per_replica: PosInt = 1
+    prefill_port: int = 8100
+    decode_port: int = 8200
+    prefill_env_vars: dict[str, str] = {}
+    decode_env_vars: dict[str, str] = {}
+    prefill_vllm_overrides: dict[str, Any] = {}
+    decode_vllm_overrides: dict[str, Any] = {}
 
 
 InferenceDeployment: TypeAlias = Annotated[
@@ -78,7 +105,7 @@ class KVCacheOffloadConfig(OpenSection):
 
 class InferenceConfig(Section):
     server: ServerConfig = ServerConfig()
-    router: RouterConfig | None = RouterConfig()
+    router: RouterConfig | None = VllmRouterConfig()
     backend_port: int = 8100
     vllm: VLLMConfig = VLLMConfig()
     log: LogConfig = LogConfig()

@@ -53,8 +53,15 @@ class EvalSamplingConfig(Section):
     extra_body: dict[str, Any] | None = None
 
 
+class AdvRangeGate(Section):
+    type: Literal["advantage_range"] = "advantage_range"
+    reject_min: float = 0.0
+    reject_max: float = 0.0
+
+
 class CurriculumConfig(OpenSection):
     sampler: Literal["standard", "difficulty_pool"] = "standard"
+    gates: dict[str, AdvRangeGate] = {}
 
 
 class TrainSourceConfig(Section):
@@ -136,11 +143,11 @@ class OrchestratorLogConfig(Section):
 class ConcurrencyConfig(Section):
     initial_inflight: PosInt | None = None
     min_inflight: PosInt = 1
-    max_inflight: PosInt = 1024
+    max_inflight: PosInt | None = 1024
 
 
 class OrchestratorCkptConfig(CkptConfig):
-    wait_for_weights_timeout: int | None = None
+    wait_for_weights_timeout: PosInt | None = None
     skip_progress: bool = False
 
 
@@ -159,7 +166,7 @@ class OrchestratorConfig(Section):
     rollout_transport: RolloutTransport | None = None
     output_dir: str | None = None
     tasks_per_minute: PosInt | None = None
-    env_server_base_port: int = 5000
+    env_server_base_port: Annotated[int, Field(ge=1, le=65535)] = 5000
     batch_size: PosInt | None = None
     token_batch_size: PosInt | None = None
     concurrency: ConcurrencyConfig = ConcurrencyConfig()

@@ -49,8 +49,9 @@ Deployment: TypeAlias = Annotated[SingleNodeDeployment | MultiNodeDeployment, ty
 
 
 class RLConfig(Section):
-    trainer: TrainerConfig = TrainerConfig()
-    orchestrator: OrchestratorConfig = OrchestratorConfig()
+    # required as upstream: an RL config without [trainer] or [orchestrator] is refused there
+    trainer: TrainerConfig
+    orchestrator: OrchestratorConfig
     inference: InferenceConfig | None = None
     env_vars: dict[str, str] = {}
     run: RunConfig = RunConfig()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
+from pydantic import BeforeValidator, Field
+
 from primenb.config.schema.common import (
     AdamWConfig,
     CkptConfig,
@@ -68,30 +70,57 @@ class MXFP8Config(Section):
 Quantization: TypeAlias = Annotated[FP8Config | MXFP8Config, typed_union(None)]
 
 
+class OptimizerInBackwardOffload(Section):
+    cpu_optimizer_backend: Literal["native", "torch"] = "native"
+    numa_bind: bool = True
+
+
+class IndexCacheConfig(Section):
+    topk_freq: PosInt = 1
+    topk_pattern: str | None = None
+
+
+def _offload_flag(value: Any) -> Any:
+    """`full_offload = true` is upstream's short form of an empty table (false: off); only real
+    booleans (TOML's true/false), not "yes"."""
+    if value is True:
+        return {}
+    return None if value is False else value
+
+
+FullOffload: TypeAlias = Annotated[OptimizerInBackwardOffload | None, BeforeValidator(_offload_flag)]
+
+
 class ModelConfig(Section):
     name: str = "Qwen/Qwen3-0.6B"
     trust_remote_code: bool = False
     vlm: VLMConfig | None = None
     conversion_dir: str | None = None
     seq_len: SanePosInt = 2048
-    attn: str = "auto"
+    attn: Literal["flash_attention_2", "flash_attention_3", "flash_attention_4", "auto"] = "auto"
     compile: CompileConfig | None = CompileConfig()
     ac: ActivationCheckpointConfig | None = ActivationCheckpointConfig()
     ac_offloading: ActivationOffloadConfig | None = ActivationOffloadConfig()
     fsdp_cpu_offload: bool = False
     optim_cpu_offload: bool = True
-    full_offload: bool | None = None
+    full_offload: FullOffload = None
     reshard_after_forward: bool = True
     dp_replicate: SanePosInt = 1
     ep: SanePosInt | Literal["auto"] = "auto"
-    ep_comm_backend: str = "torch"
+    ep_comm_backend: Literal["torch", "deepep"] = "torch"
+    deepep_num_sms: PosInt = 20
+    deepep_token_chunk_size: PosInt | None = None
     cp: SanePosInt = 1
-    cp_style: str = "ring"
+    cp_style: Literal["ring", "ulysses"] = "ring"
     impl: Literal["hf", "custom", "auto"] = "auto"
     optimization_dtype: Dtype = "float32"
     reduce_dtype: Dtype = "float32"
     quantization: Quantization | None = None
     freeze_moe_router: bool = False
+    moe_fused_kernel: bool = False
+    moe_router_dtype: Literal["bfloat16", "float32"] = "float32"
+    moe_use_grouped_mm: bool = True
+    index_cache: IndexCacheConfig | None = None
     lora: LoraConfig | None = None
     debug: DebugModelConfig = DebugModelConfig()
     fused_lm_head_token_chunk_size: SanePosInt | Literal["disabled"] | None = 8192
@@ -144,7 +173,7 @@ class TrainerLogConfig(Section):
 
 
 class MetricsServerConfig(Section):
-    port: int = 8000
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
     host: str = "0.0.0.0"
 
 

@@ -1,0 +1,375 @@
+"""Start, list, change and stop servers from a kernel or the CLI. A server is its own process
+(`primenb.serve.worker`): a kernel restart does not stop it, and the registry finds it again."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from primenb.errors import PrimenbError
+from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.serve import registry
+
+START_TIMEOUT_S = 300.0
+
+
+class ServeError(PrimenbError):
+    """A server could not start or answer; the message says what to do."""
+
+
+# -- what to serve --------------------------------------------------------------------------------
+
+
+def _safe(text: str) -> str:
+    """A trace name as it appears in a model id: hostile characters become ``-``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "trace"
+
+
+def _text_template(sources: list[dict[str, Any]]) -> str | None:
+    for src in sources:
+        if src.get("env_id"):
+            try:
+                from primenb.envs import get_environment
+
+                env = get_environment(src["env_id"], **(src.get("args") or {}))
+            except Exception:  # served raw: the prompt format is a convenience, not a requirement
+                return None
+            return getattr(env, "text_template", None)
+    return None
+
+
+def model_specs(traces: list[Any], base: str | None = None, taken: set[str] | None = None) -> list[dict[str, Any]]:
+    """One spec per model to serve: the base(s), then each trace's checkpoint under
+    ``<base>-adapter-<trace name>`` (a clash gets the short trace id appended)."""
+    from primenb.harness.inference import trained
+    from primenb.traces.trace import get
+
+    taken = set(taken or ())
+    specs: list[dict[str, Any]] = []
+    bases: dict[str, int] = {}
+    for ref in traces:
+        trace = get(ref)
+        info = trained(trace)
+        model_name = info.model_id
+        bases.setdefault(model_name, info.base_seed)
+        sid = f"{model_name}-adapter-{_safe(trace.name)}"
+        if sid in taken:
+            sid = f"{sid}-{trace.id[:8]}"
+        if sid in taken:
+            continue  # this very trace is already served
+        taken.add(sid)
+        specs.append(
+            {
+                "id": sid,
+                "kind": "checkpoint",
+                "checkpoint": str(info.checkpoint),
+                "model_name": model_name,
+                "seed": info.base_seed,
+                "text_template": _text_template(info.env_sources),
+                "trace": trace.id,
+                "trace_name": trace.name,
+            }
+        )
+    if base:
+        bases = {base: bases.get(base, 0)}
+    if not bases:
+        bases = {DEFAULT_MODEL: 0}
+    base_specs = [
+        {"id": name, "kind": "base", "model_name": name, "seed": seed}
+        for name, seed in bases.items()
+        if name not in taken
+    ]
+    return base_specs + specs
+
+
+def completed_traces() -> list[str]:
+    """Every completed trace with a checkpoint on this machine (``%prime_serve`` with no TRACE)."""
+    from primenb.protocol.index import Index
+    from primenb.traces.trace import get
+
+    out = []
+    for (trace_id,) in Index().query("SELECT trace FROM traces WHERE status = 'completed' ORDER BY created"):
+        try:
+            ckpt = get(trace_id).final_checkpoint
+        except PrimenbError:
+            continue
+        if ckpt is not None and ckpt.is_dir():
+            out.append(trace_id)
+    return out
+
+
+# -- the handle -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    """A running server: ``url`` (``http://127.0.0.1:P/v1``), ``models``, ``pid``."""
+
+    url: str
+    pid: int
+    models: list[str]
+    api_key_var: str | None = None
+
+    def snippet(self) -> str:
+        key = f'os.environ["{self.api_key_var}"]' if self.api_key_var else '"none"'
+        model = next((m for m in self.models if "-adapter-" in m), self.models[0] if self.models else "MODEL")
+        return (
+            f'client = openai.OpenAI(base_url="{self.url}", api_key={key})\n'
+            f'client.chat.completions.create(model="{model}", messages=[{{"role": "user", "content": "hello"}}])'
+        )
+
+    def refresh(self) -> Server:
+        rec = registry.read(self.pid)
+        if rec is not None:
+            self.models = list(rec.get("models") or [])
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        return _admin(self, "GET", "/admin/stats")
+
+    def add(self, trace: Any) -> list[str]:
+        return add(trace, server=self)
+
+    def remove(self, trace_or_id: Any) -> None:
+        remove(trace_or_id, server=self)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        _stop_pid(self.pid, timeout)
+
+    def __repr__(self) -> str:
+        self.refresh()
+        lines = [f"primenb server {self.url} (pid {self.pid})", "models:"]
+        lines += [f"  {m}" for m in self.models]
+        return "\n".join([*lines, "", self.snippet()])
+
+    def _repr_html_(self) -> str:
+        self.refresh()
+        models = "".join(f"<li><code>{html.escape(m)}</code></li>" for m in self.models)
+        return (
+            f"<div><b>primenb server</b> <code>{html.escape(self.url)}</code> (pid {self.pid})"
+            f"<ul>{models}</ul><pre>import openai\n{html.escape(self.snippet())}</pre></div>"
+        )
+
+
+def _headers(server: Server) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(server.api_key_var) if server.api_key_var else None
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _admin(server: Server, method: str, path: str, body: Any = None, timeout: float = 300.0) -> Any:
+    root = server.url.rsplit("/v1", 1)[0]
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(root + path, data=data, method=method, headers=_headers(server))
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = str(exc)
+        raise ServeError(f"{server.url}: {message}") from exc
+    except OSError as exc:
+        raise ServeError(f"{server.url} does not answer ({exc}); `%prime_serve list` shows running servers") from exc
+
+
+# -- verbs ----------------------------------------------------------------------------------------
+
+
+def start(
+    traces: list[Any] | None = None,
+    *,
+    base: str | None = None,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    api_key_var: str | None = None,
+    timeout: float = START_TIMEOUT_S,
+) -> Server:
+    """Start a server for ``traces`` (default: every completed trace with a checkpoint) and the base
+    model(s) under them; return once it answers."""
+    if not registry.is_loopback(host):
+        if not api_key_var:
+            raise ServeError(
+                f"--host {host} makes the server reachable from other machines: it needs an API key. "
+                "Put one in an environment variable and pass its name with --api-key-var VAR."
+            )
+        if not os.environ.get(api_key_var):
+            raise ServeError(f"--api-key-var {api_key_var}: that environment variable is not set (or is empty).")
+    if api_key_var and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_var):
+        raise ServeError(f"--api-key-var wants an environment variable name, not {api_key_var!r}")
+    refs = list(traces) if traces else completed_traces()
+    specs = model_specs(refs, base)
+    folder = registry.folder()
+    tag = uuid.uuid4().hex[:12]
+    spec_path, ready = folder / f"spec-{tag}.json", folder / f"ready-{tag}.json"
+    spec = {"host": host, "port": int(port), "api_key_var": api_key_var, "models": specs, "ready_file": str(ready)}
+    spec_path.write_text(json.dumps(spec))
+    log = folder / f"server-{tag}.log"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "primenb.serve.worker", str(spec_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # a kernel restart (SIGINT/SIGTERM to its group) leaves it running
+            cwd=tempfile.gettempdir(),
+        )
+    try:
+        record = _wait_ready(proc, ready, log, timeout)
+    finally:
+        spec_path.unlink(missing_ok=True)
+        ready.unlink(missing_ok=True)
+    return Server(record["url"], int(record["pid"]), list(record["models"]), api_key_var)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, log: Path, timeout: float) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if ready.exists():
+            try:
+                doc = json.loads(ready.read_text())
+            except json.JSONDecodeError:
+                doc = None
+            if isinstance(doc, dict) and "error" in doc:
+                proc.wait(timeout=30)
+                raise ServeError(f"the server did not start: {doc['error']}")
+            if isinstance(doc, dict) and "url" in doc:
+                return doc
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise ServeError(f"the server exited at start (code {proc.returncode}); its log {log}:\n{tail}")
+        time.sleep(0.1)
+    proc.terminate()
+    raise ServeError(f"the server did not answer within {timeout:.0f} s; its log: {log}")
+
+
+def servers() -> list[Server]:
+    return [
+        Server(r["url"], int(r["pid"]), list(r.get("models") or []), r.get("api_key_var")) for r in registry.records()
+    ]
+
+
+def find(url_or_pid: Any = None) -> Server:
+    """The server at a URL (or pid); with none given, the only (or newest) running one."""
+    running = servers()
+    if not running:
+        raise ServeError("no primenb server is running; start one with %prime_serve TRACE")
+    if url_or_pid in (None, ""):
+        return running[-1]
+    text = str(url_or_pid).rstrip("/")
+    for s in running:
+        if text in (s.url, s.url.rsplit("/v1", 1)[0], str(s.pid)) or text == str(
+            s.url.rsplit(":", 1)[-1].split("/")[0]
+        ):
+            return s
+    raise ServeError(f"no running server at {url_or_pid!r}; running: {', '.join(s.url for s in running)}")
+
+
+def add(trace: Any, server: Server | None = None) -> list[str]:
+    """Load a trace's checkpoint into a running server (no restart); its new model id(s)."""
+    server = server or find()
+    cards = _admin(server, "GET", "/v1/models")["data"]
+    served = {(c.get("primenb") or {}).get("trace") for c in cards}
+    from primenb.traces.trace import get
+
+    if get(trace).id in served:
+        specs = []
+    else:
+        specs = [s for s in model_specs([trace], taken={c["id"] for c in cards}) if s["kind"] == "checkpoint"]
+    if not specs:
+        raise ServeError(f"{server.url} already serves {trace}; `%prime_serve list` shows its models")
+    for spec in specs:
+        _admin(server, "POST", "/admin/models", spec)
+    server.refresh()
+    return [s["id"] for s in specs]
+
+
+def remove(trace_or_id: Any, server: Server | None = None) -> str:
+    """Drop a model id (or a trace's model) from a running server."""
+    server = server or find()
+    served = server.refresh().models
+    target = str(trace_or_id)
+    if target not in served:
+        from primenb.traces.trace import get
+
+        trace = get(trace_or_id)
+        hits = [m for m in served if m.endswith(f"-adapter-{_safe(trace.name)}") or m.endswith(trace.id[:8])]
+        if not hits:
+            raise ServeError(f"{server.url} does not serve {trace.name!r}; it serves: {', '.join(served)}")
+        target = hits[-1]
+    _admin(server, "DELETE", f"/admin/models/{target}")
+    server.refresh()
+    return target
+
+
+def _stop_pid(pid: int, timeout: float) -> None:
+    if not registry.alive(pid):
+        registry.remove(pid)
+        return
+    os.kill(pid, signal.SIGTERM)  # uvicorn finishes the requests in flight, then exits
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not registry.alive(pid):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    registry.remove(pid)
+
+
+def stop(target: Any = None) -> list[str]:
+    """Stop one server (URL, port or pid; default the newest) or ``"all"``; the URLs stopped."""
+    chosen = servers() if target == "all" else [find(target)]
+    for s in chosen:
+        _stop_pid(s.pid, 30.0)
+    return [s.url for s in chosen]
+
+
+def table() -> Any:
+    """A DataFrame of running servers: URL, pid, models, uptime, requests served."""
+    import pandas as pd
+
+    rows = []
+    for s in servers():
+        try:
+            st = s.stats()
+            uptime, requests = float(st["uptime_s"]), int(st["requests"])
+        except ServeError:
+            uptime, requests = float("nan"), -1
+        rows.append(
+            {"url": s.url, "pid": s.pid, "models": ", ".join(s.models), "uptime_s": uptime, "requests": requests}
+        )
+    return pd.DataFrame(rows, columns=["url", "pid", "models", "uptime_s", "requests"])
+
+
+__all__ = [
+    "ServeError",
+    "Server",
+    "add",
+    "completed_traces",
+    "find",
+    "model_specs",
+    "remove",
+    "servers",
+    "start",
+    "stop",
+    "table",
+]

@@ -1,0 +1,294 @@
+"""``%prime_eval``: score served models on an environment's held-out rows, through the endpoint.
+
+Each model answers every held-out prompt over HTTP (the `openai` client against the served URL,
+``-r`` rollouts each), and the environment's own reward functions score the answers, exactly as the
+engine's evaluator scores a run (same prompt format, same rows, same scoring), so at temperature 0
+a trace's eval here gives the run's own final eval reward. The result is stored with the trace
+(``evals/<env>.json`` in its run directory); under ``data_collection = "deny"`` the texts are
+replaced by keyed hashes, as training samples are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from primenb.errors import PrimenbError
+from primenb.fsutil import atomic_write_json
+from primenb.serve import client
+
+EVALS_DIR = "evals"  # in a run directory: evals/<env>.json, the latest eval per environment
+
+
+@dataclass
+class Target:
+    label: str  # what the user typed
+    model_id: str
+    trace: Any = None  # a Trace, when the target is one
+
+
+@dataclass
+class EvalResult:
+    """``table``: one row per model; ``samples``: one row per rollout; ``chart()``: the models
+    side by side."""
+
+    env: str
+    table: Any
+    samples: Any
+    server: str
+    stored: list[str] = field(default_factory=list)
+
+    def chart(self) -> Any:
+        import plotly.graph_objects as go
+
+        t = self.table
+        err = [(hi - m) for m, hi in zip(t["reward_mean"], t["ci95_high"], strict=True)]
+        fig = go.Figure(go.Bar(x=list(t["model"]), y=list(t["reward_mean"]), error_y={"type": "data", "array": err}))
+        fig.update_layout(title=f"{self.env}: mean reward (95 % CI)", yaxis_title="reward", height=360)
+        return fig
+
+    def __repr__(self) -> str:
+        return f"eval on {self.env} via {self.server}\n{self.table.to_string(index=False)}"
+
+    def _repr_html_(self) -> str:
+        head = f"<b>eval on {html.escape(self.env)}</b> via <code>{html.escape(self.server)}</code>"
+        return f"<div>{head}{self.table.to_html(index=False)}</div>"
+
+
+def _targets(refs: list[str], running: list[client.Server]) -> tuple[list[Target], list[Any]]:
+    """Each ref as a served model id, and the traces that still need serving."""
+    from primenb.traces.trace import TraceNotFound, get
+
+    served = {m for s in running for m in s.models}
+    out, todo = [], []
+    for ref in refs:
+        if ref in served:
+            out.append(Target(ref, ref))
+            continue
+        try:
+            trace = get(ref)
+        except TraceNotFound:
+            if "/" in ref or ref.startswith("primenb"):  # a base model id: served as itself
+                out.append(Target(ref, ref))
+                continue
+            raise
+        out.append(Target(ref, "", trace))
+        todo.append(trace)
+    return out, todo
+
+
+def _server_for(targets: list[Target], todo: list[Any]) -> client.Server:
+    """A running server that serves every target, or a new one."""
+    from primenb.serve.client import _safe
+
+    wanted_bases = [t.model_id for t in targets if t.trace is None]
+    for s in client.servers():
+        models = set(s.models)
+        ok = all(b in models for b in wanted_bases)
+        for t in targets:
+            if t.trace is not None:
+                hits = [
+                    m for m in models if m.endswith(f"-adapter-{_safe(t.trace.name)}") or m.endswith(t.trace.id[:8])
+                ]
+                ok &= bool(hits)
+        if ok:
+            _bind(targets, s)
+            return s
+    base = wanted_bases[0] if wanted_bases else None
+    server = client.start([t.trace.id for t in targets if t.trace is not None], base=base)
+    missing = [b for b in wanted_bases if b not in server.models]
+    if missing:
+        server.stop()
+        raise PrimenbError(f"{', '.join(missing)}: not a trace and not a base model of the traces given")
+    _bind(targets, server)
+    return server
+
+
+def _bind(targets: list[Target], server: client.Server) -> None:
+    from primenb.serve.client import _safe
+
+    for t in targets:
+        if t.trace is not None:
+            hits = [m for m in server.models if m.endswith(f"-adapter-{_safe(t.trace.name)}-{t.trace.id[:8]}")]
+            hits = hits or [m for m in server.models if m.endswith(f"-adapter-{_safe(t.trace.name)}")]
+            t.model_id = hits[-1]
+
+
+def _env_args(env_id: str, given: dict[str, Any], traces: list[Any]) -> dict[str, Any]:
+    """The arguments given, else those the (first) trace evaluated this environment with: the
+    same held-out rows as the run's own eval."""
+    if given:
+        return given
+    for trace in traces:
+        for kind in ("eval", "train"):
+            for src in (trace.data.get(kind) or {}).get("sources") or []:
+                if src.get("env_id") == env_id and isinstance(src.get("args"), dict):
+                    return dict(src["args"])
+    return {}
+
+
+def _max_tokens(traces: list[Any]) -> int:
+    from primenb.harness.inference import _default_tokens
+
+    return max([_default_tokens(t) for t in traces] or [64])
+
+
+def _ci95(values: list[float]) -> tuple[float, float, float]:
+    mean = statistics.fmean(values) if values else float("nan")
+    if len(values) < 2:
+        return mean, mean, mean
+    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+async def _ask(aclient: Any, model: str, prompt: str, *, chat: bool, kw: dict[str, Any]) -> tuple[str, int]:
+    if chat:
+        r = await aclient.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}], **kw)
+        return r.choices[0].message.content or "", r.usage.completion_tokens if r.usage else 0
+    r = await aclient.completions.create(model=model, prompt=prompt, **kw)
+    return r.choices[0].text, r.usage.completion_tokens if r.usage else 0
+
+
+def _run_async(coro: Any) -> Any:
+    """Run a coroutine from a plain call, also inside a running (Jupyter) event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def evaluate(
+    models: list[str],
+    env: str,
+    *,
+    args: dict[str, Any] | None = None,
+    num_examples: int = 20,
+    rollouts: int = 1,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    store: bool = True,
+) -> EvalResult:
+    """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows."""
+    import openai
+    import pandas as pd
+
+    from primenb.envs import get_environment
+
+    if num_examples < 1 or rollouts < 1:
+        raise PrimenbError("-n and -r must be at least 1")
+    targets, todo = _targets(models, client.servers())
+    traces = [t.trace for t in targets if t.trace is not None]
+    environment = get_environment(env, **_env_args(env, dict(args or {}), traces))
+    rows = environment.eval_rows()[:num_examples]
+    if not rows:
+        raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")
+    server = _server_for(targets, todo)
+    shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
+    prompts = [str(environment.format_prompt(r["prompt"], chat=False)) for r in rows]
+    names = environment.reward_names()
+    private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
+    headers = client._headers(server)
+    key = headers.get("Authorization", "Bearer none")[7:]
+
+    async def one_model(target: Target) -> tuple[list[str], list[int], float]:
+        aclient = openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=600)
+        # a trace answers with its own run's token budget: the same completions as its own eval
+        tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
+        kw: dict[str, Any] = {"max_tokens": tokens, "temperature": temperature}
+        sem = asyncio.Semaphore(8)
+
+        async def ask(i: int) -> tuple[str, int]:
+            async with sem:
+                seed = i if temperature > 0 else None
+                return await _ask(
+                    aclient, target.model_id, prompts[i % len(prompts)], chat=False, kw={**kw, "seed": seed}
+                )
+
+        t0 = time.perf_counter()
+        answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * rollouts)))
+        wall = time.perf_counter() - t0
+        await aclient.close()
+        return [a for a, _ in answers], [n for _, n in answers], wall
+
+    summary, samples = [], []
+    for target in targets:
+        texts, counts, wall = _run_async(one_model(target))
+        all_rows = [rows[i % len(rows)] for i in range(len(texts))]
+        all_prompts = [prompts[i % len(prompts)] for i in range(len(texts))]
+        per_func = {}
+        cols = {k: [r.get(k) for r in all_rows] for k in {k for r in all_rows for k in r if k != "prompt"}}
+        for name, func in zip(names, environment.reward_funcs, strict=True):
+            values = func(prompts=all_prompts, completions=texts, **cols)
+            per_func[name] = [float(v if v is not None else 0.0) for v in values]
+        rewards = environment.score(all_prompts, texts, all_rows)
+        mean, lo, hi = _ci95(rewards)
+        summary.append(
+            {
+                "model": target.model_id,
+                "reward_mean": mean,
+                "reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
+                "ci95_low": lo,
+                "ci95_high": hi,
+                "n": len(rewards),
+                **{f"reward/{n}": statistics.fmean(v) for n, v in per_func.items()},
+                "tokens_per_s": sum(counts) / wall if wall > 0 else float("nan"),
+                "wall_s": wall,
+            }
+        )
+        for i, (p, c, r) in enumerate(zip(all_prompts, texts, rewards, strict=True)):
+            samples.append(
+                {
+                    "model": target.model_id,
+                    "example": i % len(rows),
+                    "rollout": i // len(rows),
+                    "prompt": p.encode("unicode_escape").decode("ascii"),
+                    "completion": c.encode("unicode_escape").decode("ascii"),
+                    "answer": str(all_rows[i].get("answer", "")).encode("unicode_escape").decode("ascii"),
+                    "reward": r,
+                }
+            )
+    table = pd.DataFrame(summary)
+    frame = pd.DataFrame(samples)
+    result = EvalResult(env, table, frame, server.url)
+    if store:
+        for target, row in zip(targets, summary, strict=True):
+            if target.trace is not None:
+                result.stored.append(_store(target.trace, env, row, samples, target.model_id, private, temperature))
+    return result
+
+
+def _store(
+    trace: Any, env: str, row: dict[str, Any], samples: list[dict[str, Any]], model_id: str, private: bool, temp: float
+) -> str:
+    """``evals/<env>.json`` in the trace's run directory: the latest eval of that environment."""
+    from primenb.protocol.hashing import private_digest
+    from primenb.protocol.safepath import slug
+
+    mine = [s for s in samples if s["model"] == model_id]
+    if private:
+        hidden = []
+        for s in mine:
+            out = {k: v for k, v in s.items() if k not in ("prompt", "completion", "answer")}
+            for k in ("prompt", "completion", "answer"):
+                out[f"{k}_hash"] = private_digest(s[k])
+                out[f"{k}_chars"] = len(s[k])
+            hidden.append(out)
+        mine = hidden
+    path = Path(trace.run_dir) / EVALS_DIR / f"{slug(env)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"env": env, "model": model_id, "temperature": temp, "created": time.time(), "summary": row, "samples": mine}
+    atomic_write_json(path, doc)
+    return str(path)
+
+
+__all__ = ["EVALS_DIR", "EvalResult", "evaluate"]

@@ -1,0 +1,127 @@
+"""``python -m primenb.serve.worker SPEC.json``: the server process. Binds its socket first (a port in
+use fails at once), loads the models of the spec, records itself in the registry, then serves with
+uvicorn until SIGTERM/SIGINT or ``POST /admin/shutdown`` (which finishes the requests in flight)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from primenb.serve import registry
+
+STOP_LINGER_S = 1.0
+
+
+def load_into(pool: Any, spec: dict[str, Any]) -> Any:
+    """Serve one model of a spec (the base itself, or a checkpoint)."""
+    if spec.get("kind") == "base":
+        return pool.add_base(spec["id"], spec["model_name"], seed=int(spec.get("seed") or 0))
+    return pool.add_checkpoint(
+        spec["id"],
+        spec["checkpoint"],
+        model_name=str(spec.get("model_name") or "primenb/tiny-byte"),
+        seed=int(spec.get("seed") or 0),
+        text_template=spec.get("text_template"),
+        trace=spec.get("trace"),
+    )
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec_path = Path(args[0])
+    spec = json.loads(spec_path.read_text())
+    ready = Path(spec["ready_file"])
+    host, port = str(spec.get("host") or "127.0.0.1"), int(spec.get("port") or 0)
+    key = os.environ.get(spec["api_key_var"]) if spec.get("api_key_var") else None
+
+    def fail(message: str) -> int:
+        ready.write_text(json.dumps({"error": message}))
+        return 2
+
+    if not registry.is_loopback(host) and not key:
+        return fail(f"refusing to listen on {host} without an API key (set --api-key-var)")
+    try:
+        sock = _bind(host, port)
+    except OSError as exc:
+        return fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}. Pick another --port.")
+    port = sock.getsockname()[1]
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from primenb.engine.serve_errors import ServeError
+    from primenb.engine.serving import ModelPool
+    from primenb.serve.app import State, build_app
+
+    pool = ModelPool()
+    try:
+        for model in spec["models"]:
+            load_into(pool, model)
+    except (ServeError, Exception) as exc:  # the caller shows this message; nothing is served
+        return fail(f"{type(exc).__name__}: {exc}" if not isinstance(exc, ServeError) else str(exc))
+
+    state = State(pool, api_key=key, loader=lambda s: load_into(pool, s))
+    app = build_app(state)
+
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=30)
+    server = uvicorn.Server(config)
+    url = f"http://{registry.url_host(host)}:{port}/v1"
+    record = {
+        "pid": os.getpid(),
+        "host": host,
+        "port": port,
+        "url": url,
+        "models": list(pool.entries),
+        "started": time.time(),
+        "api_key_var": spec.get("api_key_var"),
+    }
+    registry.write(record)
+
+    async def watch() -> None:
+        since = None
+        while not server.should_exit:
+            if state.stopping:
+                since = since or time.monotonic()
+                # linger a moment after the last request: late clients get a clear 503, not a reset
+                if state.inflight == 0 and time.monotonic() - since > STOP_LINGER_S:
+                    server.should_exit = True
+            registry.update_models(os.getpid(), list(pool.entries))
+            await asyncio.sleep(0.2)
+
+    async def run() -> None:
+        task = asyncio.create_task(watch())
+        ready.write_text(json.dumps(record))
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            task.cancel()
+
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    try:
+        asyncio.run(run())
+    finally:
+        registry.remove(os.getpid())
+        state.executor.shutdown(wait=False, cancel_futures=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

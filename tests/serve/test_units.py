@@ -1,0 +1,121 @@
+"""Fast checks without a trained model: the wire format and errors of the HTTP layer over a stand-in
+pool, the key rules, model ids from hostile trace names, and eval samples under privacy deny."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from primenb.engine.serve_errors import ServeError
+from primenb.serve import registry
+from primenb.serve.app import State, build_app
+from primenb.serve.client import _safe
+
+
+class EchoPool:
+    """Answers with the prompt reversed; a 10-token context."""
+
+    def __init__(self) -> None:
+        self.entries = {"m": SimpleNamespace(id="m", kind="base", trace=None)}
+
+    def entry(self, served_id: str) -> Any:
+        if served_id not in self.entries:
+            raise ServeError(f"The model {served_id!r} does not exist.", 404, "model")
+        return self.entries[served_id]
+
+    def render(self, entry: Any, prompt: Any) -> tuple[str, bool]:
+        return (prompt if isinstance(prompt, str) else prompt[-1]["content"]), False
+
+    def count(self, entry: Any, text: str, templated: bool) -> int:
+        return len(text)
+
+    def context_limit(self, entry: Any) -> int:
+        return 10
+
+    def weight_bytes(self) -> int:
+        return 0
+
+    def generate(
+        self, entry: Any, text: str, templated: bool, *, max_tokens: int, n: int, on_text: Any = None, **_: Any
+    ) -> list[dict[str, Any]]:
+        out = text[::-1][:max_tokens]
+        if on_text is not None:
+            for ch in out:
+                on_text(0, ch)
+        return [{"text": out, "finish_reason": "stop", "completion_tokens": len(out), "prompt_tokens": len(text)}] * n
+
+
+def app(key: str | None = None) -> TestClient:
+    return TestClient(build_app(State(EchoPool(), api_key=key, loader=lambda s: None)))
+
+
+def test_openai_shapes_and_errors() -> None:
+    c = app()
+    assert c.get("/v1/models").json()["data"][0]["id"] == "m"
+    r = c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "abc"}]})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "cba"
+    assert r.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    r = c.post("/v1/completions", json={"model": "m", "prompt": "abc", "stream": True})
+    lines = [line for line in r.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    assert "".join(json.loads(x[6:])["choices"][0]["text"] for x in lines[:-1]) == "cba"
+    cases = [
+        ({"model": "nope", "prompt": "a"}, 404, "model"),
+        ({"model": "m"}, 400, "prompt"),
+        ({"model": "m", "prompt": "a", "n": 0}, 400, "n"),
+        ({"model": "m", "prompt": "a", "top_p": 2}, 400, "top_p"),
+        ({"model": "m", "prompt": "a", "stop": [1]}, 400, "stop"),
+        ({"model": "m", "prompt": "a", "max_tokens": -1}, 400, "max_tokens"),
+        ({"model": "m", "prompt": "x" * 10}, 400, "prompt"),  # over the 10-token context
+    ]
+    for body, status, param in cases:
+        r = c.post("/v1/completions", json=body)
+        assert r.status_code == status and r.json()["error"]["param"] == param, (body, r.text)
+    r = c.post("/v1/completions", content=b"{oops")
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    assert c.get("/v2/whatever").json()["error"]["type"] == "not_found_error"
+    r = c.post("/v1/completions", json={"model": "m", "prompt": "abc", "max_tokens": 10**9})
+    assert r.status_code == 200 and r.json()["choices"][0]["text"] == "cba"  # clamped, not refused
+
+
+def test_key_checked_on_every_route() -> None:
+    c = app("k3y")
+    for method, path in (("get", "/v1/models"), ("get", "/admin/stats"), ("post", "/admin/shutdown")):
+        assert getattr(c, method)(path).status_code == 401
+        assert getattr(c, method)(path, headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert c.get("/v1/models", headers={"Authorization": "Bearer k3y"}).status_code == 200
+
+
+def test_loopback_and_hostile_names() -> None:
+    assert registry.is_loopback("127.0.0.1") and registry.is_loopback("::1") and registry.is_loopback("localhost")
+    assert not registry.is_loopback("0.0.0.0") and not registry.is_loopback("example.com")
+    for name in ["../../etc", "a b\nc", "x/../y", "", "é"]:
+        safe = _safe(name)
+        assert safe and all(ch.isalnum() or ch in "._-" for ch in safe) and "/" not in safe
+
+
+def test_eval_samples_are_hashed_under_deny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
+    from primenb.serve.evaluate import _store
+
+    trace = SimpleNamespace(run_dir=tmp_path / "run", doc={"privacy": {"data_collection": "deny"}})
+    sample = {
+        "model": "m",
+        "example": 0,
+        "rollout": 0,
+        "prompt": "secret=",
+        "completion": "terces",
+        "answer": "terces",
+        "reward": 1.0,
+    }
+    path = Path(_store(trace, "owner/env", {"reward_mean": 1.0}, [sample], "m", True, 0.0))
+    assert path == tmp_path / "run" / "evals" / "owner-env.json"
+    text = path.read_text()
+    assert "secret" not in text and "terces" not in text
+    stored = json.loads(text)["samples"][0]
+    assert stored["prompt_chars"] == 7 and len(stored["completion_hash"]) >= 32 and stored["reward"] == 1.0
