@@ -58,11 +58,9 @@ export interface IApplyAnswer {
 export const api = {
   traces: (query: Record<string, string>) => requestAPI<ITracePage>('traces', {}, query),
   trace: (id: string) => requestAPI<any>(`traces/${enc(id)}`),
-  metrics: (id: string, since?: number, keys?: string[]) => {
-    const q: Record<string, string> = {};
-    if (since !== undefined) {
-      q.since = String(since);
-    }
+  /** The metric rows after the first `cursor` rows of the run's metrics.jsonl. */
+  metrics: (id: string, cursor = 0, keys?: ReadonlyArray<string>) => {
+    const q: Record<string, string> = { cursor: String(cursor) };
     if (keys && keys.length) {
       q.keys = keys.join(',');
     }

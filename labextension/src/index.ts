@@ -40,9 +40,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
         app.shell.activateById(current.id);
         return true;
       },
-      openFile(path: string): void {
-        void app.commands.execute('docmanager:open', { path });
-      },
       showText(title: string, text: string): void {
         const content = new Widget({ node: document.createElement('pre') });
         content.node.textContent = text;

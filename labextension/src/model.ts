@@ -1,7 +1,7 @@
 /**
  * The panel's data handling, free of DOM and JupyterLab imports so it is unit-tested in node:
- * the list of runs/traces, each live run's reward series (grown incrementally from
- * `metrics?since=N`), the polling cadence, sparkline geometry and the harness cell text.
+ * the paged list of runs/traces, each live run's metric curves (grown incrementally from
+ * `metrics?cursor=N`), the polling cadence, sparkline geometry and the harness cell text.
  */
 
 export type State = 'queued' | 'running' | 'completed' | 'failed' | 'stopped' | 'unknown';
@@ -23,6 +23,7 @@ export interface ITraceItem {
   max_steps: number | null;
   lr: number | null;
   final_reward: number | null;
+  final_loss?: number | null;
   best_eval: number | null;
   duration: number | null;
   backend: string | null;
@@ -39,29 +40,54 @@ export interface ITracePage {
   limit: number;
 }
 
+/** One answer of `GET traces/ID/metrics?cursor=N`: the rows after the first `start` of the file. */
 export interface IMetricsAnswer {
   trace: string;
-  rows: Array<Record<string, number>>;
-  last_step: number | null;
+  rows: Array<Record<string, unknown>>;
+  /** The row count the answer starts at (0 for a non-zero request: the file was rewritten). */
+  start: number;
+  /** What to send as `cursor` next. */
+  cursor: number;
   more: boolean;
   state: string | null;
   step: number | null;
   max_steps: number | null;
 }
 
-/** A metric curve: steps and values, in step order, without duplicates. */
-export interface ISeries {
+/** One metric's points, each with its phase and the step counted within that phase. */
+export interface ICurve {
+  phases: string[];
   steps: number[];
   values: number[];
-  lastStep: number | null;
-  /** The metric drawn: fixed by the first rows that carry one of the preferred keys. */
-  key: string | null;
 }
 
-/** What a run's sparkline draws: reward (RL), else loss (SFT). */
-export const SPARK_KEYS: ReadonlyArray<string> = ['reward', 'loss'];
+/**
+ * A run's metrics as the panel keeps them: a curve per key, and the cursor (rows of
+ * metrics.jsonl folded in). A row is identified by its position, never by its step: an RL run's
+ * SFT warm-up counts steps 0..N, then GRPO restarts at 1, and an eval row shares its step with
+ * a train row.
+ */
+export interface ISeries {
+  cursor: number;
+  curves: Record<string, ICurve>;
+  /** Reward-function failures summed over the rows seen: calls, errors, errors by function. */
+  health: IRewardHealth;
+}
 
-/** The most points a series keeps (older points are thinned, never the newest). */
+export interface IRewardHealth {
+  calls: number;
+  errors: number;
+  byFunction: Record<string, number>;
+}
+
+/** What a run's sparkline draws, in order of preference: reward (RL), loss (SFT), the warm-up's loss. */
+export const SPARK_KEYS: ReadonlyArray<string> = ['reward', 'loss', 'warmup/loss'];
+/** The reward-health keys the engine writes in RL rows (`reward_errors/<function>` per function). */
+export const HEALTH_KEYS: ReadonlyArray<string> = ['reward_calls', 'reward_errors', 'reward_errors/*'];
+/** The keys the panel asks for. */
+export const PANEL_KEYS: ReadonlyArray<string> = [...SPARK_KEYS, ...HEALTH_KEYS];
+
+/** The most points a curve keeps (older points are thinned, never the newest). */
 export const MAX_POINTS = 400;
 
 /** A state name safe to use in a CSS class (anything unexpected becomes `unknown`). */
@@ -74,64 +100,112 @@ export function isLive(status: string | null | undefined): boolean {
 }
 
 export function emptySeries(): ISeries {
-  return { steps: [], values: [], lastStep: null, key: null };
+  return { cursor: 0, curves: {}, health: { calls: 0, errors: 0, byFunction: {} } };
+}
+
+function finite(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
 }
 
 /**
- * Add the rows of one incremental metrics answer to a series (only `key`, only steps after
- * the last one seen: a repeated or overlapping answer adds nothing). Returns the series.
+ * Fold one metrics answer into a series: every row once, in file order, each value of `keys`
+ * into its curve. An answer for another cursor (a late or repeated one) changes nothing and
+ * returns false; an answer that starts over (`start` 0) replaces the series.
  */
-export function appendRows(
+export function addAnswer(
   series: ISeries,
-  rows: ReadonlyArray<Record<string, unknown>>,
-  key: string | ReadonlyArray<string> = SPARK_KEYS,
+  answer: Pick<IMetricsAnswer, 'rows' | 'start' | 'cursor'>,
+  keys: ReadonlyArray<string> = SPARK_KEYS,
   maxPoints = MAX_POINTS
-): ISeries {
-  if (series.key === null) {
-    const wanted = typeof key === 'string' ? [key] : key;
-    series.key = wanted.find(k => rows.some(r => typeof r[k] === 'number')) ?? null;
+): boolean {
+  if (answer.start !== series.cursor) {
+    if (answer.start !== 0) {
+      return false;
+    }
+    Object.assign(series, emptySeries());
   }
-  const chosen = series.key;
-  for (const row of rows) {
+  for (const row of answer.rows) {
     const step = row['step'];
-    if (typeof step !== 'number' || !Number.isFinite(step)) {
-      continue;
+    const phase = typeof row['phase'] === 'string' ? (row['phase'] as string) : '';
+    for (const key of keys) {
+      const value = row[key];
+      if (finite(value)) {
+        const curve = (series.curves[key] ??= { phases: [], steps: [], values: [] });
+        curve.phases.push(phase);
+        curve.steps.push(finite(step) ? step : NaN);
+        curve.values.push(value);
+      }
     }
-    if (series.lastStep !== null && step <= series.lastStep) {
-      continue;
-    }
-    series.lastStep = step;
-    const value = chosen === null ? undefined : row[chosen];
-    if (typeof value === 'number' && Number.isFinite(value)) {
-      series.steps.push(step);
-      series.values.push(value);
+    addHealth(series.health, row);
+  }
+  series.cursor = answer.cursor;
+  for (const curve of Object.values(series.curves)) {
+    if (curve.values.length > maxPoints) {
+      thin(curve, maxPoints);
     }
   }
-  if (series.values.length > maxPoints) {
-    thin(series, maxPoints);
-  }
-  return series;
+  return true;
 }
 
-/** Keep every other old point until the series fits, always keeping the newest half intact. */
-function thin(series: ISeries, maxPoints: number): void {
-  while (series.values.length > maxPoints) {
+function addHealth(health: IRewardHealth, row: Record<string, unknown>): void {
+  if (finite(row['reward_calls'])) {
+    health.calls += row['reward_calls'];
+  }
+  if (finite(row['reward_errors'])) {
+    health.errors += row['reward_errors'];
+  }
+  for (const [key, value] of Object.entries(row)) {
+    if (key.startsWith('reward_errors/') && finite(value)) {
+      const name = key.slice('reward_errors/'.length);
+      health.byFunction[name] = (health.byFunction[name] ?? 0) + value;
+    }
+  }
+}
+
+/**
+ * "reward function X failed on N of M completions" for the function that failed most (null when
+ * none failed). M counts the completions scored (`reward_calls`).
+ */
+export function healthText(health: IRewardHealth): string | null {
+  const named = Object.entries(health.byFunction).filter(([, n]) => n > 0);
+  if (!named.length && health.errors <= 0) {
+    return null;
+  }
+  const [name, failed] = named.length ? named.sort((a, b) => b[1] - a[1])[0] : ['?', health.errors];
+  const of = health.calls > 0 ? ` of ${health.calls}` : '';
+  const more = named.length > 1 ? ` (and ${named.length - 1} other function${named.length > 2 ? 's' : ''})` : '';
+  return `reward function ${name} failed on ${failed}${of} completions${more}`;
+}
+
+/** The key a sparkline draws: the first of `keys` with a point (reward over loss over warm-up loss). */
+export function shownKey(series: ISeries | undefined, keys: ReadonlyArray<string> = SPARK_KEYS): string | null {
+  if (!series) {
+    return null;
+  }
+  return keys.find(k => (series.curves[k]?.values.length ?? 0) > 0) ?? null;
+}
+
+export function curveOf(series: ISeries | undefined, key: string | null): ICurve | undefined {
+  return series && key !== null ? series.curves[key] : undefined;
+}
+
+/** Keep every other old point until the curve fits, always keeping the newest half intact. */
+function thin(curve: ICurve, maxPoints: number): void {
+  while (curve.values.length > maxPoints) {
     const keepTail = Math.floor(maxPoints / 2);
-    const head = series.values.length - keepTail;
-    const steps: number[] = [];
-    const values: number[] = [];
-    for (let i = 0; i < head; i += 2) {
-      steps.push(series.steps[i]);
-      values.push(series.values[i]);
-    }
-    series.steps = steps.concat(series.steps.slice(head));
-    series.values = values.concat(series.values.slice(head));
+    const head = curve.values.length - keepTail;
+    const pick = <T>(xs: T[]): T[] => xs.filter((_, i) => i >= head || i % 2 === 0);
+    curve.phases = pick(curve.phases);
+    curve.steps = pick(curve.steps);
+    curve.values = pick(curve.values);
   }
 }
 
-/** The `since` query value for the next poll of a series (undefined: everything). */
-export function sinceOf(series: ISeries | undefined): number | undefined {
-  return series && series.lastStep !== null ? series.lastStep : undefined;
+/** "step 12" for one phase, "rl step 12" when the run has several (warm-up then GRPO). */
+export function stepLabel(curve: ICurve, i = curve.steps.length - 1): string {
+  const phase = curve.phases[i];
+  const several = new Set(curve.phases).size > 1 || (phase !== '' && phase !== 'rl' && phase !== 'sft');
+  return several && phase ? `${phase} step ${curve.steps[i]}` : `step ${curve.steps[i]}`;
 }
 
 /**
@@ -187,10 +261,11 @@ export function fmtSteps(steps: number | null | undefined, max: number | null | 
   return typeof max === 'number' ? `${steps}/${max}` : `${steps}`;
 }
 
-/** The line under a run's name: model · env · backend · steps · reward. */
-export function summaryLine(item: ITraceItem, last?: number, key: string | null = 'reward'): string {
-  const shown = key === 'loss' ? 'loss' : 'reward';
-  const value = last ?? (shown === 'reward' ? item.final_reward : undefined);
+/** The line under a run's name: model · env · backend · steps · reward (RL) or loss (SFT). */
+export function summaryLine(item: ITraceItem, last?: number, key: string | null = null): string {
+  const shown = key ?? (item.mode === 'sft' ? 'loss' : 'reward');
+  const stored = shown === 'reward' ? item.final_reward : shown === 'loss' ? item.final_loss : undefined;
+  const value = last ?? stored;
   const parts = [
     item.model ?? '',
     item.env ?? '',
@@ -216,40 +291,113 @@ export function overrideProblem(line: string): string | null {
     : `not key=value: ${line}`;
 }
 
-function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_.,:/=+@%[\]-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
-}
+/** What the server accepts as a trace id (primenb/server/validate.py TRACE_ID): nothing to quote. */
+const PLAIN_ID = /^[A-Za-z0-9_-]{4,64}$/;
+/** An override the magic reads as one word: no quote, no shell or IPython expansion character. */
+const PLAIN_WORD = /^[A-Za-z0-9_.,:/=+@%[\]-]+$/;
 
-/** The `%prime_harness apply` line that continues a trace (what the panel inserts in a notebook). */
+export class UnsafeCellError extends Error {}
+
+/**
+ * The `%prime_harness apply` line that continues a trace (what the panel inserts in a notebook).
+ *
+ * IPython expands `$name` and `{expression}` in a magic line before the magic sees it, so shell
+ * quoting is no protection: a trace id or override that is not a plain word is refused
+ * (`UnsafeCellError`), never quoted into code.
+ */
 export function harnessApplyCell(traceId: string, steps?: number | null, overrides: ReadonlyArray<string> = []): string {
-  const parts = ['%prime_harness apply', shellQuote(traceId)];
-  if (typeof steps === 'number') {
+  if (!PLAIN_ID.test(traceId)) {
+    throw new UnsafeCellError(
+      `trace id ${JSON.stringify(traceId.slice(0, 40))} is not a plain id (4 to 64 letters, digits, '_' or '-'): ` +
+        'no cell inserted; use Apply… in the panel'
+    );
+  }
+  const parts = ['%prime_harness apply', traceId];
+  if (typeof steps === 'number' && Number.isInteger(steps) && steps > 0) {
     parts.push('--steps', String(steps));
   }
+  const bad = overrides.find(o => !PLAIN_WORD.test(o));
+  if (bad !== undefined) {
+    throw new UnsafeCellError(
+      `override ${JSON.stringify(bad.slice(0, 60))} has characters a magic line would expand or split: no cell inserted`
+    );
+  }
   if (overrides.length) {
-    parts.push('--set', ...overrides.map(shellQuote));
+    parts.push('--set', ...overrides);
   }
   return parts.join(' ');
 }
 
+/** How many list rows the panel asks the server for at once. */
+export const PAGE_SIZE = 100;
+
 /**
- * The list's state: items by trace id in server order, and each live run's reward series.
- * `setPage` keeps the series of runs still listed and drops the rest.
+ * The list's state for a virtualised view of any number of runs: the pages fetched so far (by
+ * page number), the total the server reported for the current filter, and each run's metrics.
+ * A page with a different total (a run was added or removed) drops the other cached pages,
+ * since their offsets moved.
  */
 export class RunsModel {
-  items: ITraceItem[] = [];
   total = 0;
+  readonly pages = new Map<number, ITraceItem[]>();
   readonly series = new Map<string, ISeries>();
 
+  constructor(readonly pageSize = PAGE_SIZE) {}
+
+  clear(): void {
+    this.pages.clear();
+    this.total = 0;
+    this.series.clear();
+  }
+
   setPage(page: ITracePage): void {
-    this.items = page.items;
+    const n = Math.floor(page.offset / this.pageSize);
+    if (page.total !== this.total) {
+      this.pages.clear();
+    }
     this.total = page.total;
-    const listed = new Set(page.items.map(i => i.trace));
+    this.pages.set(n, page.items);
+    const listed = new Set(this.items.map(i => i.trace));
     for (const id of Array.from(this.series.keys())) {
       if (!listed.has(id)) {
         this.series.delete(id);
       }
     }
+  }
+
+  /** Every cached item (in no particular order across pages). */
+  get items(): ITraceItem[] {
+    return Array.from(this.pages.values()).flat();
+  }
+
+  itemAt(i: number): ITraceItem | undefined {
+    return this.pages.get(Math.floor(i / this.pageSize))?.[i % this.pageSize];
+  }
+
+  /** The page numbers that hold rows first..last (inclusive, clipped to the total). */
+  pagesFor(first: number, last: number): number[] {
+    const hi = Math.min(last, this.total - 1);
+    const out: number[] = [];
+    for (let p = Math.floor(Math.max(0, first) / this.pageSize); p * this.pageSize <= hi; p++) {
+      out.push(p);
+    }
+    return out.length ? out : [0];
+  }
+
+  missingPages(first: number, last: number): number[] {
+    return this.pagesFor(first, last).filter(p => !this.pages.has(p));
+  }
+
+  /** Live runs among rows first..last. */
+  liveIn(first: number, last: number): string[] {
+    const out: string[] = [];
+    for (let i = Math.max(0, first); i <= Math.min(last, this.total - 1); i++) {
+      const item = this.itemAt(i);
+      if (item && isLive(item.status)) {
+        out.push(item.trace);
+      }
+    }
+    return out;
   }
 
   get liveIds(): string[] {
@@ -275,7 +423,8 @@ export class RunsModel {
 
   /** Fold one metrics answer in: the series grows, the row's state and step follow the run. */
   addMetrics(answer: IMetricsAnswer): ISeries {
-    const s = appendRows(this.seriesOf(answer.trace), answer.rows);
+    const s = this.seriesOf(answer.trace);
+    addAnswer(s, answer, PANEL_KEYS);
     const item = this.find(answer.trace);
     if (item) {
       if (answer.state) {
@@ -292,8 +441,13 @@ export class RunsModel {
     return s;
   }
 
-  lastReward(traceId: string): number | undefined {
+  /** The sparkline's key and latest value for a run (undefined before any point). */
+  lastValue(traceId: string): { key: string; value: number } | undefined {
     const s = this.series.get(traceId);
-    return s && s.values.length ? s.values[s.values.length - 1] : undefined;
+    const key = shownKey(s);
+    const curve = curveOf(s, key);
+    return key !== null && curve && curve.values.length
+      ? { key, value: curve.values[curve.values.length - 1] }
+      : undefined;
   }
 }

@@ -9,30 +9,54 @@ import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
 import {
+  addAnswer,
+  curveOf,
+  emptySeries,
   fmtNumber,
   harnessApplyCell,
+  healthText,
   isLive,
+  ISeries,
   ITraceItem,
   nextDelay,
   overrideProblem,
+  PAGE_SIZE,
+  PANEL_KEYS,
   parseOverrides,
   RunsModel,
-  sinceOf,
+  shownKey,
+  SPARK_KEYS,
   sparklinePoints,
   stateOf,
+  stepLabel,
   summaryLine,
-  appendRows,
-  emptySeries,
-  ISeries
+  UnsafeCellError
 } from './model';
+
+/** The height of one list row (px): the list is virtualised, so every row has this height. */
+export const ROW_HEIGHT = 36;
+/** Rows rendered above and below the visible ones. */
+const OVERSCAN = 8;
+/**
+ * Errors stay as a toast until dismissed. JupyterLab's default `autoClose` is 0, which files a
+ * notification silently under the bell: every notification here says how long it shows.
+ */
+const SHOWN_ERROR = { autoClose: false as const };
+/** The most metric pages (5000 rows each) the detail view reads when it opens. */
+const MAX_DETAIL_PAGES = 20;
+const STATUS_FILTERS: ReadonlyArray<[string, string]> = [
+  ['', 'all'],
+  ['queued,running', 'live'],
+  ['completed', 'completed'],
+  ['failed', 'failed'],
+  ['stopped', 'stopped']
+];
 
 const SVG = 'http://www.w3.org/2000/svg';
 
 export interface IPanelActions {
   /** Insert a cell with this text below the active cell of the current notebook; false when none. */
   insertCell(text: string): boolean;
-  /** Open a file (path relative to the Jupyter root) in the editor. */
-  openFile(path: string): void;
   /** Show text read-only in the main area. */
   showText(title: string, text: string): void;
 }
@@ -124,14 +148,26 @@ export class RunsPanel extends Widget {
       type: 'search',
       placeholder: 'filter by name or trace id'
     });
-    this.search.addEventListener('input', () => this.poke());
-    header.appendChild(this.search);
+    this.search.addEventListener('input', () => this.restart());
+    this.statusFilter = el('select', 'jp-mod-styled primenb-status-filter', undefined, { title: 'Show runs by status' });
+    for (const [value, label] of STATUS_FILTERS) {
+      this.statusFilter.appendChild(el('option', '', label, { value }));
+    }
+    this.statusFilter.addEventListener('change', () => this.restart());
     header.appendChild(button('↻', 'refresh', 'Refresh now', () => this.poke()));
+    const filters = el('div', 'primenb-filters');
+    filters.append(this.search, this.statusFilter);
     this.status = el('div', 'primenb-status');
+    this.count = el('div', 'primenb-count');
     this.list = el('div', 'primenb-list');
+    this.sizer = el('div', 'primenb-sizer');
+    this.list.appendChild(this.sizer);
+    this.list.addEventListener('scroll', this.onScroll, { passive: true });
+    this.empty = el('div', 'primenb-empty', 'No runs yet: every run launched with %prime_train or primenb train appears here.');
+    this.empty.hidden = true;
     this.detail = el('div', 'primenb-detail');
     this.detail.hidden = true;
-    this.node.append(header, this.status, this.list, this.detail);
+    this.node.append(header, filters, this.status, this.count, this.empty, this.list, this.detail);
     document.addEventListener('visibilitychange', this.onVisibility);
   }
 
@@ -168,6 +204,14 @@ export class RunsPanel extends Widget {
     this.timer = window.setTimeout(() => void this.tick(), 0);
   }
 
+  /** A new filter: forget the cached pages and start from the top. */
+  private restart(): void {
+    this.model.clear();
+    this.list.scrollTop = 0;
+    this.generation += 1;
+    this.poke();
+  }
+
   private stopPolling(): void {
     if (this.timer !== null) {
       window.clearTimeout(this.timer);
@@ -178,6 +222,7 @@ export class RunsPanel extends Widget {
   private async tick(): Promise<void> {
     this.timer = null;
     if (this.busy) {
+      this.again = true;
       return;
     }
     this.busy = true;
@@ -194,19 +239,54 @@ export class RunsPanel extends Widget {
       this.busy = false;
       if (!this.isDisposed && this.timer === null) {
         const live = this.model.anyLive || (this.selected !== null && this.detailLive);
-        this.timer = window.setTimeout(() => void this.tick(), nextDelay(this.seen, live, this.failures));
+        const delay = this.again ? 0 : nextDelay(this.seen, live, this.failures);
+        this.again = false;
+        this.timer = window.setTimeout(() => void this.tick(), delay);
       }
     }
   }
 
+  private query(page: number): Record<string, string> {
+    const q: Record<string, string> = { offset: String(page * PAGE_SIZE), limit: String(PAGE_SIZE) };
+    const text = this.search.value.trim();
+    if (text) {
+      q.q = text;
+    }
+    if (this.statusFilter.value) {
+      q.status = this.statusFilter.value;
+    }
+    return q;
+  }
+
+  /** Fetch one page of the list (for the current filter) into the model. */
+  private async fetchPage(page: number): Promise<void> {
+    const generation = this.generation;
+    const answer = await api.traces(this.query(page));
+    if (generation === this.generation) {
+      this.model.setPage(answer);
+    }
+  }
+
+  /** The rows in (or near) view: first..last, by list index. */
+  private visibleRange(): [number, number] {
+    const height = this.list.clientHeight || 800;
+    const first = Math.floor(this.list.scrollTop / ROW_HEIGHT);
+    return [Math.max(0, first - OVERSCAN), first + Math.ceil(height / ROW_HEIGHT) + OVERSCAN];
+  }
+
   private async refresh(): Promise<void> {
-    const q = this.search.value.trim();
-    const page = await api.traces(q ? { limit: '50', q } : { limit: '50' });
-    this.model.setPage(page);
-    // the sparklines of live runs grow from where they were (metrics?since=N)
+    // the pages in view, again (states change, runs are added); then any a changed total dropped
+    const [first, last] = this.visibleRange();
+    for (const page of this.model.pagesFor(first, last)) {
+      await this.fetchPage(page);
+    }
+    for (const page of this.model.missingPages(first, last)) {
+      await this.fetchPage(page);
+    }
+    // the sparklines of live runs in view grow from where they were (metrics?cursor=N)
     await Promise.all(
-      this.model.liveIds.map(async id => {
-        const answer = await api.metrics(id, sinceOf(this.model.series.get(id)), ['reward', 'loss']);
+      this.model.liveIn(first, last).map(async id => {
+        const answer = await api.metrics(id, this.model.series.get(id)?.cursor ?? 0, PANEL_KEYS);
         this.model.addMetrics(answer);
       })
     );
@@ -216,49 +296,121 @@ export class RunsPanel extends Widget {
     }
   }
 
-  // -- the list --------------------------------------------------------------------------------
-  private renderList(): void {
-    const rows = this.model.items.map(item => this.row(item));
-    this.list.replaceChildren(...rows);
-    if (!rows.length) {
-      this.list.appendChild(
-        el('div', 'primenb-empty', 'No runs yet: every run launched with %prime_train or primenb train appears here.')
-      );
-    } else if (this.model.total > this.model.items.length) {
-      this.list.appendChild(
-        el('div', 'primenb-more', `${this.model.items.length} of ${this.model.total} shown; filter to find others`)
-      );
+  private onScroll = (): void => {
+    if (this.scrollPending) {
+      return;
     }
+    this.scrollPending = true;
+    window.requestAnimationFrame(() => {
+      this.scrollPending = false;
+      this.renderList();
+      void this.fetchMissing();
+    });
+  };
+
+  /** Pages scrolled into view that are not fetched yet (each fetched once at a time). */
+  private async fetchMissing(): Promise<void> {
+    const [first, last] = this.visibleRange();
+    const wanted = this.model.missingPages(first, last).filter(p => !this.fetching.has(p));
+    if (!wanted.length) {
+      return;
+    }
+    wanted.forEach(p => this.fetching.add(p));
+    try {
+      await Promise.all(wanted.map(p => this.fetchPage(p)));
+      this.renderList();
+    } catch (error) {
+      this.status.textContent = errorText(error);
+      this.status.classList.add('primenb-error');
+    } finally {
+      wanted.forEach(p => this.fetching.delete(p));
+    }
+  }
+
+  // -- the list (virtualised: only the rows in view exist in the DOM) ----------------------------
+  private renderList(): void {
+    const total = this.model.total;
+    this.sizer.style.height = `${total * ROW_HEIGHT}px`;
+    this.empty.hidden = total > 0;
+    const filtered = this.search.value.trim() !== '' || this.statusFilter.value !== '';
+    if (!total && filtered) {
+      this.empty.textContent = 'No run matches the filter.';
+    }
+    this.count.textContent = total ? `${total} run${total === 1 ? '' : 's'}${filtered ? ' (filtered)' : ''}` : '';
+    const [first, last] = this.visibleRange();
+    const rows: HTMLElement[] = [];
+    const kept = new Map<string, { sig: string; node: HTMLElement }>();
+    for (let i = first; i <= Math.min(last, total - 1); i++) {
+      const item = this.model.itemAt(i);
+      let node: HTMLElement;
+      if (item) {
+        // a row is rebuilt only when what it shows changed: a node replaced under the pointer
+        // loses its hover and can swallow a click (live runs re-render every 2 s)
+        const sig = this.signature(item);
+        const old = this.rendered.get(item.trace);
+        node = old && old.sig === sig ? old.node : this.row(item);
+        kept.set(item.trace, { sig, node });
+      } else {
+        node = el('div', 'primenb-run primenb-placeholder', '…');
+      }
+      node.style.top = `${i * ROW_HEIGHT}px`;
+      node.setAttribute('data-index', String(i));
+      rows.push(node);
+    }
+    this.rendered = kept;
+    // rows are placed absolutely, so DOM order does not matter: touch only what changed
+    const wanted = new Set<Element>(rows);
+    for (const child of Array.from(this.sizer.children)) {
+      if (!wanted.has(child)) {
+        child.remove();
+      }
+    }
+    for (const node of rows) {
+      if (node.parentElement !== this.sizer) {
+        this.sizer.appendChild(node);
+      }
+    }
+  }
+
+  private signature(item: ITraceItem): string {
+    const series = this.model.series.get(item.trace);
+    return JSON.stringify([item, series?.cursor ?? -1]);
   }
 
   private row(item: ITraceItem): HTMLElement {
     const state = stateOf(item.status);
     const row = el('div', `primenb-run primenb-state-${state}`, undefined, {
       'data-trace': item.trace,
-      'data-state': state
+      'data-state': state,
+      title: `${item.name ?? item.trace} (${item.trace})`
     });
     const top = el('div', 'primenb-run-top');
     top.append(el('span', `primenb-badge primenb-badge-${state}`, state), el('span', 'primenb-name', item.name ?? item.trace));
-    row.appendChild(top);
-    const key = this.model.series.get(item.trace)?.key ?? null;
-    row.appendChild(el('div', 'primenb-meta', summaryLine(item, this.model.lastReward(item.trace), key)));
     const series = this.model.series.get(item.trace);
-    if (isLive(item.status) || (series && series.values.length > 1)) {
-      row.appendChild(sparkline(series ? series.values : []));
+    const curve = curveOf(series, shownKey(series));
+    if (isLive(item.status) || (curve && curve.values.length > 1)) {
+      top.appendChild(sparkline(curve ? curve.values : [], 64, 14));
     }
-    row.appendChild(this.actionsFor(item.trace, item.status, item.steps));
+    row.appendChild(top);
+    const last = this.model.lastValue(item.trace);
+    const meta = el('div', 'primenb-meta', summaryLine(item, last?.value, last?.key ?? null));
+    const health = series ? healthText(series.health) : null;
+    if (health) {
+      meta.textContent = `⚠ ${health} · ${meta.textContent}`;
+      meta.classList.add('primenb-health');
+    }
+    row.appendChild(meta);
+    row.appendChild(this.actionsFor(item.trace, item.status, 'primenb-actions primenb-row-actions'));
     row.addEventListener('click', () => void this.openDetail(item.trace));
     return row;
   }
 
-  private actionsFor(trace: string, status: string | null, steps: number | null): HTMLElement {
-    const bar = el('div', 'primenb-actions');
+  private actionsFor(trace: string, status: string | null, cls = 'primenb-actions'): HTMLElement {
+    const bar = el('div', cls);
     if (isLive(status)) {
       bar.appendChild(button('Stop', 'stop', 'Ask the run to checkpoint and stop', () => void this.stop(trace)));
     } else {
-      bar.appendChild(
-        button('Apply…', 'apply', 'Continue this trace from its final checkpoint', () => void this.apply(trace, steps))
-      );
+      bar.appendChild(button('Apply…', 'apply', 'Continue this trace from its final checkpoint', () => void this.apply(trace)));
     }
     bar.appendChild(button('Copy id', 'copy', 'Copy the trace id', () => this.copy(trace)));
     bar.appendChild(
@@ -266,7 +418,7 @@ export class RunsPanel extends Widget {
         this.insert(trace)
       )
     );
-    bar.appendChild(button('Config', 'config', 'Open the config (TOML)', () => void this.openConfig(trace)));
+    bar.appendChild(button('Config', 'config', "Show the run's stored config (read-only)", () => void this.openConfig(trace)));
     return bar;
   }
 
@@ -278,12 +430,19 @@ export class RunsPanel extends Widget {
         autoClose: 4000
       });
     } catch (error) {
-      Notification.error(`Could not stop ${trace}: ${errorText(error)}`);
+      Notification.error(`Could not stop ${trace}: ${errorText(error)}`, SHOWN_ERROR);
     }
     this.poke();
   }
 
-  async apply(trace: string, steps: number | null): Promise<void> {
+  /**
+   * Ask for steps and overrides, then start the refinement. While the server answers, the panel's
+   * status line says so; the outcome is one new toast (success, or the refusal with its reason),
+   * never an update of an earlier "in progress" toast: JupyterLab updates a toast only once it is
+   * rendered (else files it anew), and such a toast was seen left spinning while the refusal
+   * landed only under the bell.
+   */
+  async apply(trace: string): Promise<void> {
     const result = await showDialog({
       title: `Apply trace ${trace}`,
       body: new ApplyForm(null),
@@ -295,23 +454,21 @@ export class RunsPanel extends Widget {
     const value = result.value;
     const bad = value.overrides.map(overrideProblem).filter(p => p !== null);
     if (bad.length) {
-      Notification.error(String(bad[0]));
+      Notification.error(String(bad[0]), SHOWN_ERROR);
       return;
     }
-    const id = Notification.emit(`Starting a refinement of ${trace}…`, 'in-progress', { autoClose: false });
+    this.status.textContent = `Starting a refinement of ${trace}…`;
+    this.status.classList.remove('primenb-error');
     try {
       const answer = await api.apply(trace, value);
-      Notification.update({
-        id,
-        message: `Started ${answer.name} (trace ${answer.trace ?? '?'}) from ${trace}`,
-        type: 'success',
-        autoClose: 5000
-      });
+      Notification.success(`Started ${answer.name} (trace ${answer.trace ?? '?'}) from ${trace}`, { autoClose: 5000 });
       for (const w of answer.warnings) {
-        Notification.warning(w);
+        Notification.warning(w, { autoClose: 10000 });
       }
     } catch (error) {
-      Notification.update({ id, message: `Apply refused: ${errorText(error)}`, type: 'error', autoClose: false });
+      Notification.error(`Apply refused: ${errorText(error)}`, SHOWN_ERROR);
+    } finally {
+      this.status.textContent = '';
     }
     this.poke();
   }
@@ -322,39 +479,58 @@ export class RunsPanel extends Widget {
   }
 
   insert(trace: string): void {
-    if (!this.actions.insertCell(harnessApplyCell(trace))) {
-      Notification.warning('Open a notebook first: the cell goes below its active cell.');
+    let text: string;
+    try {
+      text = harnessApplyCell(trace);
+    } catch (error) {
+      if (error instanceof UnsafeCellError) {
+        Notification.error(error.message, SHOWN_ERROR);
+        return;
+      }
+      throw error;
+    }
+    if (!this.actions.insertCell(text)) {
+      Notification.warning('Open a notebook first: the cell goes below its active cell.', { autoClose: 5000 });
     }
   }
 
+  /** The run's stored config, shown read-only: it records what the run trained, so it is not edited in place. */
   async openConfig(trace: string): Promise<void> {
     try {
       const c = await api.config(trace);
-      if (c.contents_path !== null) {
-        this.actions.openFile(c.contents_path);
-      } else {
-        this.actions.showText(`config ${trace}`, c.toml);
-      }
+      const name = this.model.find(trace)?.name ?? trace;
+      const source = c.path ? `# ${c.path} (read-only: what run ${name} trained)\n` : `# the resolved config of ${name} (read-only)\n`;
+      this.actions.showText(`config ${name}`, source + c.toml);
     } catch (error) {
-      Notification.error(`No config for ${trace}: ${errorText(error)}`);
+      Notification.error(`No config for ${trace}: ${errorText(error)}`, SHOWN_ERROR);
     }
   }
 
   // -- the detail view -------------------------------------------------------------------------
   async openDetail(trace: string): Promise<void> {
     this.selected = trace;
-    this.detailSeries = { reward: emptySeries(), loss: emptySeries() };
+    this.detailSeries = emptySeries();
     this.detail.replaceChildren(el('div', 'primenb-loading', 'Loading…'));
     this.list.hidden = true;
+    this.count.hidden = true;
     this.detail.hidden = false;
     try {
-      const [d, m, s] = await Promise.all([api.trace(trace), api.metrics(trace, undefined, ['reward', 'loss']), api.samples(trace, 6)]);
+      const [d, s] = await Promise.all([api.trace(trace), api.samples(trace, 6)]);
+      const series = emptySeries();
+      for (let i = 0; i < MAX_DETAIL_PAGES; i++) {
+        const m = await api.metrics(trace, series.cursor, DETAIL_KEYS);
+        addAnswer(series, m, DETAIL_KEYS);
+        if (!m.more) {
+          break;
+        }
+      }
       if (this.selected !== trace) {
         return;
       }
+      this.detailSeries = series;
       this.detailLive = !!d.live;
       this.renderDetail(d, s);
-      this.addDetailRows(m.rows);
+      this.renderCharts();
     } catch (error) {
       this.detail.replaceChildren(this.backButton(), el('div', 'primenb-error', errorText(error)));
     }
@@ -365,6 +541,7 @@ export class RunsPanel extends Widget {
     this.detailLive = false;
     this.detail.hidden = true;
     this.list.hidden = false;
+    this.count.hidden = false;
     this.poke();
   }
 
@@ -380,10 +557,12 @@ export class RunsPanel extends Widget {
       el('span', 'primenb-name', String(d.name ?? d.trace)),
       el('span', 'primenb-trace-id', String(d.trace))
     );
-    const parts: HTMLElement[] = [this.backButton(), head, this.actionsFor(d.trace, d.status, d.step)];
+    const parts: HTMLElement[] = [this.backButton(), head, this.actionsFor(d.trace, d.status)];
     if (d.error) {
       parts.push(el('pre', 'primenb-error', String(d.error)));
     }
+    this.health = el('div', 'primenb-health');
+    parts.push(this.health);
     const table = el('table', 'primenb-kv');
     for (const [k, v] of Object.entries(d.headline ?? {})) {
       const tr = el('tr');
@@ -416,26 +595,28 @@ export class RunsPanel extends Widget {
     this.detail.replaceChildren(...parts);
   }
 
-  private addDetailRows(rows: Array<Record<string, number>>): void {
-    appendRows(this.detailSeries.reward, rows, 'reward');
-    // loss has its own series: feed it the same rows (its lastStep is tracked separately)
-    appendRows(this.detailSeries.loss, rows, 'loss');
+  /** One chart per drawn metric (reward, loss, the warm-up's loss) with 2 points or more. */
+  private renderCharts(): void {
     if (!this.charts) {
       return;
     }
     const blocks: HTMLElement[] = [];
-    for (const key of ['reward', 'loss'] as const) {
-      const series = this.detailSeries[key];
-      if (series.values.length < 2) {
+    for (const key of SPARK_KEYS) {
+      const curve = this.detailSeries.curves[key];
+      if (!curve || curve.values.length < 2) {
         continue;
       }
       const block = el('div', 'primenb-chart');
-      const last = series.values[series.values.length - 1];
-      block.appendChild(el('div', 'primenb-muted', `${key}: ${fmtNumber(last, 4)} at step ${series.steps[series.steps.length - 1]}`));
-      block.appendChild(sparkline(series.values, 260, 60, `primenb-chart-svg primenb-chart-${key}`));
+      const last = curve.values[curve.values.length - 1];
+      block.appendChild(el('div', 'primenb-muted', `${key}: ${fmtNumber(last, 4)} at ${stepLabel(curve)}`));
+      block.appendChild(sparkline(curve.values, 260, 60, `primenb-chart-svg primenb-chart-${key.replace(/[^A-Za-z0-9_-]/g, '-')}`));
       blocks.push(block);
     }
     this.charts.replaceChildren(...(blocks.length ? blocks : [el('div', 'primenb-muted', 'no metrics yet')]));
+    if (this.health) {
+      this.health.textContent = healthText(this.detailSeries.health) ?? '';
+      this.health.hidden = !this.health.textContent;
+    }
   }
 
   private async refreshDetailMetrics(): Promise<void> {
@@ -443,12 +624,12 @@ export class RunsPanel extends Widget {
     if (trace === null) {
       return;
     }
-    const since = Math.max(this.detailSeries.reward.lastStep ?? -1, this.detailSeries.loss.lastStep ?? -1);
-    const m = await api.metrics(trace, since >= 0 ? since : undefined, ['reward', 'loss']);
+    const m = await api.metrics(trace, this.detailSeries.cursor, DETAIL_KEYS);
     if (this.selected !== trace) {
       return;
     }
-    this.addDetailRows(m.rows);
+    addAnswer(this.detailSeries, m, DETAIL_KEYS);
+    this.renderCharts();
     if (!isLive(m.state)) {
       void this.openDetail(trace); // it ended: show its final state, samples and error
     }
@@ -456,14 +637,27 @@ export class RunsPanel extends Widget {
 
   readonly model = new RunsModel();
   private readonly search: HTMLInputElement;
+  private readonly statusFilter: HTMLSelectElement;
   private readonly status: HTMLElement;
+  private readonly count: HTMLElement;
   private readonly list: HTMLElement;
+  private readonly sizer: HTMLElement;
+  private readonly empty: HTMLElement;
   private readonly detail: HTMLElement;
   private charts: HTMLElement | null = null;
+  private health: HTMLElement | null = null;
   private selected: string | null = null;
   private detailLive = false;
-  private detailSeries: { reward: ISeries; loss: ISeries } = { reward: emptySeries(), loss: emptySeries() };
+  private detailSeries: ISeries = emptySeries();
   private timer: number | null = null;
   private busy = false;
+  private again = false;
   private failures = 0;
+  private generation = 0;
+  private scrollPending = false;
+  private readonly fetching = new Set<number>();
+  private rendered = new Map<string, { sig: string; node: HTMLElement }>();
 }
+
+/** What the detail view reads: the drawn metrics and the reward-health counts. */
+const DETAIL_KEYS: ReadonlyArray<string> = PANEL_KEYS;

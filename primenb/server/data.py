@@ -18,7 +18,7 @@ from primenb.protocol.documents import State, is_live_state
 from primenb.protocol.index import Index
 from primenb.protocol.reader import read_text
 from primenb.protocol.record import current_status, read_trace, reconcile
-from primenb.protocol.rundir import RunDir, read_jsonl
+from primenb.protocol.rundir import RunDir, read_jsonl, read_metrics
 
 MAX_METRIC_ROWS = 5000
 
@@ -150,37 +150,48 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
     )
 
 
-def metrics_since(
-    trace_id: str, since: int | None, keys: Sequence[str] = (), index: Index | None = None
+def metrics_after(
+    trace_id: str, cursor: int = 0, keys: Sequence[str] = (), index: Index | None = None
 ) -> dict[str, Any]:
-    """Metric rows with ``step > since`` (all rows when ``since`` is None), and the run's state."""
+    """The metric rows after the first ``cursor`` rows of ``metrics.jsonl``, and the run's state.
+
+    A row's identity is its position in the file, not its step: an RL run's SFT warm-up counts
+    its own steps (0..N) before GRPO restarts at 1, and an eval row and a train row can share a
+    step, so "rows after step N" loses rows. ``cursor`` in the answer is what to send next; a
+    ``start`` of 0 for a non-zero request means the file was rewritten (shorter), and the client
+    starts over. Every row keeps its ``step`` and ``phase`` (``"sft warmup"``, ``"rl"``,
+    ``"sft"``; derived from the ``warmup/`` key prefix for runs written before rows had one)."""
     run_dir = run_dir_of(trace_id, index)
     files = RunDir(run_dir)
     _sync(run_dir)
-    rows: list[dict[str, Any]] = []
-    last = since
-    for row in read_jsonl(files.metrics_path):
-        step = row.get("step")
-        if not isinstance(step, int) or (since is not None and step <= since):
-            continue
-        rows.append({k: v for k, v in row.items() if not keys or k in keys or k == "step"})
-        last = step if last is None else max(last, step)
-    truncated = len(rows) > MAX_METRIC_ROWS
-    if truncated:
-        rows = rows[:MAX_METRIC_ROWS]
-        last = rows[-1]["step"]
+    every = read_metrics(files.metrics_path)
+    start = cursor if cursor <= len(every) else 0
+    picked = every[start : start + MAX_METRIC_ROWS]
+    rows = [_metric_out(row, keys) for row in picked]
     status = current_status(run_dir)
     return clean_dict(
         {
             "trace": trace_id,
             "rows": rows,
-            "last_step": last,
-            "more": truncated,
+            "start": start,
+            "cursor": start + len(picked),
+            "more": start + len(picked) < len(every),
             "state": status.get("state"),
             "step": status.get("step"),
             "max_steps": status.get("max_steps"),
         }
     )
+
+
+def _metric_out(row: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    prefixes = tuple(k[:-1] for k in keys if k.endswith("/*"))
+    out = {k: v for k, v in row.items() if not keys or k in keys or (prefixes and k.startswith(prefixes))}
+    out["step"] = row["step"]
+    phase = row.get("phase")
+    if not isinstance(phase, str):
+        phase = "sft warmup" if any(k.startswith("warmup/") for k in row) else None
+    out["phase"] = phase
+    return out
 
 
 def samples(trace_id: str, limit: int, index: Index | None = None) -> dict[str, Any]:
@@ -300,7 +311,7 @@ __all__ = [
     "clean",
     "config_toml",
     "list_traces",
-    "metrics_since",
+    "metrics_after",
     "run_dir_of",
     "samples",
     "stop",

@@ -5,7 +5,7 @@ route                                     method  answer
 ========================================  ======  =================================================
 ``traces?offset&limit&status&env&model&q``  GET   runs and traces, newest first, paged and filtered
 ``traces/ID``                             GET     one trace: headline, lineage, config, log tail
-``traces/ID/metrics?since=N&keys=a,b``    GET     metric rows after step N (incremental), state
+``traces/ID/metrics?cursor=N&keys=a,b``   GET     metric rows after the first N (incremental), state
 ``traces/ID/samples?limit=N``             GET     the latest sampled rollouts
 ``traces/ID/config``                      GET     the config as TOML (+ its path for the editor)
 ``traces/ID/stop``                        POST    ask the run to checkpoint and stop
@@ -98,9 +98,13 @@ class MetricsHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self, trace_id: str) -> None:
         tid = self.trace(trace_id)
-        since = self.checked(V.integer, "since", self.arg("since"), default=None, lo=-1, hi=10**12)
+        if self.arg("since") is not None:
+            raise tornado.web.HTTPError(
+                400, "since= (a step) was replaced by cursor= (a row count): steps restart in each phase"
+            )
+        cursor = self.checked(V.integer, "cursor", self.arg("cursor"), default=0, lo=0, hi=10**12)
         keys = self.checked(V.metric_keys, self.arg("keys"))
-        await self.answer(data.metrics_since, tid, since, keys)
+        await self.answer(data.metrics_after, tid, cursor, keys)
 
 
 class SamplesHandler(BaseHandler):

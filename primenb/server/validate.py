@@ -11,7 +11,8 @@ from primenb.protocol.rundir import STATES
 # trace ids are 10 hex characters today (`new_trace_id`); imported and synthetic ones are word
 # characters. Never a path separator, a dot or a wildcard.
 TRACE_ID = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
-METRIC_KEY = re.compile(r"^[A-Za-z0-9_./-]{1,100}$")
+# a metric name, or a prefix ending in "/*" (``reward_errors/*``: one per reward function)
+METRIC_KEY = re.compile(r"^[A-Za-z0-9_./-]{1,100}(?:/\*)?$")
 OVERRIDE = re.compile(r"^[A-Za-z0-9_\-]+(?:\[\d+\])?(?:\.[A-Za-z0-9_\-]+(?:\[\d+\])?)*=.{0,500}$", re.DOTALL)
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 MAX_TEXT = 200
@@ -65,7 +66,9 @@ def metric_keys(raw: str | None) -> list[str]:
     keys = [k.strip() for k in raw.split(",") if k.strip()]
     bad = [k for k in keys if not METRIC_KEY.fullmatch(k)]
     if bad or len(keys) > 50:
-        raise BadRequest(f"keys: at most 50 metric names of letters, digits and _./- (bad: {bad[:1]})")
+        raise BadRequest(
+            f"keys: at most 50 metric names of letters, digits and _./-, or a prefix ending in /* (bad: {bad[:1]})"
+        )
     return keys
 
 

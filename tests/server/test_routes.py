@@ -89,6 +89,15 @@ async def test_list_filters(home: Path, jp_fetch: Any) -> None:
     assert (await get(jp_fetch, "traces", env="_"))["total"] == 0
 
 
+async def test_list_sft_rows_carry_their_loss(home: Path, jp_fetch: Any) -> None:
+    """After a reload the sidebar has only the list: an SFT row needs its stored final loss."""
+    from tests.server.synth_runs import write_run
+
+    trace, _ = write_run(home / "runs", 1, prefix="sftrow", mode="sft", rows=[], created=1_900_000_000)
+    item = (await get(jp_fetch, "traces", limit="1"))["items"][0]
+    assert item["trace"] == trace and item["mode"] == "sft" and item["final_loss"] == pytest.approx(0.26)
+
+
 @pytest.mark.parametrize(
     "params",
     [{"limit": "0"}, {"limit": "501"}, {"limit": "x"}, {"offset": "-1"}, {"status": "bogus"}, {"q": "a" * 201}],
@@ -137,25 +146,57 @@ async def test_detail_moved_run_dir(home: Path, jp_fetch: Any) -> None:
 # -- metrics (incremental) --------------------------------------------------------------------
 
 
-async def test_metrics_since(home: Path, jp_fetch: Any) -> None:
+async def test_metrics_cursor(home: Path, jp_fetch: Any) -> None:
     m = await get(jp_fetch, "traces", LIVE, "metrics")
     assert [r["step"] for r in m["rows"]] == [1, 2, 3]  # the partial line is skipped
-    assert m["last_step"] == 3 and m["state"] == "running" and m["max_steps"] == 10
-    m = await get(jp_fetch, "traces", LIVE, "metrics", since="2", keys="reward")
-    assert m["rows"] == [{"step": 3, "reward": 0.3}]
+    assert m["start"] == 0 and m["cursor"] == 3 and m["state"] == "running" and m["max_steps"] == 10
+    m = await get(jp_fetch, "traces", LIVE, "metrics", cursor="2", keys="reward")
+    assert m["rows"] == [{"step": 3, "reward": 0.3, "phase": None}]
     # the writer finishes its line and adds one: only the new rows come back
     path = home / "runs" / "live-run" / "metrics.jsonl"
     text = path.read_text().rsplit("\n", 1)[0] + "\n"
     path.write_text(
         text + json.dumps({"step": 4, "reward": 0.4}) + "\n" + json.dumps({"step": 5, "reward": 0.5}) + "\n"
     )
-    m = await get(jp_fetch, "traces", LIVE, "metrics", since="3")
-    assert [r["step"] for r in m["rows"]] == [4, 5] and m["last_step"] == 5
-    m = await get(jp_fetch, "traces", LIVE, "metrics", since="5")
-    assert m["rows"] == [] and m["last_step"] == 5
+    m = await get(jp_fetch, "traces", LIVE, "metrics", cursor="3")
+    assert [r["step"] for r in m["rows"]] == [4, 5] and m["cursor"] == 5 and not m["more"]
+    m = await get(jp_fetch, "traces", LIVE, "metrics", cursor="5")
+    assert m["rows"] == [] and m["cursor"] == 5
+    # the file was rewritten shorter (a re-synced mirror): start over from row 0
+    path.write_text(json.dumps({"step": 1, "reward": 0.9}) + "\n")
+    m = await get(jp_fetch, "traces", LIVE, "metrics", cursor="5")
+    assert m["start"] == 0 and m["cursor"] == 1 and m["rows"][0]["reward"] == 0.9
 
 
-@pytest.mark.parametrize("params", [{"since": "x"}, {"since": "-5"}, {"keys": "a;b"}, {"keys": "../x"[:0] + "a b"}])
+async def test_metrics_across_phases(home: Path, jp_fetch: Any) -> None:
+    """A warm-up run: GRPO's steps restart at 1 after the warm-up's 200, and an eval row shares
+    its step with a train row; every row comes back once, in file order, with its phase."""
+    from tests.server.synth_runs import WARMUP_STEPS, warmup_rows, write_run
+
+    rows = warmup_rows()
+    trace, run_dir = write_run(home / "runs", 1, prefix="warm", rows=rows[: WARMUP_STEPS + 1], status="running")
+    m = await get(jp_fetch, "traces", trace, "metrics", keys="reward,loss,warmup/loss")
+    assert m["cursor"] == WARMUP_STEPS + 1 and {r["phase"] for r in m["rows"]} == {"sft warmup"}
+    # GRPO begins: its rows (steps 0.., below the warm-up's 200) arrive with the next cursor
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    m2 = await get(jp_fetch, "traces", trace, "metrics", cursor=str(m["cursor"]), keys="reward,loss,eval/reward")
+    got = [(r["phase"], r["step"], "reward" in r) for r in m2["rows"]]
+    expected = [(r["phase"], r["step"], "reward" in r) for r in rows[WARMUP_STEPS + 1 :]]
+    assert got == expected
+    assert sum(1 for r in m2["rows"] if "reward" in r) == 6  # every train row, none dropped
+    assert (("rl", 3, False) in got) and (("rl", 3, True) in got)  # eval and train of step 3 both
+    # a run written before rows had a phase: the warmup/ prefix says it
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "warmup/loss": 2.0}) + "\n")
+    m3 = await get(jp_fetch, "traces", trace, "metrics")
+    assert m3["rows"][0]["phase"] == "sft warmup"
+
+
+async def test_metrics_since_replaced(home: Path, jp_fetch: Any) -> None:
+    code, message = await error(jp_fetch, "traces", LIVE, "metrics", since="200")
+    assert code == 400 and "cursor" in message
+
+
+@pytest.mark.parametrize("params", [{"cursor": "x"}, {"cursor": "-5"}, {"keys": "a;b"}, {"keys": "../x"[:0] + "a b"}])
 async def test_metrics_bad_input(home: Path, jp_fetch: Any, params: dict[str, str]) -> None:
     assert (await error(jp_fetch, "traces", LIVE, "metrics", **params))[0] == 400
 
