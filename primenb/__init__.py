@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from primenb import harness as harness
     from primenb.config import Config
     from primenb.notebook.browser import HarnessBrowser as HarnessBrowser
     from primenb.notebook.builder import ConfigBuilder as ConfigBuilder
@@ -68,6 +69,10 @@ def __getattr__(name: str) -> Any:
             return version("primenb")
         except PackageNotFoundError:  # a source tree that was never installed
             return "0+unknown"
+    if name in _SUBPACKAGES:  # `primenb.harness.traces()` after a bare `import primenb` (docs/harness.md)
+        import importlib
+
+        return importlib.import_module(f"primenb.{name}")
     if name in _WIDGETS:  # ipywidgets and ipydatagrid load only when a widget is asked for
         import importlib
 
@@ -75,4 +80,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'primenb' has no attribute {name!r}")
 
 
+# importing these is cheap (each loads pandas, plotly or torch on first use), yet only on first access
+_SUBPACKAGES = ("harness",)
 _WIDGETS = {"ConfigBuilder": "primenb.notebook.builder", "HarnessBrowser": "primenb.notebook.browser"}

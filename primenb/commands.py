@@ -1,15 +1,19 @@
-"""Every terminal command and magic, declared once: arguments, help and defaults.
+"""Every terminal command and magic, declared once: arguments, help, defaults and handler.
 
 The `primenb` CLI (`primenb.cli`) and the magics (`primenb.notebook`) build their argparse parsers
 from these declarations, so `primenb harness diff` and `%prime_harness diff` cannot drift, and
 `%prime_harness?` shows the same text as `primenb harness --help`. An argument that only makes
 sense in one face (`--wait` in a cell, `--detach` or `--json` in a terminal) says so in `faces`.
+Each command names its one handler (`Command.handler`, a function in `primenb.verbs`), which
+both faces call; this module stays at the bottom of the layers, so it names it and never imports it.
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
 import html
+import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +46,13 @@ class Command:
     def args_for(self, face: str) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if face in a.faces)
 
+    @property
+    def handler(self) -> str:
+        """``module:function`` of the one handler both faces call (see `primenb.verbs`); a name
+        Python keeps for itself (``import``, ``list``) gets a trailing underscore."""
+        reserved = keyword.iskeyword(self.name) or hasattr(builtins, self.name)
+        return f"primenb.verbs.{self.family}:{self.name}{'_' if reserved else ''}"
+
 
 _SFT = arg("--sft", action="store_true", help="an SFT config", exclusive="mode")
 _RL = arg("--rl", action="store_true", help="an RL config", exclusive="mode")
@@ -54,6 +65,11 @@ _NAME = arg("--name", default=None, metavar="RUN", help="run name (default: <env
 _WAIT = arg("--wait", action="store_true", faces=(MAGIC,), help="block the cell until the run ends")
 _DETACH = arg("--detach", action="store_true", faces=(CLI,), help="start the run and return at once")
 _JSON = arg("--json", action="store_true", faces=(CLI,), help="machine-readable output")
+_TRUST = arg(
+    "--trust",
+    action="store_true",
+    help="an imported trace: run the environment code its config names (refused until trusted)",
+)
 _SERVER = arg("--server", default=None, metavar="URL", help="which running server (default: the newest)")
 
 # Prime Intellect's hosted training (--backend modelfactory); the API key is never an argument.
@@ -214,6 +230,7 @@ COMMANDS: tuple[Command, ...] = (
             _WAIT,
             _DETACH,
             arg("--yes", action="store_true", help="a hosted (modelfactory) trace: launch the billed continuation"),
+            _TRUST,
         ),
     ),
     Command(
@@ -226,6 +243,7 @@ COMMANDS: tuple[Command, ...] = (
             _NAME,
             _WAIT,
             _DETACH,
+            _TRUST,
         ),
     ),
     Command(

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from primenb.backends.base import Backend, Lineage
+from primenb.backends.base import Backend, Capabilities, Lineage
 from primenb.errors import PrimenbError
 from primenb.protocol.rundir import RunDir
 
@@ -24,10 +24,9 @@ def get_backend(name: str, **options: Any) -> Backend:
     (Prime Intellect's hosted training; ``options``: gpu_type, volume, team, yes, confirm)."""
     from primenb.backends.spec import resolve
 
-    if name == "modelfactory":
-        from primenb.backends.modelfactory import ModelFactoryBackend
-
-        return ModelFactoryBackend(**options)
+    cls = _backend_class(name)
+    if cls is not None:
+        return cls(**options)
     spec = resolve(name)
     if spec.kind == "local":
         from primenb.backends.local import LocalBackend
@@ -42,6 +41,27 @@ def get_backend(name: str, **options: Any) -> Backend:
 
         return SlurmBackend(spec)
     raise PrimenbError(f"backend {name!r} is not available yet (available: {', '.join(BACKENDS)})")
+
+
+def _backend_class(name: str) -> type[Backend] | None:
+    """The class of a backend known by its bare name (the hosted one: its runs have no spec)."""
+    if name == "modelfactory":
+        from primenb.backends.modelfactory import ModelFactoryBackend
+
+        return ModelFactoryBackend
+    return None
+
+
+def capabilities(name: str | None) -> Capabilities:
+    """What the backend called ``name`` needs from a face and what its verbs mean (see
+    `Capabilities`); local, SSH, SLURM and saved names have the defaults."""
+    cls = _backend_class(str(name or "local"))
+    return cls.capabilities if cls is not None else Capabilities()
+
+
+def run_backend(run_dir: str | os.PathLike[str]) -> str:
+    """The backend recorded for a run directory (its ``status.json``), ``local`` when none is."""
+    return str(RunDir(run_dir).read_status().get("backend") or "local")
 
 
 def default_backend(config: Config) -> str:
@@ -67,16 +87,16 @@ def submit(
     options: dict[str, Any] | None = None,
 ) -> Run:
     """Start ``config`` on ``backend`` (default: the config's ``[primenb] backend``); ``options``
-    go to a backend that takes them (modelfactory)."""
+    go to a backend that declares them (`Capabilities.options`)."""
     chosen = backend or default_backend(config)
-    extra = options if chosen == "modelfactory" else {}
-    return get_backend(chosen, **(extra or {})).submit(config, name=name, lineage=lineage)
+    takes = capabilities(chosen).options
+    extra = {k: v for k, v in (options or {}).items() if k in takes}
+    return get_backend(chosen, **extra).submit(config, name=name, lineage=lineage)
 
 
 def open_run(run_dir: str | os.PathLike[str]) -> Run:
     """A run directory's `Run`, wired to the backend recorded in its status."""
-    backend = str(RunDir(run_dir).read_status().get("backend") or "local")
-    return get_backend(backend).open(Path(run_dir))
+    return get_backend(run_backend(run_dir)).open(Path(run_dir))
 
 
 def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> Run:
@@ -96,4 +116,15 @@ def attach(name_or_dir: str | os.PathLike[str], output_dir: str = "outputs") -> 
     return open_run(found)
 
 
-__all__ = ["BACKENDS", "Backend", "Lineage", "attach", "get_backend", "open_run", "submit"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "Capabilities",
+    "Lineage",
+    "attach",
+    "capabilities",
+    "get_backend",
+    "open_run",
+    "run_backend",
+    "submit",
+]

@@ -11,7 +11,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from primenb.errors import PrimenbError
 
 if TYPE_CHECKING:
     from primenb.config import Config
@@ -30,10 +32,27 @@ class Lineage:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend needs from the face that launches on it, and what its verbs mean; the faces,
+    the harness and the verbs read this instead of comparing a backend's name."""
+
+    bills: bool = False  # a launch costs money: the face shows the quote and asks (or --yes)
+    options: tuple[str, ...] = ()  # launch options it takes (from --gpu-type, --volume, --team, --yes)
+    # what "continue this trace" means: "checkpoint" = from its final checkpoint here (apply);
+    # "platform" = the platform continues its PAUSED run (the checkpoint stays there)
+    resume: Literal["checkpoint", "platform"] = "checkpoint"
+    pausable: bool = False  # --pause / --resume act on its runs
+    fetches_checkpoints: bool = False  # a final checkpoint is fetched from elsewhere on first load
+    platform_rules: bool = False  # configs are also checked against its platform's own rules
+    describes_account: bool = False  # `backend show NAME` shows who pays (no saved spec)
+
+
 class Backend(ABC):
     """Submit a run, and later re-open it (after a kernel restart) from its run directory."""
 
     name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     @abstractmethod
     def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
@@ -47,5 +66,36 @@ class Backend(ABC):
         """Bring the final model/adapter and the trace into the local run directory; its path."""
         return run.dir
 
+    # -- what only some backends do (see `capabilities`); the default says so in words ----------
+    def prepare(self, config: Config) -> Any:
+        """A billing backend's checks and price for ``config`` (``bills``): the quote the face asks about."""
+        raise PrimenbError(f"the {self.name} backend does not bill, so there is nothing to quote")
 
-__all__ = ["Backend", "Lineage"]
+    def launch(self, config: Config, quote: Any, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
+        """Start ``config`` after the face's question was answered (``bills``)."""
+        return self.submit(config, name=name, lineage=lineage)
+
+    def pause(self, run: Run) -> str:
+        raise PrimenbError(f"{run.name} runs on the {self.name} backend, which cannot pause a run")
+
+    def resume_quote(self, run: Run) -> Any:
+        """What resuming the paused ``run`` costs (``pausable`` and ``bills``)."""
+        raise PrimenbError(f"{run.name} runs on the {self.name} backend, which cannot resume a paused run")
+
+    def resume(self, run: Run, *, name: str | None = None) -> Run:
+        raise PrimenbError(f"{run.name} runs on the {self.name} backend, which cannot resume a paused run")
+
+    def continue_trace(self, parent_dir: Path, config: Config, *, name: str, parent_id: str) -> Run:
+        """``apply`` of a trace whose ``resume`` is "platform": continued where it ran."""
+        raise PrimenbError(f"the {self.name} backend continues a trace from its final checkpoint (apply)")
+
+    def fetch_checkpoint(self, run_dir: Path) -> Path:
+        """The final checkpoint of a run whose checkpoints live elsewhere (``fetches_checkpoints``)."""
+        raise PrimenbError(f"{run_dir.name}: the {self.name} backend keeps checkpoints in the run directory")
+
+    def account(self) -> Any:
+        """Who pays for a launch (``describes_account``)."""
+        raise PrimenbError(f"the {self.name} backend has no account to show")
+
+
+__all__ = ["Backend", "Capabilities", "Lineage"]

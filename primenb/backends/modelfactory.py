@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.backends import answers
-from primenb.backends.base import Backend, Lineage
+from primenb.backends.base import Backend, Capabilities, Lineage
 from primenb.backends.hosted_mirror import (
     HostedControl,
     fetch_checkpoint,
@@ -116,6 +116,15 @@ def gpu_count(config: Config) -> int:
 
 class ModelFactoryBackend(Backend):
     name = "modelfactory"
+    capabilities = Capabilities(
+        bills=True,
+        options=("gpu_type", "volume", "team", "yes"),
+        resume="platform",
+        pausable=True,
+        fetches_checkpoints=True,
+        platform_rules=True,
+        describes_account=True,
+    )
 
     def __init__(
         self,
@@ -340,6 +349,26 @@ class ModelFactoryBackend(Backend):
 
     def fetch_artifacts(self, run: Run) -> Path:
         return fetch_checkpoint(run.dir, self.cli)
+
+    # -- the capabilities declared above -------------------------------------------------------
+    def pause(self, run: Run) -> str:
+        control = getattr(run, "_control", None)
+        if not isinstance(control, HostedControl):
+            raise PrimenbError(f"{run.name} is not a hosted run: --pause and --resume are for hosted runs")
+        return control.pause()
+
+    def resume_quote(self, run: Run) -> Quote:
+        info = read_remote(run.dir)
+        return Quote(info.get("gpu_type"), info.get("price_per_gpu_hour"), int(info.get("gpus") or 1), self.cli.team)
+
+    def continue_trace(self, parent_dir: Path, config: Config, *, name: str, parent_id: str) -> Run:
+        return continuation(self, parent_dir, config, name=name, parent_id=parent_id)
+
+    def fetch_checkpoint(self, run_dir: Path) -> Path:
+        return fetch_checkpoint(run_dir)  # with the team recorded for the run
+
+    def account(self) -> Account:
+        return account()
 
 
 def find_hosted(run_id: str) -> Path | None:

@@ -58,6 +58,11 @@ class BackendSpec:
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, [], "")} | {"url": self.url}
 
+    def __repr__(self) -> str:  # what `backend show` prints and a cell displays: the saved document
+        import json
+
+        return json.dumps(self.to_json(), indent=2)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BackendSpec:
         known = {f.name for f in fields(cls)}

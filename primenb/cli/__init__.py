@@ -1,121 +1,123 @@
-"""`primenb` in a terminal: validate, init, train, stop, attach."""
+"""`primenb` in a terminal: a thin dispatcher over `primenb.commands` (arguments) and
+`primenb.verbs` (one handler per command), with one error guard and the terminal's rendering."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from primenb.commands import CLI, FAMILY_HELP, add_arguments, family, help_text
-from primenb.errors import PrimenbError
-from primenb.render.progress import follow
+from primenb.commands import CLI, FAMILY_HELP, Command, add_arguments, family, help_text
+from primenb.errors import ConfigError, PrimenbError
 
 if TYPE_CHECKING:
-    from primenb.protocol.fields import Mode
+    from primenb.config import Config
+    from primenb.run import Run
 
 
-def _validate(args: argparse.Namespace) -> int:
-    from primenb.config import check
+class TerminalFace:
+    """What the verbs ask of a terminal: print, follow with a progress line, ask on stdin."""
 
-    mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
-    failed = False
-    reports = []
-    for file in args.files:
-        outcome = check(Path(file), mode=mode, lenient=args.lenient)
-        failed |= not outcome.report.ok
-        if args.json:
-            reports.append(json.loads(outcome.report.to_json()))
-        elif outcome.report.diagnostics:
-            print(outcome.report.to_text())
-        else:
-            print(f"{file}: ok ({outcome.mode.upper()})")
-    if args.json:
-        print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
-    return 1 if failed else 0
+    name = CLI
+
+    def ref(self, token: str) -> Any:
+        return token
+
+    def config(self, ref: str, mode: Any = None, *, lenient: bool = False) -> Config:
+        from primenb.config import load_config
+        from primenb.verbs.train import user_path
+
+        return load_config(user_path(ref), mode=mode, lenient=lenient)
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def warn(self, text: str) -> None:
+        print(f"warning: {text}", file=sys.stderr)
+
+    def display(self, value: Any) -> None:
+        print(value.to_text() if hasattr(value, "to_text") else repr(value))
+
+    def name_problem(self, name: str) -> str | None:
+        return None
+
+    def bind(self, name: str, value: Any) -> None:
+        pass  # nothing outlives the command
+
+    def offer(self, text: str) -> None:
+        print(text)
+
+    def follow(self, run: Run, args: argparse.Namespace, *, new: bool = False) -> int:
+        from primenb.render.progress import follow
+
+        if new:
+            self.say(f"started {run.name} in {run.dir}")
+        if getattr(args, "detach", False):
+            return 0
+        return follow(run, stop_on_interrupt=getattr(args, "stop", None) is True)
+
+    def confirm(self, quote: Any, action: Callable[[], Run], args: argparse.Namespace, *, what: str) -> int:
+        from primenb.backends.modelfactory import LaunchCancelled
+
+        print(quote.text(), flush=True)
+        if not sys.stdin.isatty():
+            raise LaunchCancelled(f"not {what.lower()}ed: stdin is not a terminal, so nobody can answer: pass --yes")
+        try:
+            answer = input(f"{what} this hosted run? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise LaunchCancelled(f"not {what.lower()}ed (cancelled at the confirmation)")
+        return self.follow(action(), args, new=True)
+
+    def widget(self, kind: str, **options: Any) -> Any:
+        raise PrimenbError(f"the {kind} is a notebook widget; in a terminal use the command's arguments")
+
+    def figure(self, make: Callable[[], Any]) -> None:
+        pass  # the result's text says it
 
 
-def _init(args: argparse.Namespace) -> int:
-    from primenb.config.templates import starter
-    from primenb.protocol.safepath import write_user_file
-
-    out = Path(args.out or ("sft.toml" if args.sft else "rl.toml"))
-    write_user_file(out, starter(args.model, args.env, sft=args.sft, lora=args.lora), overwrite=args.force)
-    print(f"wrote {out}")
-    return 0
-
-
-def _train(args: argparse.Namespace) -> int:
-    from primenb.backends import submit
-    from primenb.config import ConfigError, load_config
-
-    if not args.config:
-        raise PrimenbError("primenb train needs a config file: primenb train rl.toml")
-    try:
-        mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
-        config = load_config(Path(args.config), mode=mode, lenient=args.lenient)
-    except ConfigError as exc:
-        print(exc.report.to_text())
-        return 1
-    from primenb.backends import default_backend
-
-    options: dict[str, Any] = {}
-    if (args.backend or default_backend(config)) == "modelfactory":
-        from primenb.cli.hosted import ask_in_terminal
-
-        options = {"gpu_type": args.gpu_type, "volume": args.volume, "team": args.team, "yes": args.yes}
-        options["confirm"] = ask_in_terminal
-    try:
-        run = submit(config, name=args.name, backend=args.backend, options=options)
-    except PrimenbError as exc:
-        report = getattr(exc, "report", None)  # a config the hosted platform would reject
-        if report is None:
-            raise
-        print(report.to_text())
-        print(exc)
-        return 1
-    print(f"started {run.name} in {run.dir}", flush=True)
-    if args.detach:
+def render(result: Any) -> int:
+    """A handler's result in a terminal: an exit code as is, anything else printed (its repr)."""
+    if result is None:
         return 0
-    return follow(run)
-
-
-def _stop(args: argparse.Namespace) -> int:
-    from primenb.backends import attach
-
-    run = attach(args.run)
-    print(f"{run.name}: {run.stop(wait=True, timeout=args.timeout)}")
+    if isinstance(result, int) and not isinstance(result, bool):
+        return result
+    print(repr(result))
     return 0
 
 
-def _attach(args: argparse.Namespace) -> int:
-    from primenb.backends import attach
+def dispatch(cmd: Command, args: argparse.Namespace) -> int:
+    """The terminal's one error guard: a user error is a message (a report printed in full), never
+    a traceback; exit 1 for a config that is not valid, 2 for any other refusal."""
+    from primenb.verbs import call
 
-    return follow(attach(args.run), stop_on_interrupt=args.stop)
+    face = TerminalFace()
+    try:
+        return render(call(cmd, args, face))
+    except PrimenbError as exc:
+        report = getattr(exc, "report", None)  # a config that is not valid (here, or for a platform)
+        if report is not None:
+            print(report.to_text())
+            if not isinstance(exc, ConfigError):
+                print(exc)
+            return 1
+        print(f"primenb: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primenb", description="prime-rl configs and fine-tuning runs")
     sub = parser.add_subparsers(dest="command", required=True)
-    handlers = {"validate": _validate, "init": _init, "train": _train, "stop": _stop, "attach": _attach}
     for cmd in family("train", CLI):
-        add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(func=handlers[cmd.name])
-
-    from primenb.cli import backend as cli_backend
-    from primenb.cli import env as cli_env
-    from primenb.cli import harness as cli_harness
-
-    add_family(sub, "backend", {c.name: getattr(cli_backend, f"_{c.name}") for c in family("backend", CLI)})
-    add_family(sub, "env", {c.name: getattr(cli_env, f"_{c.name}") for c in family("env", CLI)})
-    add_family(sub, "harness", {c.name: getattr(cli_harness, f"_{c.name}") for c in family("harness", CLI)})
-    from primenb.cli.serve import add_commands
-
-    add_commands(sub)  # primenb serve ..., primenb eval ...
+        add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
+    for name in ("backend", "env", "harness", "serve", "eval"):
+        add_family(sub, name)
     return parser
 
 
-def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
+def add_family(sub: Any, name: str) -> None:
     """`primenb NAME SUBCOMMAND ...`, declared in `primenb.commands`."""
     group = sub.add_parser(
         name,
@@ -125,19 +127,28 @@ def add_family(sub: Any, name: str, handlers: dict[str, Any]) -> None:
     )
     gsub = group.add_subparsers(dest=f"{name}_command", required=True)
     for cmd in family(name, CLI):
-        add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(func=handlers[cmd.name])
+        add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
+
+
+# families whose bare form is one of their commands: `primenb serve [TRACE ...]`, `primenb eval MODEL ...`
+BARE = {"serve": "start", "eval": "eval"}
+
+
+def normalize(words: list[str]) -> list[str]:
+    """``serve [TRACE ...]`` -> ``serve start ...``; ``eval MODEL ...`` -> ``eval eval ...``."""
+    if not words or words[0] not in BARE or words[1:2] in (["-h"], ["--help"]):
+        return words
+    if words[1:2] and words[1] in {c.name for c in family(words[0], CLI)}:
+        return words
+    return [words[0], BARE[words[0]], *words[1:]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from primenb.cli.serve import normalize
-
     args = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
-    try:
-        return int(args.func(args))
-    except PrimenbError as exc:
-        print(f"primenb: error: {exc}", file=sys.stderr)
-        return 2
+    return dispatch(args.cmd, args)
 
+
+__all__ = ["TerminalFace", "build_parser", "dispatch", "main", "normalize", "render"]
 
 if __name__ == "__main__":
     sys.exit(main())

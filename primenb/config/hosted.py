@@ -16,6 +16,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from primenb.config.diagnostics import Diagnostic, Report
+from primenb.config.locate import located as _at
 from primenb.config.positions import Path, scan
 from primenb.protocol.fields import get_path
 
@@ -117,8 +118,6 @@ def _looks_local(name: str) -> bool:
 
 def hosted_report(text: str, mode: str, *, source: str = "<cell>", volume: str | None = None) -> Report:
     """Every hosted-only rule ``text`` breaks, each located in the text."""
-    from primenb.config.loader import _at
-
     raw = tomllib.loads(text)
     pos = scan(text)
     diags = [_at(pos, {}, path, sev, "hosted", msg, hint) for sev, path, msg, hint in _problems(raw, mode, volume)]
@@ -129,8 +128,6 @@ def hosted_report(text: str, mode: str, *, source: str = "<cell>", volume: str |
 def platform_report(text: str, errors: list[tuple[str, str]], *, source: str = "<cell>") -> Report:
     """The platform's 422 errors (``config.trainer.optim.lr: must be > 0``) located in ``text``
     where the path maps to a line; the rest at the top."""
-    from primenb.config.loader import _at
-
     pos = scan(text)
     diags = []
     for where, message in errors:
@@ -145,4 +142,14 @@ def platform_report(text: str, errors: list[tuple[str, str]], *, source: str = "
     return Report(diags, source, text.splitlines())
 
 
-__all__ = ["hosted_report", "platform_report"]
+def platform_rules(backend: Any) -> Any:
+    """The rules of the platform behind ``[primenb] backend`` (None: no platform of its own). The
+    backends layer declares which backends have them (`Capabilities.platform_rules`); a test
+    holds this table and those declarations in agreement."""
+    return PLATFORM_RULES.get(str(backend)) if isinstance(backend, str) else None
+
+
+PLATFORM_RULES = {"modelfactory": hosted_report}  # backend name -> its platform's config rules
+
+
+__all__ = ["PLATFORM_RULES", "hosted_report", "platform_report", "platform_rules"]

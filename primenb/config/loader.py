@@ -13,6 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 from primenb.config.diagnostics import Diagnostic, Report, format_path
 from primenb.config.limits import local_limits, value_problems
+from primenb.config.locate import located as _at  # also used by the platform rules (config/hosted.py)
+from primenb.config.locate import value_end as _value_end
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
@@ -230,10 +232,11 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
                 diagnostics.append(
                     _at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id")
                 )
-    if model is not None and (raw.get("primenb") or {}).get("backend") == "modelfactory":
-        from primenb.config.hosted import hosted_report  # the platform's own rules, in place
+    if model is not None:
+        from primenb.config.hosted import platform_rules  # the chosen backend's platform rules, in place
 
-        diagnostics += hosted_report(text, mode, source=source).diagnostics
+        rules = platform_rules((raw.get("primenb") or {}).get("backend"))
+        diagnostics += rules(text, mode, source=source).diagnostics if rules else []
     # upstream's field errors first (its model validators never run on a config they fail), each
     # group in the text's order
     field_errors = bool(schema_errors) or bool(migration.diagnostics)
@@ -487,35 +490,6 @@ def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path], firs
     return out
 
 
-def _at(
-    pos: Positions,
-    origins: dict[Path, Path],
-    path: Path,
-    severity: str,
-    code: str,
-    message: str,
-    hint: str,
-    *,
-    on_value: bool = False,
-) -> Diagnostic:
-    """A diagnostic located at `path`, or where its value came from, or its nearest table."""
-    target = path if path in pos.spans else origins.get(path, path)
-    if target not in pos.spans:
-        for n in range(len(path) - 1, 0, -1):
-            if path[:n] in origins and origins[path[:n]] in pos.spans:
-                target = origins[path[:n]]
-                break
-    found = pos.locate(target)
-    line = col = end = None
-    if found:
-        at, span = found
-        line, col, end = span.line, span.col, span.end_col
-        if on_value and at == target and span.value_col:
-            text = pos.lines[span.line - 1]
-            col, end = span.value_col, _value_end(text, span.value_col)
-    return Diagnostic(severity, code, format_path(path), message, hint, line, col, end)
-
-
 def _written(pos: Positions, path: Path) -> str | None:
     """The value at ``path`` as the text spells it, when it fits on its key's line."""
     span = pos.spans.get(path)
@@ -524,21 +498,6 @@ def _written(pos: Positions, path: Path) -> str | None:
     text = pos.lines[span.line - 1]
     value = text[span.value_col - 1 : _value_end(text, span.value_col) - 1].strip()
     return value if value and value[-1] not in "[{" and not value.startswith(('"""', "'''")) else None
-
-
-def _value_end(line: str, value_col: int) -> int:
-    """1-based column just past a one-line value (before any trailing comment)."""
-    in_str: str | None = None
-    for i in range(value_col - 1, len(line)):
-        c = line[i]
-        if in_str:
-            if c == in_str:
-                in_str = None
-        elif c in "\"'":
-            in_str = c
-        elif c == "#":
-            return len(line[:i].rstrip()) + 1
-    return len(line.rstrip()) + 1
 
 
 def _redacted(lines: list[str], diagnostics: list[Diagnostic]) -> list[str]:

@@ -82,7 +82,8 @@ def import_path(path: Path, env_id: str) -> ModuleType:
     """Import the environment module of a folder or file (fresh each time)."""
     file, is_pkg = module_file(path)
     name = private_name(env_id)
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+    # a copy of the keys: the %load_ext warm-up thread may be importing at the same time
+    for mod in [m for m in list(sys.modules) if m == name or m.startswith(name + ".")]:
         del sys.modules[mod]
     search = [str(file.parent)] if is_pkg else None
     spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=search)

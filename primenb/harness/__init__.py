@@ -61,19 +61,22 @@ def apply(
     backend: str | None = None,
     name: str | None = None,
     yes: bool = False,
+    trust: bool = False,
 ) -> Run:
     """Continue a trace from its final checkpoint with its config plus ``overrides`` (a hosted
-    trace: on the platform, billed, so only with ``yes``)."""
+    trace: on the platform, billed, so only with ``yes``). An imported trace whose config names
+    an environment not registered here is refused until ``trust``."""
     from primenb.harness.refine import apply as _apply
 
-    return _apply(ref, steps=steps, overrides=overrides, backend=backend, name=name, yes=yes)
+    return _apply(ref, steps=steps, overrides=overrides, backend=backend, name=name, yes=yes, trust=trust)
 
 
-def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:
-    """Re-execute a trace from scratch; its new trace records whether the metrics matched."""
+def rerun(ref: Any, *, backend: str | None = None, name: str | None = None, trust: bool = False) -> Run:
+    """Re-execute a trace from scratch; its new trace records whether the metrics matched. An
+    imported trace whose config names an environment not registered here is refused until ``trust``."""
     from primenb.harness.refine import rerun as _rerun
 
-    return _rerun(ref, backend=backend, name=name)
+    return _rerun(ref, backend=backend, name=name, trust=trust)
 
 
 def diff(*refs: Any) -> TraceDiff:

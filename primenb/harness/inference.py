@@ -33,10 +33,12 @@ def trained(ref: Any, checkpoint: str | None = None) -> Trained:
 
     trace = get(ref)
     ckpt = Path(checkpoint) if checkpoint else trace.final_checkpoint
-    if checkpoint is None and (ckpt is None or not ckpt.is_dir()) and trace.get("backend") == "modelfactory":
-        from primenb.backends.modelfactory import fetch_checkpoint
+    if checkpoint is None and (ckpt is None or not ckpt.is_dir()):
+        from primenb.backends import capabilities, get_backend
 
-        ckpt = fetch_checkpoint(trace.run_dir)  # the latest READY one, or exactly why not
+        backend = str(trace.get("backend") or "local")
+        if capabilities(backend).fetches_checkpoints:  # e.g. the latest READY one on the platform
+            ckpt = get_backend(backend).fetch_checkpoint(trace.run_dir)
     if ckpt is None or not ckpt.is_dir():
         missing = f" ({ckpt} is missing)" if ckpt else ""
         raise PrimenbError(f"trace {trace.id} ({trace.name}) has no checkpoint to load{missing}")

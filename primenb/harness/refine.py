@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 import tomllib
 import warnings
@@ -11,13 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.backends.base import Lineage
+
+# key-path edits of the config text: one copy, in the config layer (the builder uses them too)
+from primenb.config.tomledit import edited_config, parse_overrides
 from primenb.errors import PrimenbError
 from primenb.protocol.rundir import FINAL_STATES, RunDir
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
     from primenb.config import Config
-    from primenb.protocol.fields import Mode
     from primenb.run import Run
 
 
@@ -27,88 +28,6 @@ class HarnessWarning(UserWarning):
 
 class ApplyRefused(PrimenbError):
     pass
-
-
-# ---------------------------------------------------------------------------------------------
-# editing the config text
-
-
-_PART = re.compile(r"^([A-Za-z0-9_\-]+)(?:\[(\d+)\])?$")
-
-
-def parse_value(raw: str) -> Any:
-    """A ``--set`` value as TOML (``1e-4``, ``true``, ``"x"``, ``[1, 2]``), else a bare string."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
-def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
-    out = []
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise PrimenbError(f"--set takes key=value (e.g. optim.lr=1e-4), got {item!r}")
-        out.append((key.strip(), parse_value(raw.strip())))
-    return out
-
-
-def set_key(doc: Any, path: str, value: Any) -> None:
-    """Set a dotted TOML path (``a.b[0].c``) in a tomlkit document, creating tables as needed."""
-    import tomlkit
-
-    parts = path.split(".")
-    node = doc
-    for i, part in enumerate(parts):
-        m = _PART.match(part)
-        if not m:
-            raise PrimenbError(f"--set: {path!r} is not a key path like trainer.optim.lr or source[0].name")
-        key, idx = m.group(1), m.group(2)
-        last = i == len(parts) - 1
-        if idx is not None:
-            seq = node.get(key)
-            if seq is None or int(idx) >= len(seq):
-                raise PrimenbError(f"--set {path}: {key} has no entry [{idx}]")
-            if last:
-                seq[int(idx)] = value
-                return
-            node = seq[int(idx)]
-            continue
-        if last:
-            node[key] = value
-            return
-        if key not in node:
-            node[key] = tomlkit.table()
-        node = node[key]
-
-
-def remove_key(doc: Any, path: str) -> None:
-    parts = path.split(".")
-    node = doc
-    for part in parts[:-1]:
-        if part not in node:
-            return
-        node = node[part]
-    if parts[-1] in node:
-        del node[parts[-1]]
-
-
-def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: Mode | None = None) -> Config:
-    """The config ``text`` with ``overrides`` applied, validated (raises with every problem)."""
-    import tomlkit
-
-    from primenb.config import ConfigError, load_config
-
-    doc = tomlkit.parse(text)
-    remove_key(doc, "run.dir")  # a new run needs its own directory
-    for key, value in overrides:
-        set_key(doc, key, value)
-    new_text = tomlkit.dumps(doc)
-    try:
-        return load_config(new_text, mode=mode)
-    except ConfigError as exc:
-        raise PrimenbError(f"the new run's config is not valid:\n{exc.report.to_text()}") from None
 
 
 def _config_text(trace: Trace) -> str:
@@ -154,6 +73,39 @@ def _require_checkpoint(trace: Trace) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # checks
+
+
+def environment_ids(config: Config) -> list[str]:
+    """Every environment id ``config`` would build (each one imports and runs its code)."""
+    from primenb.engine.data import is_env_name
+    from primenb.engine.plan import build_plan
+
+    plan = build_plan(config.resolved(primenb=True))
+    ids = [s.env_id for s in plan.sources]
+    ids += [s.env_id for s in plan.eval.sources] if plan.eval is not None else []
+    name = str(plan.data.get("name") or "") if plan.mode == "sft" else ""
+    ids += [name] if name and is_env_name(name) else []
+    return list(dict.fromkeys(ids))
+
+
+def require_trusted(trace: Trace, config: Config, verb: str, *, trust: bool) -> None:
+    """An imported trace is someone else's: its config may name any importable callable as an
+    environment (``subprocess:getoutput`` with a ``cmd`` argument). Until trusted (``--trust``), only
+    environments that are built in, registered here or installed as verifiers tasksets run."""
+    if trust or not trace.get("imported"):
+        return
+    from primenb.envs.registry import known_ids
+
+    known = set(known_ids())
+    foreign = [e for e in environment_ids(config) if e not in known]
+    if foreign:
+        module = foreign[0].partition(":")[0]
+        raise ApplyRefused(
+            f"trace {trace.id} was imported from another machine and its config names environment "
+            f"{foreign[0]!r}, which is not built in or registered here: {verb} would import and run "
+            f"module {module!r}. Read the trace's configs/config.toml; if you trust it, {verb} again "
+            f"with --trust (or trust=True), or register the environment with %prime_env add"
+        )
 
 
 def check_architecture(parent: Trace, config: Config, ckpt: Path) -> None:
@@ -252,14 +204,18 @@ def apply(
     backend: str | None = None,
     name: str | None = None,
     yes: bool = False,
+    trust: bool = False,
 ) -> Run:
     """A new run continuing ``ref`` from its final checkpoint (model or adapter): its config plus
     ``overrides`` (``key=value``), ``steps`` more steps (default: as many as the parent trained),
     step numbers counting on from the parent's last. Refuses when the checkpoint is missing or
-    the architecture does not match; warns (`HarnessWarning`) when the training data differs."""
+    the architecture does not match; warns (`HarnessWarning`) when the training data differs.
+    An imported trace whose environment is not registered here runs only with ``trust``."""
+    from primenb.backends import capabilities
+
     parent = get(ref)
-    if parent.get("backend") == "modelfactory":  # continued on the platform, from its checkpoint
-        return _apply_hosted(parent, steps=steps, overrides=overrides, name=name, yes=yes)
+    if capabilities(parent.get("backend")).resume == "platform":  # continued where it ran
+        return _apply_hosted(parent, steps=steps, overrides=overrides, name=name, yes=yes, trust=trust)
     _require_final(parent, "apply")
     ckpt = _require_checkpoint(parent)
     last = int((parent.get("final") or {}).get("step") or parent.last_step or 0)
@@ -276,6 +232,7 @@ def apply(
     if (raw.get("primenb") or {}).get("sft_warmup_steps"):
         auto.append(("primenb.sft_warmup_steps", 0))  # the checkpoint is past the warm-up
     config = edited_config(text, [p for p in auto if p[0] not in settable] + pairs, mode=parent.mode)
+    require_trusted(parent, config, "apply", trust=trust)  # before anything builds its environment
     check_architecture(parent, config, ckpt)
     for note in data_differences(parent, config):
         warnings.warn(f"the training data differs from trace {parent.id}'s: {note}", HarnessWarning, stacklevel=2)
@@ -292,10 +249,12 @@ def _more_steps(parent: Trace, last: int, steps: int | None) -> int:
     return n
 
 
-def _apply_hosted(parent: Trace, *, steps: int | None, overrides: Sequence[str], name: str | None, yes: bool) -> Run:
-    """A hosted trace continues on the platform: ``prime train run --resume-from`` its PAUSED run
-    (the platform's checkpoint, not one here), ``steps`` more steps, recorded as a child trace."""
-    from primenb.backends.modelfactory import ModelFactoryBackend, continuation
+def _apply_hosted(
+    parent: Trace, *, steps: int | None, overrides: Sequence[str], name: str | None, yes: bool, trust: bool
+) -> Run:
+    """A trace whose backend continues on its platform (e.g. ``prime train run --resume-from`` its
+    PAUSED run: the platform's checkpoint, not one here), ``steps`` more steps, as a child trace."""
+    from primenb.backends import get_backend
 
     last = int(parent.last_step or 0)
     n = _more_steps(parent, last, steps)
@@ -303,18 +262,21 @@ def _apply_hosted(parent: Trace, *, steps: int | None, overrides: Sequence[str],
     settable = {k for k, _ in pairs}
     auto: list[tuple[str, Any]] = [("max_steps", last + n)]
     config = edited_config(_config_text(parent), [p for p in auto if p[0] not in settable] + pairs, mode=parent.mode)
-    backend = ModelFactoryBackend(yes=yes, team=(parent.get("hosted") or {}).get("team"))
-    return continuation(
-        backend, parent.run_dir, config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", parent_id=parent.id
+    require_trusted(parent, config, "apply", trust=trust)
+    backend = get_backend(str(parent.get("backend")), yes=yes, team=(parent.get("hosted") or {}).get("team"))
+    return backend.continue_trace(
+        parent.run_dir, config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", parent_id=parent.id
     )
 
 
-def rerun(ref: Any, *, backend: str | None = None, name: str | None = None) -> Run:
+def rerun(ref: Any, *, backend: str | None = None, name: str | None = None, trust: bool = False) -> Run:
     """Re-execute ``ref`` from scratch with its recorded config (seeds and data included). When it
-    ends, its trace records ``reproduces`` and whether the metrics matched step for step."""
+    ends, its trace records ``reproduces`` and whether the metrics matched step for step. An
+    imported trace whose environment is not registered here runs only with ``trust``."""
     original = get(ref)
     _require_final(original, "rerun")
     config = edited_config(_config_text(original), [], mode=original.mode)
+    require_trusted(original, config, "rerun", trust=trust)
     init_from = config.settings.init_from
     if init_from and not Path(init_from).exists():
         raise ApplyRefused(f"trace {original.id} started from {init_from}, which no longer exists")
@@ -348,6 +310,8 @@ __all__ = [
     "check_architecture",
     "data_differences",
     "edited_config",
+    "environment_ids",
     "parse_overrides",
+    "require_trusted",
     "rerun",
 ]

@@ -1,4 +1,5 @@
-"""argparse for magics: usage errors become short messages, never `SystemExit`."""
+"""argparse for magics: usage errors become short messages, never `SystemExit`; `MagicFailed`
+ends a cell with its message and no traceback."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from primenb.errors import PrimenbError
 
 class MagicUsageError(PrimenbError):
     pass
+
+
+class MagicFailed(PrimenbError):
+    """Ends a cell (so "Run all" stops) after its problem was displayed; no Python traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[31m{self}\x1b[0m"]
 
 
 class MagicParser(argparse.ArgumentParser):

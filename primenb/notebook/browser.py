@@ -452,9 +452,11 @@ def show_browser(
     last: int | None = None,
     where: str | None = None,
     trace: Any = None,
+    show: bool = True,
 ) -> HarnessBrowser:
-    """Display a new harness browser (what `%prime_harness show --ui` does), with show's filters
-    set (see `HarnessBrowser.filter`) and ``trace`` (any reference `harness.get` takes) selected."""
+    """Display a new harness browser, with show's filters set (see `HarnessBrowser.filter`) and
+    ``trace`` (any reference `harness.get` takes) selected; ``show=False`` only returns it (what
+    `%prime_harness show --ui` does: the cell displays what it returns, once)."""
     browser = HarnessBrowser(where=where)
     try:  # a bad filter or a trace the filters hide: an error, and no half-set browser shown
         browser.filter(status=status, model=model, env=env, last=last)
@@ -465,7 +467,8 @@ def show_browser(
     except PrimenbError:
         browser.close()
         raise
-    display(browser)
+    if show:
+        display(browser)
     return browser
 
 

@@ -317,7 +317,7 @@ class ConfigBuilder(Feedback):
         elif value is None or str(value).strip() == "":
             F.remove_at(doc, path)
         elif key in OPTIONAL_NUMBERS:
-            from primenb.harness.refine import parse_value
+            from primenb.config.tomledit import parse_value
 
             F.set_at(doc, path, parse_value(str(value).strip()))  # "abc" stays text: the schema says why
         else:
@@ -345,7 +345,7 @@ class ConfigBuilder(Feedback):
             return
         import tomlkit
 
-        from primenb.harness.refine import parse_value
+        from primenb.config.tomledit import parse_value
 
         try:
             doc = tomlkit.parse(self.text)
@@ -517,10 +517,12 @@ def _diag_html(d: Any) -> str:
     )
 
 
-def show_builder(config: Any = None) -> ConfigBuilder:
-    """Display a new builder (what `%prime_train --ui` does)."""
+def show_builder(config: Any = None, *, show: bool = True) -> ConfigBuilder:
+    """Display a new builder; ``show=False`` only returns it (what `%prime_train --ui` does: the
+    cell displays what it returns, once)."""
     builder = ConfigBuilder(config)
-    display(builder)
+    if show:
+        display(builder)
     return builder
 
 

@@ -85,7 +85,7 @@ def write_path(field: FormField, mode: Mode, written: dict[str, Any]) -> str | N
 
 def set_at(doc: Any, path: str, value: Any) -> None:
     """Set ``path`` in a tomlkit document, creating tables (a missing array entry is an error)."""
-    from primenb.harness.refine import set_key
+    from primenb.config.tomledit import set_key
 
     set_key(doc, path, value)
 

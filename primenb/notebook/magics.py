@@ -1,147 +1,59 @@
-"""`%%rltoml` and `%prime_train`: the notebook face of the config language and the launcher.
+"""The magics: `%%rltoml`, `%prime_train`, `%prime_harness`, `%prime_env`, `%prime_backend`.
 
-Kept cheap to import: the config package, pandas and plotly load on first use.
+A thin dispatcher over `primenb.commands` (arguments) and `primenb.verbs` (one handler per
+command, shared with the terminal), with one error guard and the notebook's rendering: a magic
+returns its result and the cell displays it, once. Kept cheap to import: the config package,
+pandas and plotly load on first use.
 """
 
 from __future__ import annotations
 
-import keyword
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
+from primenb.commands import MAGIC, command, family
 from primenb.errors import PrimenbError
-from primenb.notebook.args import magic_help, magic_parser
+from primenb.notebook.args import MagicFailed, magic_help, magic_parser
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from primenb.protocol.fields import Mode
+    from primenb.config import Config
+    from primenb.run import Run
 
 
-# a cell's line 1 is `%%rltoml NAME`: the TOML starts on line 2, and diagnostics say so
-CELL_FIRST_LINE = 2
+class NotebookFace:
+    """What the verbs ask of a notebook: variables, displays, the monitor, the confirm widget."""
 
+    name = MAGIC
 
-class MagicFailed(PrimenbError):
-    """Ends a cell (so "Run all" stops) after its problem was displayed; no Python traceback."""
+    def __init__(self, shell: InteractiveShell) -> None:
+        self.shell = shell
 
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[31m{self}\x1b[0m"]
+    def ref(self, token: str) -> Any:
+        """A variable holding a Run or Trace stands for itself; anything else is a reference."""
+        from primenb.run import Run
+        from primenb.traces.trace import Trace
 
+        value = self.shell.user_ns.get(token) if token.isidentifier() else None
+        return value if isinstance(value, (Run, Trace)) else token
 
-@magics_class
-class PrimeMagics(Magics):
-    @cell_magic
-    def rltoml(self, line: str, cell: str) -> None:
-        """Validate a prime-rl rl.toml / sft.toml cell; bind it as NAME when valid."""
-        self._guard(self._rltoml, line, cell)
+    def config(self, ref: str, mode: Any = None, *, lenient: bool = False) -> Config:
+        from primenb.config import Config, ConfigError, load_config
+        from primenb.verbs.train import user_path
 
-    @line_magic
-    def prime_train(self, line: str) -> Any:
-        """Launch and control fine-tuning runs."""
-        words = line.split()
-        if words and words[0] == "init":
-            return self._guard(self._init, line.split(None, 1)[1] if len(words) > 1 else "")
-        return self._guard(self._train, line)
-
-    @property
-    def _ipython(self) -> InteractiveShell:
-        """The shell these magics were registered with (always set once `%load_ext` ran)."""
-        assert self.shell is not None
-        return self.shell
-
-    # -- implementations ---------------------------------------------------------------------
-    def _guard(self, fn: Any, *args: Any) -> Any:
-        """Run a magic; show user errors as messages (the cell still fails, without traceback)."""
-        try:
-            return fn(*args)
-        except MagicFailed:
-            raise
-        except PrimenbError as exc:
-            report = getattr(exc, "report", None)  # e.g. a config the hosted platform would reject
-            if report is not None:
-                display(report)
-            raise MagicFailed(str(exc)) from None
-
-    def _rltoml(self, line: str, cell: str) -> None:
-        from primenb.config import Config, check
-        from primenb.config.fix import fix_text
-
-        args = magic_parser("train", "rltoml").parse_line(line)
-        if not args.name.isidentifier() or keyword.iskeyword(args.name):  # `for`, `class` cannot be bound
-            raise MagicFailed(f"`{args.name}` is not a valid Python variable name")
-        mode: Mode | None = "sft" if args.sft else "rl" if args.rl else None
-        text = cell
-        if args.fix:
-            fix = fix_text(cell, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
-            display(fix)
-            if fix.changed:
-                self._ipython.set_next_input(f"%%rltoml {line.strip().replace('--fix', '').strip()}\n{fix.after}")
-                text = fix.after
-            outcome = fix.outcome
-        else:
-            outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
-        if outcome.model is None:
-            display(outcome.report)
-            raise MagicFailed(f"{args.name} not updated: {outcome.report.summary().split(': ', 1)[1]} (listed above)")
-        config = Config(outcome.model, mode=outcome.mode, text=text, report=outcome.report)
-        if args.save:
-            from primenb.protocol.safepath import write_user_file
-
-            write_user_file(args.save, text, overwrite=True)  # a folder, a link, read-only: a message
-        self._ipython.user_ns[args.name] = config
-        display(config)
-        if args.save:
-            print(f"saved {args.save}")
-
-    def _train(self, line: str) -> Any:
-        from primenb.backends import attach, submit
-        from primenb.notebook.monitor import follow_in_cell, show_monitor
-
-        args = magic_parser("train", "train").parse_line(line)
-        if args.stop:
-            print(_stop_line(attach(args.stop), wait=args.wait))
-            return None  # a line, not a second monitor (the run's own cell still shows it)
-        if args.ui:  # the form; its Launch goes through the same submit + follow_in_cell as below
-            from primenb.notebook.builder import show_builder
-
-            return show_builder(self._config(args.config) if args.config else None)
-        if args.attach:
-            run = attach(args.attach)
-            show_monitor(run)
-            return run
-        if args.pause or args.resume:
-            from primenb.notebook.hosted import pause_or_resume
-
-            return pause_or_resume(args)
-        if not args.config:
-            raise MagicFailed(
-                "usage: %prime_train CONFIG [--name RUN] [--wait] [--backend local]; "
-                "or %prime_train init to write a starter config"
-            )
-        config = self._config(args.config)
-        from primenb.backends import default_backend
-
-        if (args.backend or default_backend(config)) == "modelfactory":
-            from primenb.notebook.hosted import launch
-
-            return launch(config, args)
-        return follow_in_cell(submit(config, name=args.name, backend=args.backend), wait=args.wait)
-
-    def _config(self, ref: str) -> Any:
-        from primenb.config import Config, load_config
-
-        value = self._ipython.user_ns.get(ref)
+        value = self.shell.user_ns.get(ref)
         if isinstance(value, Config):
             return value
-        if Path(ref).is_file():
-            from primenb.config import ConfigError
-
+        path = user_path(ref)
+        if path.is_file():
             try:
-                return load_config(Path(ref))
+                return load_config(Path(path), mode=mode, lenient=lenient)
             except ConfigError as exc:
                 display(exc.report)
                 raise MagicFailed(
@@ -152,43 +64,138 @@ class PrimeMagics(Magics):
             "write one with %%rltoml NAME or %prime_train init"
         )
 
-    def _init(self, line: str) -> None:
-        from primenb.config.templates import starter
+    def say(self, text: str) -> None:
+        print(text)
 
-        args = magic_parser("train", "init").parse_line(line)
-        out = Path(args.out or ("sft.toml" if args.sft else "rl.toml"))
-        text = starter(args.model, args.env, sft=args.sft, lora=args.lora)
-        from primenb.protocol.safepath import write_user_file
+    def warn(self, text: str) -> None:
+        print(f"warning: {text}")
 
-        write_user_file(out, text, overwrite=args.force)
-        print(
-            f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
-            f"train it with: %prime_train {out}"
-        )
+    def display(self, value: Any) -> None:
+        display(value)
+
+    def name_problem(self, name: str) -> str | None:
+        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
+        history = name.startswith("_") and name.lstrip("_").removeprefix("i").isdigit()  # _5, _i5: history
+        if name in hidden or history:
+            return f"`{name}` belongs to IPython (it keeps the notebook working); choose another name"
+        return None
+
+    def bind(self, name: str, value: Any) -> None:
+        self.shell.user_ns[name] = value
+
+    def offer(self, text: str) -> None:
+        self.shell.set_next_input(text)
+
+    def follow(self, run: Run, args: argparse.Namespace, *, new: bool = False) -> Any:
+        from primenb.notebook.monitor import follow_in_cell
+
+        return follow_in_cell(run, wait=bool(getattr(args, "wait", False)))
+
+    def confirm(self, quote: Any, action: Callable[[], Run], args: argparse.Namespace, *, what: str) -> Any:
+        from primenb.notebook.confirm import LaunchConfirm
+
+        return LaunchConfirm(quote, action, what=what)  # a cell cannot block on a button
+
+    def widget(self, kind: str, **options: Any) -> Any:
+        if kind == "builder":
+            from primenb.notebook.builder import show_builder
+
+            return show_builder(options.get("config"), show=False)  # returned, so displayed once
+        from primenb.notebook.browser import show_browser
+
+        return show_browser(**options, show=False)
+
+    def figure(self, make: Callable[[], Any]) -> None:
+        import contextlib
+
+        with contextlib.suppress(ImportError):  # no plotly: the result's own display says it
+            display(make())
 
 
-def _stop_line(run: Any, *, wait: bool) -> str:
-    """Ask a run to stop; return at once with one line (``--wait``: after it ended)."""
-    from primenb.protocol.rundir import FINAL_STATES
+def render(result: Any) -> Any:
+    """A handler's result in a cell: a listing as a DataFrame; exit codes are for terminals."""
+    from primenb.verbs import Table
 
-    if run.state in FINAL_STATES:
-        return f"{run.name} already {run.state}"
-    if wait:
-        return f"{run.name}: {run.stop(wait=True)}"
-    run.stop(wait=False)
-    return (
-        f"asked {run.name} to save a checkpoint and stop at its next step; "
-        f"%prime_train --stop {run.name} --wait blocks until it has"
-    )
+    if isinstance(result, Table):
+        return result.frame()
+    if isinstance(result, int) and not isinstance(result, bool):
+        return None
+    return result
 
 
-def _magic_classes() -> list[type[Magics]]:
-    from primenb.notebook.backend_magics import BackendMagics
-    from primenb.notebook.env_magics import EnvMagics
-    from primenb.notebook.harness_magics import HarnessMagics
-    from primenb.notebook.serve_magics import ServeMagics
+@magics_class
+class PrimeMagics(Magics):
+    @cell_magic
+    def rltoml(self, line: str, cell: str) -> None:
+        """Validate a prime-rl rl.toml / sft.toml cell; bind it as NAME when valid."""
+        self._run("train", "rltoml", line, line=line, cell=cell)
 
-    return [PrimeMagics, EnvMagics, HarnessMagics, BackendMagics, ServeMagics]
+    @line_magic
+    def prime_train(self, line: str) -> Any:
+        """Launch and control fine-tuning runs."""
+        words = line.split(None, 1)
+        if words and words[0] == "init":
+            return self._run("train", "init", words[1] if len(words) > 1 else "")
+        return self._run("train", "train", line)
+
+    @line_magic
+    def prime_harness(self, line: str) -> Any:
+        """Traces of every run: what was trained, on what, with what, and how it did."""
+        return self._family("harness", line, default="show")
+
+    @line_magic
+    def prime_env(self, line: str) -> Any:
+        """List, register, inspect and remove training environments."""
+        return self._family("env", line)
+
+    @line_magic
+    def prime_backend(self, line: str) -> Any:
+        """Save, list, show and remove named backends (stored under the primenb home, no secrets).
+
+        e.g. %prime_backend add gpu ssh://me@gpu-box python=/opt/venv/bin/python
+        """
+        return self._family("backend", line)
+
+    @line_magic
+    def prime_serve(self, line: str) -> Any:
+        """Serve traces over an OpenAI-compatible API; add, remove, list and stop servers."""
+        return self._family("serve", line, bare="start")
+
+    @line_magic
+    def prime_eval(self, line: str) -> Any:
+        """Evaluate models and traces on an environment's held-out split through a served endpoint."""
+        return self._run("eval", "eval", line)
+
+    # -- the one dispatcher and its one error guard ------------------------------------------
+    def _family(self, name: str, line: str, *, default: str | None = None, bare: str | None = None) -> Any:
+        sub, _, rest = line.strip().partition(" ")
+        names = {c.name for c in family(name, MAGIC)}
+        if bare is not None and sub not in names:  # `%prime_serve [TRACE ...]`: the bare form
+            sub, rest = bare, line
+        sub = sub or default or ""
+        if sub not in names:
+            unknown = f"unknown subcommand {sub!r}; " if sub else ""
+            raise MagicFailed(f"{unknown}usage: {magic_help(name)}")
+        return self._run(name, sub, rest)
+
+    def _run(self, family_name: str, name: str, words: str, **extra: Any) -> Any:
+        """Parse, call the verb, render; a user error shows as a message (the cell still fails)."""
+        from primenb.verbs import call
+
+        assert self.shell is not None  # set once `%load_ext` ran
+        cmd = command(family_name, name)
+        try:
+            args = magic_parser(family_name, name).parse_line(words)
+            for key, value in extra.items():
+                setattr(args, key, value)
+            return render(call(cmd, args, NotebookFace(self.shell)))
+        except MagicFailed:
+            raise
+        except PrimenbError as exc:
+            report = getattr(exc, "report", None)  # e.g. a config the hosted platform would reject
+            if report is not None:
+                display(report)
+            raise MagicFailed(str(exc)) from None
 
 
 def _display_run(run: Any) -> None:
@@ -198,8 +205,7 @@ def _display_run(run: Any) -> None:
 
 
 def register(ipython: Any) -> None:
-    for cls in _magic_classes():
-        ipython.register_magics(cls)
+    ipython.register_magics(PrimeMagics)
     # The one display path for a `Run` in a kernel: the live monitor (registered by name, so
     # loading stays cheap). Elsewhere (terminal IPython, nbconvert) `Run.__repr__`/`_repr_html_`.
     if getattr(ipython, "kernel", None) is not None:
@@ -231,12 +237,21 @@ def unregister(ipython: Any) -> None:
     for cls in [c for c in formatter.type_printers if f"{c.__module__}.{c.__name__}" == "primenb.run.Run"]:
         formatter.type_printers.pop(cls)
     magics = ipython.magics_manager.magics
-    for cls in _magic_classes():
-        for kind, names in cls.magics.items():
-            for name in names:
-                magics[kind].pop(name, None)
+    for kind, names in PrimeMagics.magics.items():
+        for name in names:
+            magics[kind].pop(name, None)
 
 
-# One copy of the usage, generated from `primenb.commands` (also what `%prime_train?` shows).
+# One copy of the usage, generated from `primenb.commands` (also what `%magic?` shows).
 PrimeMagics.rltoml.__doc__ = f"{PrimeMagics.rltoml.__doc__}\n\n{magic_parser('train', 'rltoml').format_help()}"
 PrimeMagics.prime_train.__doc__ = f"{PrimeMagics.prime_train.__doc__}\n\n{magic_help('train', skip=('rltoml',))}"
+for _magic, _family_name in (
+    ("prime_harness", "harness"),
+    ("prime_env", "env"),
+    ("prime_backend", "backend"),
+    ("prime_serve", "serve"),
+    ("prime_eval", "eval"),
+):
+    getattr(PrimeMagics, _magic).__doc__ += f"\n\n{magic_help(_family_name)}"
+
+__all__ = ["MagicFailed", "NotebookFace", "PrimeMagics", "register", "unregister"]

@@ -246,8 +246,7 @@ def _toml_safe(value: Any) -> Any:
 
 def _sync(run_dir: Path) -> None:
     """A remote backend's run: bring its local mirror up to date (a local run: nothing to do)."""
-    status = RunDir(run_dir).read_status()
-    if (status.get("backend") or "local") != "local" and is_live_state(status.get("state")):
+    if is_live_state(RunDir(run_dir).read_status().get("state")):  # whatever the backend
         from primenb.backends import open_run
 
         try:

@@ -178,7 +178,7 @@ def test_metrics_summary_and_comparison() -> None:
 
 def test_import_primenb_and_harness_stay_light() -> None:
     code = (
-        "import sys, primenb, primenb.harness, primenb.notebook.harness_magics, primenb.cli.harness; "
+        "import sys, primenb, primenb.harness, primenb.notebook.magics, primenb.cli, primenb.verbs.harness; "
         "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers', 'sqlite3') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -283,8 +283,12 @@ def test_prime_train_ui_opens_the_builder_from_a_config_variable(shell, home):
     with capture_output() as out:
         builder = shell.run_line_magic("prime_train", "--ui cfg")
     assert isinstance(builder, ConfigBuilder) and builder.inputs["max_steps"].value == 13
-    assert any(WIDGET_VIEW in o.data for o in out.outputs)  # shown as a widget ...
-    assert any("max_steps = 13" in o.data.get("text/html", "") for o in out.outputs)  # ... with its fallback
+    assert out.outputs == []  # returned, not displayed: the cell displays it once (issue 25 item 3)
+    with capture_output() as out:
+        shell.displayhook(builder)  # what the cell does with the value it ends on
+    [shown] = [o.data for o in out.outputs]
+    assert WIDGET_VIEW in shown  # shown as a widget ...
+    assert "max_steps = 13" in shown.get("text/html", "")  # ... with its fallback
     blank = shell.run_line_magic("prime_train", "--ui")
     assert isinstance(blank, ConfigBuilder) and blank.valid
 
@@ -468,8 +472,11 @@ def test_prime_harness_show_ui_opens_the_browser_with_a_static_fallback(shell, h
         browser = shell.run_line_magic("prime_harness", "show --ui")
     try:
         assert isinstance(browser, HarnessBrowser) and len(browser.frame) == 2
-        shown = [o.data for o in out.outputs if WIDGET_VIEW in o.data]
-        assert shown and "t-run-1" in shown[0]["text/html"]
+        assert out.outputs == []  # returned, not displayed: the cell displays it once (issue 25 item 3)
+        with capture_output() as out:
+            shell.displayhook(browser)  # what the cell does with the value it ends on
+        [shown] = [o.data for o in out.outputs]
+        assert WIDGET_VIEW in shown and "t-run-1" in shown["text/html"]
     finally:
         browser.close()
 

@@ -1,0 +1,19 @@
+"""`eval`: evaluate models and traces through a served endpoint (`primenb eval`, `%prime_eval`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from primenb.verbs import Face, as_json
+
+
+def eval_(args: argparse.Namespace, face: Face) -> Any:
+    from primenb.serve.verbs import eval_run
+
+    result = eval_run(args)
+    if getattr(args, "json", False):
+        face.say(as_json(result.table))
+        return None
+    face.figure(result.chart)
+    return result

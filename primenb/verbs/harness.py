@@ -1,0 +1,97 @@
+"""`harness ...`: show, apply, rerun, diff, compare, reindex, export, import, rm (one handler each,
+for `primenb harness` and `%prime_harness`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from primenb.verbs import Face, as_json, warnings_to
+
+
+def show(args: argparse.Namespace, face: Face) -> Any:
+    import primenb.harness as h
+
+    if getattr(args, "ui", False):
+        filters = {k: getattr(args, k) for k in ("status", "model", "env", "last", "where")}
+        return face.widget("browser", trace=face.ref(args.trace) if args.trace else None, **filters)
+    if args.trace:
+        return h.get(face.ref(args.trace))
+    table = h.traces(last=args.last, status=args.status, env=args.env, model=args.model, where=args.where)
+    if getattr(args, "json", False):
+        face.say(as_json(table))
+        return None
+    return table
+
+
+def apply(args: argparse.Namespace, face: Face) -> Any:
+    import primenb.harness as h
+
+    with warnings_to(face):  # said before the run is followed
+        parent = h.get(face.ref(args.trace))
+        run = h.apply(
+            parent,
+            steps=args.steps,
+            overrides=args.overrides,
+            backend=args.backend,
+            name=args.name,
+            yes=args.yes,
+            trust=args.trust,
+        )
+    face.say(f"started {run.name} (parent {parent.id}) in {run.dir}")
+    return face.follow(run, args)
+
+
+def rerun(args: argparse.Namespace, face: Face) -> Any:
+    import primenb.harness as h
+
+    with warnings_to(face):
+        original = h.get(face.ref(args.trace))
+        run = h.rerun(original, backend=args.backend, name=args.name, trust=args.trust)
+    face.say(f"started {run.name}, a rerun of {original.id}, in {run.dir}")
+    return face.follow(run, args)
+
+
+def diff(args: argparse.Namespace, face: Face) -> Any:
+    import primenb.harness as h
+
+    return h.diff(*[face.ref(t) for t in args.traces])
+
+
+def compare(args: argparse.Namespace, face: Face) -> Any:
+    import primenb.harness as h
+
+    comparison = h.compare(*[face.ref(t) for t in args.traces], metrics=args.metrics)
+    if getattr(args, "html", None):
+        comparison.figure.write_html(args.html, include_plotlyjs=True)
+        face.say(f"wrote the chart to {args.html}")
+    return comparison
+
+
+def reindex(args: argparse.Namespace, face: Face) -> None:
+    import primenb.harness as h
+
+    r = h.reindex(args.paths)
+    face.say(f"indexed {r['traces']} trace(s) in {r['seconds']:.2f} s ({r['index']})")
+    for where, why in r.get("skipped") or []:  # unreadable or oddly shaped trace.json files
+        face.say(f"skipped {where}: {why}")
+
+
+def export(args: argparse.Namespace, face: Face) -> None:
+    import primenb.harness as h
+
+    face.say(f"exported to {h.export(face.ref(args.trace), args.path)}")
+
+
+def import_(args: argparse.Namespace, face: Face) -> Any:
+    import primenb.harness as h
+
+    trace = h.import_(args.path, args.dest)
+    face.say(f"imported trace {trace.id} into {trace.run_dir}")
+    return trace
+
+
+def rm(args: argparse.Namespace, face: Face) -> None:
+    import primenb.harness as h
+
+    face.say(h.rm(face.ref(args.trace), files=args.files))

@@ -1,0 +1,50 @@
+"""`serve ...`: start, add, remove, list, stop model servers (`primenb serve`, `%prime_serve`);
+the work is in `primenb.serve.verbs`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from primenb.verbs import Face, Table, as_json
+
+
+def start(args: argparse.Namespace, face: Face) -> Any:
+    from primenb.serve.verbs import serve_start
+
+    server = serve_start(args)
+    if getattr(args, "json", False):
+        face.say(json.dumps({"url": server.url, "pid": server.pid, "models": server.models}))
+        return None
+    return server
+
+
+def add(args: argparse.Namespace, face: Face) -> None:
+    from primenb.serve.verbs import serve_add
+
+    served = serve_add(args)
+    face.say(json.dumps(served) if getattr(args, "json", False) else "now serving " + ", ".join(served))
+
+
+def remove(args: argparse.Namespace, face: Face) -> None:
+    from primenb.serve.verbs import serve_remove
+
+    face.say(f"removed {serve_remove(args)}")
+
+
+def list_(args: argparse.Namespace, face: Face) -> Any:
+    from primenb.serve.verbs import serve_list
+
+    frame = serve_list(args)
+    table = Table(frame.to_dict("records"), list(frame.columns))
+    if getattr(args, "json", False):
+        face.say(as_json(table))
+        return None
+    return table
+
+
+def stop(args: argparse.Namespace, face: Face) -> None:
+    from primenb.serve.verbs import serve_stop
+
+    face.say("stopped " + (", ".join(serve_stop(args)) or "nothing"))

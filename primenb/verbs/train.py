@@ -1,0 +1,202 @@
+"""The top-level verbs: validate, rltoml, init, train, stop, attach (`primenb ...`, `%%rltoml`,
+`%prime_train`)."""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import keyword
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from primenb.commands import command, invocation
+from primenb.errors import PrimenbError
+from primenb.verbs import Face
+
+if TYPE_CHECKING:
+    from primenb.protocol.fields import Mode
+    from primenb.run import Run
+
+# a cell's line 1 is `%%rltoml NAME`: the TOML starts on line 2, and diagnostics say so
+CELL_FIRST_LINE = 2
+
+
+def _mode(args: argparse.Namespace) -> Mode | None:
+    return "sft" if getattr(args, "sft", False) else "rl" if getattr(args, "rl", False) else None
+
+
+def user_path(text: str) -> Path:
+    """A path a user typed, ``~`` expanded; ``~nosuchuser/x`` is a message, not a traceback."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # no home directory for that user
+        user = text[1:].split("/", 1)[0] or "the current user"
+        raise PrimenbError(
+            f"cannot expand {text!r}: there is no home directory for {user} on this machine; "
+            "give an absolute path or one relative to the notebook's folder"
+        ) from None
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot receive a config: not a Python name, a keyword, or a builtin the shell
+    and every later cell rely on (`print`, `get_ipython`, `__builtins__`)."""
+    if not name.isidentifier() or keyword.iskeyword(name):  # `for`, `class` cannot be bound
+        return f"`{name}` is not a valid Python variable name"
+    if hasattr(builtins, name) or (name.startswith("__") and name.endswith("__")):
+        return f"`{name}` is a Python builtin; binding a config to it would break later cells: choose another name"
+    return None
+
+
+def validate(args: argparse.Namespace, face: Face) -> int:
+    import json
+
+    from primenb.config import check
+
+    failed = False
+    reports = []
+    for file in args.files:
+        outcome = check(user_path(file), mode=_mode(args), lenient=args.lenient)
+        failed |= not outcome.report.ok
+        if args.json:
+            reports.append(json.loads(outcome.report.to_json()))
+        elif outcome.report.diagnostics:
+            face.say(outcome.report.to_text())
+        else:
+            face.say(f"{file}: ok ({outcome.mode.upper()})")
+    if args.json:
+        face.say(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
+    return 1 if failed else 0
+
+
+def rltoml(args: argparse.Namespace, face: Face) -> None:
+    from primenb.config import Config, check
+    from primenb.config.fix import fix_text
+
+    problem = name_problem(args.name) or face.name_problem(args.name)
+    if problem:
+        raise PrimenbError(problem)
+    save = user_path(args.save) if args.save else None
+    mode = _mode(args)
+    text = args.cell
+    if args.fix:
+        fix = fix_text(text, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
+        face.display(fix)
+        if fix.changed:
+            face.offer(f"%%rltoml {args.line.strip().replace('--fix', '').strip()}\n{fix.after}")
+            text = fix.after
+        outcome = fix.outcome
+    else:
+        outcome = check(text, mode=mode, first_line=CELL_FIRST_LINE, lenient=args.lenient)
+    if outcome.model is None:
+        face.display(outcome.report)
+        raise PrimenbError(f"{args.name} not updated: {outcome.report.summary().split(': ', 1)[1]} (listed above)")
+    config = Config(outcome.model, mode=outcome.mode, text=text, report=outcome.report)
+    if save is not None:
+        from primenb.protocol.safepath import write_user_file
+
+        write_user_file(save, text, overwrite=True)  # a folder, a link, read-only: a message
+    face.bind(args.name, config)
+    face.display(config)
+    if save is not None:
+        face.say(f"saved {args.save}")
+
+
+def init(args: argparse.Namespace, face: Face) -> None:
+    from primenb.config.templates import starter
+    from primenb.protocol.safepath import write_user_file
+
+    out = user_path(args.out or ("sft.toml" if args.sft else "rl.toml"))
+    write_user_file(out, starter(args.model, args.env, sft=args.sft, lora=args.lora), overwrite=args.force)
+    train = invocation(command("train", "train"), face.name)
+    face.say(
+        f"wrote {out} ({'SFT' if args.sft else 'RL'}, model {args.model or 'primenb/tiny-byte'}); "
+        f"train it with: {train} {out}"
+    )
+
+
+def train(args: argparse.Namespace, face: Face) -> Any:
+    from primenb.backends import attach, capabilities, default_backend, get_backend, submit
+
+    if getattr(args, "stop", None):
+        face.say(_stop_line(attach(args.stop), wait=args.wait))
+        return None  # a line, not a second monitor (the run's own cell still shows it)
+    if getattr(args, "ui", False):  # the form; its Launch goes through the same submit + follow
+        return face.widget("builder", config=face.config(args.config) if args.config else None)
+    if getattr(args, "attach", None):
+        return face.follow(attach(args.attach), args)
+    if getattr(args, "pause", None) or getattr(args, "resume", None):
+        return _pause_or_resume(args, face)
+    if not args.config:
+        usage = invocation(command("train", "train"), face.name)
+        init = invocation(command("train", "init"), face.name)
+        raise PrimenbError(f"usage: {usage} CONFIG [--name RUN] [--backend B]; or {init} to write a starter config")
+    config = face.config(args.config, _mode(args), lenient=getattr(args, "lenient", False))
+    chosen = args.backend or default_backend(config)
+    caps = capabilities(chosen)
+    if not caps.bills:
+        return face.follow(submit(config, name=args.name, backend=args.backend), args, new=True)
+    backend = get_backend(chosen, **_options(args, caps.options), yes=True)  # the face asks, not the backend
+    quote = backend.prepare(config)  # its checks and price, before anything is billed
+
+    def launch() -> Run:
+        return backend.launch(config, quote, name=args.name)
+
+    return face.follow(launch(), args, new=True) if args.yes else face.confirm(quote, launch, args, what="Launch")
+
+
+def _options(args: argparse.Namespace, takes: tuple[str, ...]) -> dict[str, Any]:
+    """The launch options a backend declares, from the arguments of the same name (``yes`` apart)."""
+    return {k: getattr(args, k, None) for k in takes if k != "yes"}
+
+
+def _pause_or_resume(args: argparse.Namespace, face: Face) -> Any:
+    from primenb.backends import attach, capabilities, get_backend, run_backend
+
+    run = attach(args.pause or args.resume)
+    name = run_backend(run.dir)
+    caps = capabilities(name)
+    if not caps.pausable:
+        raise PrimenbError(
+            f"{run.name} ran on the {name} backend, which cannot pause or resume a run "
+            "(--pause and --resume are for hosted runs); continue it with %prime_harness apply"
+        )
+    backend = get_backend(name, **_options(args, caps.options), yes=True)
+    if args.pause:
+        state = backend.pause(run)
+        face.say(f"{run.name}: {state}; continue it later with %prime_train --resume {run.name}")
+        return run
+
+    def resume() -> Run:
+        return backend.resume(run, name=args.name)
+
+    if args.yes or not caps.bills:
+        return face.follow(resume(), args, new=True)
+    return face.confirm(backend.resume_quote(run), resume, args, what="Resume")
+
+
+def _stop_line(run: Any, *, wait: bool) -> str:
+    """Ask a run to stop; return at once with one line (``--wait``: after it ended)."""
+    from primenb.protocol.rundir import FINAL_STATES
+
+    if run.state in FINAL_STATES:
+        return f"{run.name} already {run.state}"
+    if wait:
+        return f"{run.name}: {run.stop(wait=True)}"
+    run.stop(wait=False)
+    return (
+        f"asked {run.name} to save a checkpoint and stop at its next step; "
+        f"%prime_train --stop {run.name} --wait blocks until it has"
+    )
+
+
+def stop(args: argparse.Namespace, face: Face) -> None:
+    from primenb.backends import attach
+
+    run = attach(args.run)
+    face.say(f"{run.name}: {run.stop(wait=True, timeout=args.timeout)}")
+
+
+def attach(args: argparse.Namespace, face: Face) -> Any:
+    from primenb.backends import attach as attach_run
+
+    return face.follow(attach_run(args.run), args)
