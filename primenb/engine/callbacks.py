@@ -22,7 +22,7 @@ from primenb.engine.plan import Plan
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
 from primenb.envs.errors import RewardFunctionError
-from primenb.protocol.privacy import error_text
+from primenb.protocol.privacy import error_text, withhold_sample
 from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
 
 log = logging.getLogger("primenb.engine")
@@ -154,7 +154,7 @@ class EngineContext:
         if self.samples is not None:
             for row in rows:
                 if self.plan.data_collection == "deny":
-                    row = withhold_text(row)
+                    row = withhold_sample(row)
                 clean = {k: v for k, v in row.items() if v is not None or k == "reward"}
                 reward = clean.get("reward")
                 if isinstance(reward, float) and reward != reward:  # NaN
@@ -591,24 +591,6 @@ class RewardHealth:
                     "to train on the completions it can score"
                 )
         return None
-
-
-TEXT_FIELDS = ("prompt", "completion", "answer")
-
-
-def withhold_text(row: dict[str, Any]) -> dict[str, Any]:
-    """A sample row for ``data_collection = "deny"``: the prompt, completion and answer are
-    replaced by a keyed hash (`primenb.protocol.hashing.private_digest`) and their length;
-    rewards and correctness are kept."""
-    from primenb.protocol.hashing import private_digest
-
-    out = {k: v for k, v in row.items() if k not in TEXT_FIELDS}
-    for key in TEXT_FIELDS:
-        value = row.get(key)
-        if isinstance(value, str):
-            out[f"{key}_hash"] = private_digest(value)
-            out[f"{key}_chars"] = len(value)
-    return out
 
 
 def _decode_info(value: Any) -> Any:
