@@ -105,7 +105,8 @@ class Config:
             "batch": batch,
             "learning rate": lr,
             "LoRA": f"rank {lora.rank}, alpha {lora.alpha:g}" if lora else "full fine-tune",
-            "deployment": deployment,
+            # the GPU layout only where the config sets one: a local CPU run has no train/inference GPUs
+            **({"deployment": deployment} if "deployment" in self.model.model_fields_set else {}),
             "backend": self.settings.backend,
         }
 
