@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from primenb.render.summary import short_path
 from primenb.verbs import Face, as_json, warnings_to
 
 
@@ -38,7 +39,7 @@ def apply(args: argparse.Namespace, face: Face) -> Any:
             yes=args.yes,
             trust=args.trust,
         )
-    face.say(f"started {run.name} (parent {parent.id}) in {run.dir}")
+    face.say(f"started {run.name} (parent {parent.id}) in {short_path(run.dir)}")
     return face.follow(run, args)
 
 
@@ -48,7 +49,7 @@ def rerun(args: argparse.Namespace, face: Face) -> Any:
     with warnings_to(face):
         original = h.get(face.ref(args.trace))
         run = h.rerun(original, backend=args.backend, name=args.name, trust=args.trust)
-    face.say(f"started {run.name}, a rerun of {original.id}, in {run.dir}")
+    face.say(f"started {run.name}, a rerun of {original.id}, in {short_path(run.dir)}")
     return face.follow(run, args)
 
 
@@ -87,7 +88,7 @@ def import_(args: argparse.Namespace, face: Face) -> Any:
     import primenb.harness as h
 
     trace = h.import_(args.path, args.dest)
-    face.say(f"imported trace {trace.id} into {trace.run_dir}")
+    face.say(f"imported trace {trace.id} into {short_path(trace.run_dir)}")
     return trace
 
 
