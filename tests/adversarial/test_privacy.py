@@ -95,6 +95,8 @@ def test_item05_deny_run_leaks_no_private_text_or_secret(home: Path, monkeypatch
         .replace("batch_size = 32", "batch_size = 8")
         .replace("group_size = 8", "group_size = 4")
         .replace("sft_warmup_steps = 200", "sft_warmup_steps = 0")
+        # its reward functions fail on every completion on purpose: keep training to see what is logged
+        .replace("[primenb]\n", "[primenb]\nreward_error_limit = 1.0\n", 1)
     )
     text += '\n[primenb.privacy]\ndata_collection = "deny"\n'
     run = submit(load_config(text), name="deny-run")
