@@ -132,6 +132,13 @@ class Server:
         )
 
     def refresh(self) -> Server:
+        """The models it serves now: asked of the server itself (the registry file follows it by
+        polling, so it can lag an add or remove), else the registry's record."""
+        try:
+            self.models = [str(c["id"]) for c in _admin(self, "GET", "/v1/models", timeout=10.0)["data"]]
+            return self
+        except (ServeError, KeyError, TypeError):
+            pass
         rec = registry.read(self.pid)
         if rec is not None:
             self.models = list(rec.get("models") or [])
@@ -350,7 +357,7 @@ def table() -> Any:
     rows = []
     for s in servers():
         try:
-            st = s.stats()
+            st = s.refresh().stats()
             uptime, requests = float(st["uptime_s"]), int(st["requests"])
         except ServeError:
             uptime, requests = float("nan"), -1

@@ -136,8 +136,11 @@ def test_the_cli_lists_saved_backends(workdir):
     cli = [sys.executable, "-m", "primenb.cli"]
     subprocess.run([*cli, "backend", "add", "box", "ssh://me@box", "python=/v/bin/python"], check=True, env=env)
     out = subprocess.run([*cli, "backend", "list"], check=True, env=env, capture_output=True, text=True).stdout
-    assert out.split() == ["box", "ssh://me@box"]
+    assert out.split() == ["name", "url", "box", "ssh://me@box"]  # a header, then one row per backend
     shown = json.loads(subprocess.run([*cli, "backend", "show", "box"], env=env, capture_output=True, text=True).stdout)
     assert shown["python"] == "/v/bin/python"
     subprocess.run([*cli, "backend", "remove", "box"], check=True, env=env)
-    assert subprocess.run([*cli, "backend", "list"], env=env, capture_output=True, text=True).stdout == ""
+    assert subprocess.run([*cli, "backend", "list"], env=env, capture_output=True, text=True).stdout.split() == [
+        "name",
+        "url",
+    ]

@@ -90,6 +90,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
     """Snapshots every ~0.3 s until the summary says the run ended; a live screenshot on the way."""
+    from playwright.sync_api import Error as PlaywrightError
+
     seen: list[dict[str, Any]] = []
     live_shot = False
     end = time.monotonic() + timeout_s
@@ -101,11 +103,14 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
         rl = (snap["phase"] or "").startswith("training (GRPO)")
         if not live_shot and rl and snap["drawn"] >= 3 and snap["warning"]:
             _dismiss_news(page)
-            monitor = page.locator(".primenb-monitor").first
-            monitor.scroll_into_view_if_needed()
-            screenshot(page, "monitor-live-page")
-            monitor.screenshot(path=str(ARTIFACTS / "monitor-live.png"))
-            live_shot = True
+            try:
+                monitor = page.locator(".primenb-monitor").first
+                monitor.scroll_into_view_if_needed()
+                screenshot(page, "monitor-live-page")
+                monitor.screenshot(path=str(ARTIFACTS / "monitor-live.png"))
+                live_shot = True
+            except PlaywrightError:  # the run ended meanwhile and its summary replaced the live view
+                pass
         time.sleep(0.3)
     raise AssertionError(f"the run did not end within {timeout_s}s; last view: {seen[-1] if seen else None}")
 

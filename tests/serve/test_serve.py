@@ -17,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 
+from primenb.backends.primecli import find_prime
 from primenb.serve import client
 
 pytestmark = pytest.mark.slow  # trains tiny models and starts server processes
@@ -111,13 +112,15 @@ def test_adapters_differ_and_32_concurrent_requests_never_mix(server: client.Ser
 def test_prime_cli_lists_and_chats_with_the_adapter(server: client.Server, tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     env = dict(os.environ, HOME=str(tmp_path / "home"), PRIME_API_KEY="unused", PRIME_INFERENCE_URL=server.url)
+    prime = find_prime()  # beside this Python: `make test` runs the venv's python without the venv on PATH
+    assert prime, "the prime CLI (test extra) is not installed"
     listed = subprocess.run(
-        ["prime", "inference", "models", "-o", "json"], capture_output=True, text=True, env=env, timeout=120
+        [prime, "inference", "models", "-o", "json"], capture_output=True, text=True, env=env, timeout=120
     )
     assert listed.returncode == 0, listed.stderr
     assert {ADA, ADB, FULL} <= {m["id"] for m in json.loads(listed.stdout)["data"]}
     chat = subprocess.run(
-        ["prime", "inference", "chat", ADA, "hello", "--max-tokens", "12"],
+        [prime, "inference", "chat", ADA, "hello", "--max-tokens", "12"],
         capture_output=True,
         text=True,
         env=env,
