@@ -129,6 +129,7 @@ class RunDir:
     CONFIGS = "configs"
     LOGS = "logs"
     CHECKPOINTS = "checkpoints"
+    EVALS = "evals"  # evals/<env slug>.json: the latest `%prime_eval` of that environment
     ENGINE_LOG = f"{LOGS}/engine.log"
     LAUNCHER_LOG = f"{LOGS}/launcher.log"
     # what a bundle (`primenb.traces.transfer`) carries of a run directory
@@ -173,6 +174,12 @@ class RunDir:
     @property
     def logs(self) -> Path:
         return self.root / self.LOGS
+
+    def eval_file(self, env: str) -> Path:
+        """``evals/<env slug>.json``: the latest evaluation of this run's model on ``env``."""
+        from primenb.protocol.safepath import slug
+
+        return self.root / self.EVALS / f"{slug(env)}.json"
 
     def log_file(self, component: str) -> Path:
         """``logs/COMPONENT.log`` (``engine``, ``launcher``, a hosted run's components)."""

@@ -16,14 +16,11 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.serve import client
-
-EVALS_DIR = "evals"  # in a run directory: evals/<env>.json, the latest eval per environment
 
 
 @dataclass
@@ -271,24 +268,17 @@ def _store(
     trace: Any, env: str, row: dict[str, Any], samples: list[dict[str, Any]], model_id: str, private: bool, temp: float
 ) -> str:
     """``evals/<env>.json`` in the trace's run directory: the latest eval of that environment."""
-    from primenb.protocol.hashing import private_digest
-    from primenb.protocol.safepath import slug
+    from primenb.protocol.privacy import withhold_sample
+    from primenb.protocol.rundir import RunDir
 
     mine = [s for s in samples if s["model"] == model_id]
-    if private:
-        hidden = []
-        for s in mine:
-            out = {k: v for k, v in s.items() if k not in ("prompt", "completion", "answer")}
-            for k in ("prompt", "completion", "answer"):
-                out[f"{k}_hash"] = private_digest(s[k])
-                out[f"{k}_chars"] = len(s[k])
-            hidden.append(out)
-        mine = hidden
-    path = Path(trace.run_dir) / EVALS_DIR / f"{slug(env)}.json"
+    if private:  # hashed and measured exactly as the engine's training samples are
+        mine = [withhold_sample(s) for s in mine]
+    path = RunDir(trace.run_dir).eval_file(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"env": env, "model": model_id, "temperature": temp, "created": time.time(), "summary": row, "samples": mine}
     atomic_write_json(path, doc)
     return str(path)
 
 
-__all__ = ["EVALS_DIR", "EvalResult", "evaluate"]
+__all__ = ["EvalResult", "evaluate"]
