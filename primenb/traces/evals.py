@@ -1,0 +1,149 @@
+"""The latest evaluation per environment stored with a trace (``evals/<env>.json``, written by
+``%prime_eval``), read for the views: the traces table, ``show TRACE``, ``diff``, ``compare`` and
+the sidebar.
+
+The files are read as hostile input, like every run file: through the one safe reader (regular
+files inside the run directory, bounded, depth-capped), typed by `EvalDoc` (a wrong-typed field
+becomes unknown). A file that is not an evaluation is left out and said in ``warnings``; nothing
+here raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from primenb.protocol.documents import EvalDoc, read_document
+from primenb.protocol.rundir import RunDir
+from primenb.protocol.safepath import slug
+
+MAX_EVAL_FILES = 200  # environments read per run: a folder of thousands of files cannot stall a view
+COLUMN_PREFIX = "eval:"  # the traces table's column of an environment: ``eval:<env>``
+
+
+@dataclass(frozen=True)
+class LatestEval:
+    """One environment's latest evaluation of a run's model (any field may be unknown: None)."""
+
+    env: str
+    mean: float | None = None
+    std: float | None = None
+    ci95_low: float | None = None
+    ci95_high: float | None = None
+    n: int | None = None
+    temperature: float | None = None
+    created: float | None = None  # seconds since the epoch
+    model: str | None = None
+
+    @property
+    def when(self) -> str:
+        """``created`` as local time (``2026-12-03 22:41``); empty when unknown."""
+        import datetime as dt
+
+        if self.created is None:
+            return ""
+        try:
+            return dt.datetime.fromtimestamp(self.created).strftime("%Y-%m-%d %H:%M")
+        except (OverflowError, OSError, ValueError):  # a timestamp no calendar holds
+            return ""
+
+    def line(self) -> str:
+        """One readable line: ``0.412 ± 0.05 (n 20, temperature 0, 2026-12-03 22:41)``."""
+        from primenb.traces.views import fmt
+
+        spread = ""
+        if self.mean is not None and self.ci95_high is not None:
+            spread = f" ± {fmt(self.ci95_high - self.mean, digits=2)}"
+        facts = [
+            f"n {self.n}" if self.n is not None else "",
+            f"temperature {fmt(self.temperature)}" if self.temperature is not None else "",
+            self.when,
+        ]
+        shown = ", ".join(f for f in facts if f)
+        return f"{fmt(self.mean) or '?'}{spread}" + (f" ({shown})" if shown else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "mean": self.mean,
+            "std": self.std,
+            "ci95_low": self.ci95_low,
+            "ci95_high": self.ci95_high,
+            "n": self.n,
+            "temperature": self.temperature,
+            "created": self.created,
+            "model": self.model,
+        }
+
+
+@dataclass
+class Evals:
+    """A run's latest evaluations, by environment (sorted), and what could not be read."""
+
+    items: list[LatestEval] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def by_env(self) -> dict[str, LatestEval]:
+        return {e.env: e for e in self.items}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _from_doc(stem: str, doc: dict[str, Any]) -> LatestEval:
+    env = doc.get("env")
+    # the file name is the environment's slug: a document naming another environment is not trusted
+    trusted = isinstance(env, str) and env.isprintable() and len(env) <= 200 and slug(env) == stem
+    name = str(env) if trusted else stem
+    summary = doc.get("summary") or {}
+    n = summary.get("n")
+    return LatestEval(
+        env=name,
+        mean=_number(summary.get("reward_mean")),
+        std=_number(summary.get("reward_std")),
+        ci95_low=_number(summary.get("ci95_low")),
+        ci95_high=_number(summary.get("ci95_high")),
+        n=n if isinstance(n, int) else None,
+        temperature=_number(doc.get("temperature")),
+        created=_number(doc.get("created")),
+        model=doc.get("model") if isinstance(doc.get("model"), str) else None,
+    )
+
+
+def _eval_files(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if e.name.endswith(".json") and not e.name.startswith("."))
+    except (OSError, ValueError):  # no evals yet (the common case), or not a folder
+        return []
+    return [folder / n for n in names[:MAX_EVAL_FILES]]
+
+
+def read_evals(run_dir: str | os.PathLike[str] | None) -> Evals:
+    """The latest evaluation per environment of the run in ``run_dir`` (none when it has no
+    ``evals/`` folder); unreadable or foreign files are skipped and named in ``warnings``."""
+    out = Evals()
+    if not run_dir:
+        return out
+    root = Path(run_dir)
+    folder = root / RunDir.EVALS
+    for path in _eval_files(folder):
+        doc, why = read_document(EvalDoc, path, root=root)
+        if doc is None:
+            why = (why or "unreadable").removeprefix(f"{path.name}: ")  # a typing failure names the file already
+            out.warnings.append(f"{RunDir.EVALS}/{path.name}: {why}")
+            continue
+        out.warnings += [f"{RunDir.EVALS}/{w}" for w in doc.warnings]  # each starts with the file name
+        out.items.append(_from_doc(path.name[: -len(".json")], doc))
+    return out
+
+
+def column(env: str) -> str:
+    """The traces table's column for ``env``'s latest mean reward."""
+    return f"{COLUMN_PREFIX}{env}"
+
+
+__all__ = ["COLUMN_PREFIX", "Evals", "LatestEval", "column", "read_evals"]
