@@ -8,6 +8,7 @@ import { Widget } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
+import { EVAL_HEADER, evalCells, evalsOf, IEvalItem } from './extras';
 import {
   addAnswer,
   curveOf,
@@ -102,6 +103,24 @@ export function sparkline(values: ReadonlyArray<number>, width = 120, height = 2
   line.setAttribute('fill', 'none');
   svg.appendChild(line);
   return svg;
+}
+
+/** The latest `%prime_eval` per environment: a small table (the model id and time on hover). */
+function evalsSection(evals: ReadonlyArray<IEvalItem>): HTMLElement[] {
+  if (!evals.length) {
+    return [];
+  }
+  const table = el('table', 'primenb-evals');
+  const head = el('tr');
+  head.append(...EVAL_HEADER.map(h => el('th', '', h)));
+  table.appendChild(head);
+  for (const e of evals) {
+    const when = typeof e.created === 'number' ? new Date(e.created * 1000).toLocaleString() : 'unknown time';
+    const tr = el('tr', 'primenb-eval', undefined, { title: `${e.model ?? 'model unknown'} · ${when}` });
+    tr.append(...evalCells(e).map(c => el('td', '', c)));
+    table.appendChild(tr);
+  }
+  return [el('div', 'primenb-section', 'Evaluations (latest per environment)'), table];
 }
 
 function errorText(error: unknown): string {
@@ -570,6 +589,7 @@ export class RunsPanel extends Widget {
       table.appendChild(tr);
     }
     parts.push(table);
+    parts.push(...evalsSection(evalsOf(d)));
     this.charts = el('div', 'primenb-charts');
     parts.push(el('div', 'primenb-section', 'Metrics'), this.charts);
     parts.push(el('div', 'primenb-section', 'Samples'));

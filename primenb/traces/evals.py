@@ -10,6 +10,7 @@ here raises for a bad file.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +91,9 @@ class Evals:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else unknown (a NaN mean: no rollout was scored)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 def _from_doc(stem: str, doc: dict[str, Any]) -> LatestEval:
