@@ -21,8 +21,8 @@ export interface IServerItem {
   models: string[];
   /** seconds since it started (null when its record has no start time) */
   uptime_s: number | null;
-  /** whether it listens on a loopback address only */
-  local: boolean;
+  /** "this machine", or the host it runs on (reached through a forwarded port) */
+  where: string;
 }
 
 export interface IServersAnswer {
@@ -78,7 +78,7 @@ export function evalCells(e: IEvalItem, nowMs: number = Date.now()): string[] {
   ];
 }
 
-export const EVAL_HEADER: ReadonlyArray<string> = ['environment', 'mean reward', 'n', 'T', 'when'];
+export const EVAL_HEADER: ReadonlyArray<string> = ['environment', 'mean', 'n', 'T', 'when'];
 
 /** The evals of a detail answer, kept only when shaped like one (the answer is data, not trusted code). */
 export function evalsOf(detail: unknown): IEvalItem[] {
@@ -89,8 +89,9 @@ export function evalsOf(detail: unknown): IEvalItem[] {
   return list.filter((e): e is IEvalItem => !!e && typeof e === 'object' && typeof (e as IEvalItem).env === 'string');
 }
 
-/** The line under a server's URL: its model ids and uptime. */
+/** The line under a server's URL: its model ids, uptime, and where it runs when not here. */
 export function serverLine(s: IServerItem): string {
   const models = s.models.length ? s.models.join(', ') : 'no models';
-  return `${models} · up ${fmtDuration(s.uptime_s)}`;
+  const where = s.where && s.where !== 'this machine' ? ` · on ${s.where}` : '';
+  return `${models} · up ${fmtDuration(s.uptime_s)}${where}`;
 }

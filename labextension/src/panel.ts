@@ -8,7 +8,9 @@ import { Widget } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
+import { button, el } from './dom';
 import { EVAL_HEADER, evalCells, evalsOf, IEvalItem } from './extras';
+import { ServersSection } from './serversview';
 import {
   addAnswer,
   curveOf,
@@ -60,34 +62,6 @@ export interface IPanelActions {
   insertCell(text: string): boolean;
   /** Show text read-only in the main area. */
   showText(title: string, text: string): void;
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls?: string,
-  text?: string,
-  attrs: Record<string, string> = {}
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  for (const [k, v] of Object.entries(attrs)) {
-    node.setAttribute(k, v);
-  }
-  return node;
-}
-
-function button(label: string, action: string, title: string, onClick: () => void): HTMLButtonElement {
-  const b = el('button', `jp-Button primenb-action primenb-act-${action}`, label, { title, 'data-action': action });
-  b.addEventListener('click', event => {
-    event.stopPropagation();
-    onClick();
-  });
-  return b;
 }
 
 /** An SVG sparkline (a polyline), built with DOM calls. */
@@ -186,7 +160,7 @@ export class RunsPanel extends Widget {
     this.empty.hidden = true;
     this.detail = el('div', 'primenb-detail');
     this.detail.hidden = true;
-    this.node.append(header, filters, this.status, this.count, this.empty, this.list, this.detail);
+    this.node.append(header, this.servers.node, filters, this.status, this.count, this.empty, this.list, this.detail);
     document.addEventListener('visibilitychange', this.onVisibility);
   }
 
@@ -294,6 +268,7 @@ export class RunsPanel extends Widget {
   }
 
   private async refresh(): Promise<void> {
+    await this.servers.refresh();
     // the pages in view, again (states change, runs are added); then any a changed total dropped
     const [first, last] = this.visibleRange();
     for (const page of this.model.pagesFor(first, last)) {
@@ -656,6 +631,7 @@ export class RunsPanel extends Widget {
   }
 
   readonly model = new RunsModel();
+  private readonly servers = new ServersSection(errorText);
   private readonly search: HTMLInputElement;
   private readonly statusFilter: HTMLSelectElement;
   private readonly status: HTMLElement;
