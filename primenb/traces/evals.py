@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from primenb.protocol.documents import EvalDoc, read_document
@@ -116,13 +115,42 @@ def _from_doc(stem: str, doc: dict[str, Any]) -> LatestEval:
     )
 
 
-def _eval_files(folder: Path) -> list[Path]:
+def _eval_files(folder: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as it:
-            names = sorted(e.name for e in it if e.name.endswith(".json") and not e.name.startswith("."))
+            entries = [e for e in it if e.name.endswith(".json") and not e.name.startswith(".")]
     except (OSError, ValueError):  # no evals yet (the common case), or not a folder
         return []
-    return [folder / n for n in names[:MAX_EVAL_FILES]]
+    return sorted(entries, key=lambda e: e.name)[:MAX_EVAL_FILES]
+
+
+# path -> (lstat signature, the file read): `show` over many traces re-reads only changed files
+_Read = tuple[LatestEval | None, list[str]]
+_CACHE: dict[str, tuple[tuple[int, int, int, int], _Read]] = {}
+MAX_CACHED = 50_000
+
+
+def _read_one(entry: os.DirEntry[str], root: str) -> _Read:
+    try:
+        st = entry.stat(follow_symlinks=False)
+        sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        sig = None
+    hit = _CACHE.get(entry.path) if sig is not None else None
+    if hit is not None and hit[0] == sig:
+        return hit[1]
+    doc, why = read_document(EvalDoc, entry.path, root=root)
+    if doc is None:
+        why = (why or "unreadable").removeprefix(f"{entry.name}: ")  # a typing failure names the file already
+        read: _Read = (None, [f"{RunDir.EVALS}/{entry.name}: {why}"])
+    else:
+        # each warning starts with the file name
+        read = (_from_doc(entry.name[: -len(".json")], doc), [f"{RunDir.EVALS}/{w}" for w in doc.warnings])
+    if sig is not None:
+        if len(_CACHE) >= MAX_CACHED:
+            _CACHE.clear()
+        _CACHE[entry.path] = (sig, read)
+    return read
 
 
 def read_evals(run_dir: str | os.PathLike[str] | None) -> Evals:
@@ -131,16 +159,12 @@ def read_evals(run_dir: str | os.PathLike[str] | None) -> Evals:
     out = Evals()
     if not run_dir:
         return out
-    root = Path(run_dir)
-    folder = root / RunDir.EVALS
-    for path in _eval_files(folder):
-        doc, why = read_document(EvalDoc, path, root=root)
-        if doc is None:
-            why = (why or "unreadable").removeprefix(f"{path.name}: ")  # a typing failure names the file already
-            out.warnings.append(f"{RunDir.EVALS}/{path.name}: {why}")
-            continue
-        out.warnings += [f"{RunDir.EVALS}/{w}" for w in doc.warnings]  # each starts with the file name
-        out.items.append(_from_doc(path.name[: -len(".json")], doc))
+    root = os.fspath(run_dir)
+    for entry in _eval_files(os.path.join(root, RunDir.EVALS)):
+        item, warnings = _read_one(entry, root)
+        out.warnings += warnings
+        if item is not None:
+            out.items.append(item)
     return out
 
 

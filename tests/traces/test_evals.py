@@ -76,6 +76,8 @@ def test_show_has_a_column_per_evaluated_environment(home: Path, shell: Any) -> 
     assert "0.750" in repr(df) and ">eval:reverse-text<" in df._repr_html_()
     result = shell.run_cell("%prime_harness show")
     assert result.success and result.result["eval:gsm8k"].iloc[0] == 0.25
+    _eval(a, "gsm8k", 0.125)  # a newer eval replaces the file: the next show has it
+    assert h.traces()["eval:gsm8k"].iloc[0] == 0.125
     # no evals anywhere: no eval column at all
     for run_dir in (a, b):
         for f in (run_dir / "evals").iterdir():
