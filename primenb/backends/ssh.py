@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from primenb.backends.base import Backend, Lineage
+from primenb.backends.base import Backend, Capabilities, Lineage
 from primenb.backends.remote import RemoteMirror, read_remote, write_remote
 from primenb.backends.spec import BackendSpec, BackendSpecError
 from primenb.backends.sshconn import SSHConnection, SSHError, SSHTarget, quote
@@ -180,6 +180,7 @@ echo started
 
 class SSHBackend(Backend):
     name = "ssh"
+    capabilities = Capabilities(serves_on_host=True)
 
     def __init__(self, spec: BackendSpec | None = None) -> None:
         self.spec = spec or BackendSpec("ssh")
@@ -264,6 +265,20 @@ class SSHBackend(Backend):
         if isinstance(control, RemoteMirror):
             return control.fetch_artifacts()
         return run.dir
+
+    def serve_host(self, run_dir: Path) -> Any:
+        """The host a run trained on, to serve its checkpoint there (`primenb.backends.ssh_serve`)."""
+        from primenb.backends.ssh_serve import SSHServeHost
+
+        info = read_remote(run_dir)
+        if not info.get("host") or not info.get("remote_dir"):
+            raise PrimenbError(f"{Path(run_dir).name} never reached its SSH host: there is nothing to serve there")
+        return SSHServeHost(info)
+
+    def serve_host_from(self, record: dict[str, Any]) -> Any:
+        from primenb.backends.ssh_serve import SSHServeHost
+
+        return SSHServeHost(dict(record.get("ssh") or {}))
 
 
 def _failed(run_dir: Path, why: str) -> None:

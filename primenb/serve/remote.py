@@ -1,0 +1,106 @@
+"""Where a trace is served: here, or on the host that trained it (a backend whose capabilities say
+``serves_on_host``, e.g. SSH), reached through a forwarded local port. One server serves one host:
+traces of different hosts in one call are refused with what to run instead."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from primenb.errors import PrimenbError
+from primenb.serve import registry
+
+
+class PlacementError(PrimenbError):
+    """Traces that live on different hosts were asked of one server."""
+
+
+def host_of(trace: Any) -> Any | None:
+    """The host that serves ``trace`` (a `Backend.serve_host`), or None for this machine."""
+    from primenb.backends import capabilities, get_backend
+
+    backend = str(trace.get("backend") or "local")
+    if not capabilities(backend).serves_on_host:
+        return None
+    return get_backend(backend).serve_host(trace.run_dir)
+
+
+def where(host: Any | None) -> str:
+    return "this machine" if host is None else str(host.describe())
+
+
+def one_host(traces: list[Any]) -> Any | None:
+    """The one host all ``traces`` are served on (None: here); refuses a mix, naming who lives where."""
+    hosts: dict[str | None, tuple[Any | None, list[str]]] = {}
+    for trace in traces:
+        host = host_of(trace)
+        key = None if host is None else str(host.key)
+        hosts.setdefault(key, (host, []))[1].append(trace.name)
+    if len(hosts) > 1:
+        parts = "; ".join(f"{', '.join(names)} on {where(h)}" for h, names in hosts.values())
+        raise PlacementError(
+            f"these traces live on different hosts ({parts}). A trace is served where its checkpoint is, "
+            "one server per host: start one %prime_serve per host, each with that host's traces."
+        )
+    return next(iter(hosts.values()))[0] if hosts else None
+
+
+def checkpoint_on(host: Any, trace: Any) -> str:
+    return str(host.checkpoint(Path(trace.run_dir), trace.final_checkpoint))
+
+
+def start(host: Any, spec: dict[str, Any], *, bind: str, port: int, api_key_var: str | None, timeout: float) -> Any:
+    """Start a server for ``spec`` on ``host``, forwarded to ``bind:port`` here, and record it;
+    its registry record."""
+    folder = registry.folder()
+    log = folder / f"forward-{int(time.time() * 1000)}.log"
+    record = host.start(spec, bind=bind, port=port, api_key_var=api_key_var, log=log, timeout=timeout)
+    record["url"] = f"http://{registry.url_host(bind)}:{int(record['port'])}/v1"
+    record["remote"]["log"] = str(log)
+    registry.write(record)
+    return record
+
+
+def stop(record: dict[str, Any], timeout: float = 30.0) -> None:
+    """Stop a remote server: the worker on its host, then the local forward; drop the record."""
+    from primenb.backends.ssh_serve import stop_forward
+
+    remote = record.get("remote") or {}
+    try:
+        reopen(remote).stop(remote, timeout)
+    finally:
+        stop_forward(int(record["pid"]), str(remote.get("forward") or ""))
+    registry.remove(int(record["pid"]))
+
+
+def reopen(remote: dict[str, Any]) -> Any:
+    """The host of a registry record's ``remote`` part (its backend re-opens it)."""
+    from primenb.backends import get_backend
+
+    return get_backend(str(remote.get("backend") or "")).serve_host_from(remote)
+
+
+def host_key(remote: dict[str, Any] | None) -> str | None:
+    return None if remote is None else str(reopen(remote).key)
+
+
+def describe(record: dict[str, Any]) -> str:
+    remote = record.get("remote")
+    if not isinstance(remote, dict):
+        return "this machine"
+    return f"{remote.get('where')} (port {remote.get('port')} there)"
+
+
+__all__ = [
+    "PlacementError",
+    "checkpoint_on",
+    "describe",
+    "host_key",
+    "host_of",
+    "one_host",
+    "reopen",
+    "start",
+    "stop",
+    "where",
+]
