@@ -1,0 +1,90 @@
+"""Serving a trace where it trained: a tiny SFT run over the real sshd on 127.0.0.1
+(`.ci/services.sh start`), served on that "host" (its own work dir and PRIME_HOME, its own Python
+wrapper) and reached through a forwarded local port with the `openai` client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import openai
+import pytest
+
+from primenb.backends.remote import read_remote
+from primenb.backends.ssh_serve import forward_running
+from primenb.serve import registry
+from tests.backends.conftest import sft_tiny, wait_for
+
+# the backend tests' fixtures (sshd on 127.0.0.1, a fresh remote work dir, the remote Python)
+from tests.backends.conftest import ssh_options as ssh_options
+from tests.backends.conftest import ssh_url as ssh_url
+from tests.backends.conftest import svc as svc
+from tests.backends.conftest import workdir as workdir
+
+pytestmark = pytest.mark.slow  # a real run over ssh, then a server process on the "host"
+
+MODEL = "primenb/tiny-byte-xs-adapter-far"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    return state != "Z"
+
+
+def _remote_records() -> list[Path]:
+    folder = Path(os.environ["PRIME_HOME"] + "-remote") / "serve"  # the host's PRIME_HOME (remote_python)
+    return [p for p in folder.glob("*.json") if p.stem.isdigit()] if folder.is_dir() else []
+
+
+def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir, svc, ssh_url, ssh_options):
+    from primenb import load_config
+    from primenb.backends import submit
+    from primenb.backends.spec import add
+
+    add("ci", ssh_url, ssh_options)
+    far = submit(load_config(sft_tiny(3, 3)), name="far", backend="ci")
+    assert far.wait(timeout=300) == "completed", far.logs()
+    wait_for(lambda: bool(read_remote(far.dir).get("fetched")), 60, "the artifacts")
+    # The checkpoint this machine fetched is removed: what serves is the host's own copy.
+    shutil.rmtree(far.dir / "checkpoints")
+
+    result = shell.run_cell("srv = %prime_serve far")
+    assert result.success, result.error_in_exec
+    srv = shell.user_ns["srv"]
+    assert srv.url.startswith("http://127.0.0.1:") and srv.url.endswith("/v1") and srv.remote is not None
+    remote_pid, remote_dir = srv.remote["pid"], srv.remote["dir"]
+    assert _alive(remote_pid) and _alive(srv.pid) and forward_running(srv.pid, srv.remote["forward"])
+    cmdline = Path(f"/proc/{remote_pid}/cmdline").read_bytes()
+    assert b"primenb.serve.worker" in cmdline  # started by the host's Python over ssh
+    assert Path(remote_dir, "spec.json").is_file() and str(far.dir) not in Path(remote_dir, "spec.json").read_text()
+    assert len(_remote_records()) == 1  # the worker recorded itself on the host, not here
+
+    c = openai.OpenAI(base_url=srv.url, api_key="unused")
+    ids = [m.id for m in c.models.list()]
+    assert ids == ["primenb/tiny-byte-xs", MODEL]
+    chat = c.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=6, temperature=0
+    )
+    assert chat.choices[0].finish_reason in ("stop", "length") and chat.usage is not None
+    assert chat.usage.completion_tokens >= 1
+
+    listed = shell.run_cell("%prime_serve list")
+    assert listed.success, listed.error_in_exec
+    table = listed.result
+    assert list(table["url"]) == [srv.url] and table["requests"][0] >= 1 and "primenb-ci" in table["where"][0]
+
+    # A restarted kernel finds it in the registry and stops it: worker, folder and forward, both sides.
+    stopped = shell.run_cell(f"%prime_serve stop {srv.url}")
+    assert stopped.success, stopped.error_in_exec
+    wait_for(lambda: not _alive(remote_pid), 30, "the remote worker to end")
+    assert not Path(remote_dir).exists()
+    assert not forward_running(srv.pid, srv.remote["forward"]) and not _alive(srv.pid)
+    assert registry.records() == [] and _remote_records() == []
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert srv.remote["forward"] not in ps and remote_dir not in ps
