@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import openai
@@ -79,9 +80,15 @@ def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir
     table = listed.result
     assert list(table["url"]) == [srv.url] and table["requests"][0] >= 1 and "primenb-ci" in table["where"][0]
 
-    # A restarted kernel finds it in the registry and stops it: worker, folder and forward, both sides.
-    stopped = shell.run_cell(f"%prime_serve stop {srv.url}")
-    assert stopped.success, stopped.error_in_exec
+    again = shell.run_cell("%prime_serve add far")  # same host: accepted, and already served
+    assert not again.success and "already serves far" in str(again.error_in_exec)
+
+    # Another process (a terminal, a restarted kernel) finds it in the registry and stops it:
+    # the worker and its folder on the host, the forward here.
+    cli = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "serve", "stop", srv.url], capture_output=True, text=True, timeout=120
+    )
+    assert cli.returncode == 0 and srv.url in cli.stdout, cli.stderr
     wait_for(lambda: not _alive(remote_pid), 30, "the remote worker to end")
     assert not Path(remote_dir).exists()
     assert not forward_running(srv.pid, srv.remote["forward"]) and not _alive(srv.pid)
