@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from primenb.backends.remote import read_remote
-from primenb.backends.ssh import SSHChannel, env_exports, target_of
+from primenb.backends.sshchannel import SSHChannel, env_exports, target_of
 from primenb.backends.sshconn import SSHError, quote
 from primenb.errors import PrimenbError
 
