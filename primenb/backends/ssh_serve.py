@@ -257,6 +257,18 @@ class SSHServeHost:
                 raise ServeHostError(f"the server on {self.describe()} did not answer within {timeout:.0f} s")
             time.sleep(0.5)
 
+    def reforward(self, record: dict[str, Any], log: Path) -> dict[str, Any]:
+        """A new forward for a record whose forward died (a cut connection, a sleep): the same
+        local port when it is free, else another; the record with the new pid, port and spec."""
+        remote = dict(record.get("remote") or {})
+        bind = str(record.get("host") or "127.0.0.1")
+        port, remote_port = _port(record.get("port")), _port(remote.get("port"))
+        try:
+            fwd_pid, local_port, fwd = self._forward(bind, port, remote_port, log)
+        except ServeHostError:
+            fwd_pid, local_port, fwd = self._forward(bind, 0, remote_port, log)
+        return {**record, "pid": fwd_pid, "port": local_port, "remote": {**remote, "forward": fwd}}
+
     def _forward(self, bind: str, port: int, remote_port: int, log: Path) -> tuple[int, int, str]:
         """``ssh -N -L`` in its own session (a kernel restart leaves it); its pid, port, spec."""
         last = ""

@@ -305,16 +305,21 @@ def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, log: Path, timeout: 
     raise ServeError(f"the server did not answer within {timeout:.0f} s; its log: {log}")
 
 
-def servers() -> list[Server]:
+def servers(*, revive: bool = True) -> list[Server]:
+    """Running servers, oldest first; a remote one whose local forward died gets a new forward
+    (``revive``; `stop` does not bother)."""
+    records = registry.records()
+    if revive:
+        records = [remote.revive(r) for r in records]
     return [
         Server(r["url"], int(r["pid"]), list(r.get("models") or []), r.get("api_key_var"), r.get("remote"))
-        for r in registry.records()
+        for r in records
     ]
 
 
-def find(url_or_pid: Any = None) -> Server:
+def find(url_or_pid: Any = None, *, revive: bool = True) -> Server:
     """The server at a URL (or pid); with none given, the only (or newest) running one."""
-    running = servers()
+    running = servers(revive=revive)
     if not running:
         raise ServeError("no primenb server is running; start one with %prime_serve TRACE")
     if url_or_pid in (None, ""):
@@ -390,7 +395,7 @@ def _stop_pid(pid: int, timeout: float) -> None:
 
 def stop(target: Any = None) -> list[str]:
     """Stop one server (URL, port or pid; default the newest) or ``"all"``; the URLs stopped."""
-    chosen = servers() if target == "all" else [find(target)]
+    chosen = servers(revive=False) if target == "all" else [find(target, revive=False)]
     for s in chosen:
         s.stop(30.0)
     return [s.url for s in chosen]

@@ -62,10 +62,40 @@ def start(host: Any, spec: dict[str, Any], *, bind: str, port: int, api_key_var:
     return record
 
 
+def revive(record: dict[str, Any]) -> dict[str, Any]:
+    """A remote server whose local forward died gets a new one (same port when free); the record
+    as it is now. When the host cannot be reached it stays as it was (``list`` shows it idle)."""
+    from primenb.backends.ssh_serve import forward_running
+
+    remote = record.get("remote")
+    if not isinstance(remote, dict) or forward_running(int(record["pid"]), str(remote.get("forward") or "")):
+        return record
+    log = registry.folder() / f"forward-{int(time.time() * 1000)}.log"
+    try:
+        fresh = reopen(remote).reforward(record, log)
+    except PrimenbError:
+        return record
+    fresh["url"] = f"http://{registry.url_host(str(fresh['host']))}:{int(fresh['port'])}/v1"
+    registry.write(fresh)
+    registry.remove(int(record["pid"]))
+    return fresh
+
+
+def current(record: dict[str, Any]) -> dict[str, Any]:
+    """The registry's record of the same remote server (its forward may have been renewed since
+    ``record`` was read: a new pid and maybe port); ``record`` when it has none."""
+    folder = (record.get("remote") or {}).get("dir")
+    for rec in registry.records():
+        if isinstance(rec.get("remote"), dict) and rec["remote"].get("dir") == folder:
+            return rec
+    return record
+
+
 def stop(record: dict[str, Any], timeout: float = 30.0) -> None:
     """Stop a remote server: the worker on its host, then the local forward; drop the record."""
     from primenb.backends.ssh_serve import stop_forward
 
+    record = current(record)
     remote = record.get("remote") or {}
     try:
         reopen(remote).stop(remote, timeout)
@@ -95,6 +125,7 @@ def describe(record: dict[str, Any]) -> str:
 __all__ = [
     "PlacementError",
     "checkpoint_on",
+    "current",
     "describe",
     "host_key",
     "host_of",

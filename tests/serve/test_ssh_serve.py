@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from primenb.backends.remote import read_remote
 from primenb.backends.ssh_serve import forward_running
-from primenb.serve import registry
+from primenb.serve import client, registry
 from tests.backends.conftest import sft_tiny, wait_for
 
 # the backend tests' fixtures (sshd on 127.0.0.1, a fresh remote work dir, the remote Python)
@@ -80,6 +81,17 @@ def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir
     table = listed.result
     assert list(table["url"]) == [srv.url] and table["requests"][0] >= 1 and "primenb-ci" in table["where"][0]
 
+    # The forward dies (a cut connection, a laptop asleep): the next look at the servers renews it.
+    os.kill(srv.pid, signal.SIGKILL)
+    wait_for(lambda: not forward_running(srv.pid, srv.remote["forward"]), 10, "the forward to end")
+    (renewed,) = client.servers()
+    assert renewed.pid != srv.pid and forward_running(renewed.pid, renewed.remote["forward"])
+    assert renewed.remote["dir"] == remote_dir and renewed.url == srv.url  # its port was free again
+    chat = openai.OpenAI(base_url=renewed.url, api_key="unused").completions.create(
+        model=MODEL, prompt="hello=", max_tokens=4, temperature=0
+    )
+    assert chat.choices[0].text is not None
+
     again = shell.run_cell("%prime_serve add far")  # same host: accepted, and already served
     assert not again.success and "already serves far" in str(again.error_in_exec)
 
@@ -91,7 +103,7 @@ def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir
     assert cli.returncode == 0 and srv.url in cli.stdout, cli.stderr
     wait_for(lambda: not _alive(remote_pid), 30, "the remote worker to end")
     assert not Path(remote_dir).exists()
-    assert not forward_running(srv.pid, srv.remote["forward"]) and not _alive(srv.pid)
+    assert not forward_running(renewed.pid, renewed.remote["forward"]) and not _alive(renewed.pid)
     assert registry.records() == [] and _remote_records() == []
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    assert srv.remote["forward"] not in ps and remote_dir not in ps
+    assert renewed.remote["forward"] not in ps and remote_dir not in ps
