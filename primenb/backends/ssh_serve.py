@@ -110,10 +110,16 @@ echo stopped
 """
 
 
-def _free_port(bind: str) -> int:
+def _free_port(bind: str, port: int = 0) -> int | None:
+    """``port`` (0: any) if nothing listens there now, else None. Checked before ssh binds it: a
+    connection to the port would otherwise reach whoever holds it and pass for ours."""
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((bind, 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as ssh binds: TIME_WAIT is no owner
+        try:
+            sock.bind((bind, port))
+        except OSError:
+            return None
         return int(sock.getsockname()[1])
 
 
@@ -273,7 +279,10 @@ class SSHServeHost:
         """``ssh -N -L`` in its own session (a kernel restart leaves it); its pid, port, spec."""
         last = ""
         for _ in range(FORWARD_TRIES if not port else 1):
-            local_port = port or _free_port(bind)
+            free = _free_port(bind, port)
+            if free is None:
+                raise ServeHostError(f"cannot listen on {bind}:{port} here: it is taken, pick another --port")
+            local_port = free
             fwd = forward_spec(bind, local_port, remote_port)
             argv = [
                 *self.channel.conn.base_args(shared=False),
@@ -304,7 +313,8 @@ class SSHServeHost:
             if proc.poll() is not None:
                 return False
             with contextlib.suppress(OSError), socket.create_connection((bind, port), timeout=1.0):
-                return True
+                time.sleep(0.3)  # ExitOnForwardFailure: a forward that failed exits right away
+                return proc.poll() is None
             time.sleep(0.1)
         return False
 

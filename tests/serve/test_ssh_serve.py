@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,11 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _serve_dirs() -> set[str]:
+    """The host's server folders (``mktemp -d`` under its TMPDIR: this machine's /tmp here)."""
+    return {str(p) for p in Path(os.environ.get("TMPDIR") or "/tmp").glob("primenb-serve.*")}
+
+
 def _remote_records() -> list[Path]:
     folder = Path(os.environ["PRIME_HOME"] + "-remote") / "serve"  # the host's PRIME_HOME (remote_python)
     return [p for p in folder.glob("*.json") if p.stem.isdigit()] if folder.is_dir() else []
@@ -55,6 +61,14 @@ def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir
     wait_for(lambda: bool(read_remote(far.dir).get("fetched")), 60, "the artifacts")
     # The checkpoint this machine fetched is removed: what serves is the host's own copy.
     shutil.rmtree(far.dir / "checkpoints")
+
+    before = _serve_dirs()
+    with socket.socket() as busy:  # a local port in use: refused, and nothing stays on the host
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = shell.run_cell(f"%prime_serve far --port {busy.getsockname()[1]}")
+    assert not taken.success and "pick another --port" in str(taken.error_in_exec)
+    assert _serve_dirs() == before and _remote_records() == [] and client.servers() == []
 
     result = shell.run_cell("srv = %prime_serve far")
     assert result.success, result.error_in_exec
@@ -107,3 +121,9 @@ def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir
     assert registry.records() == [] and _remote_records() == []
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert renewed.remote["forward"] not in ps and remote_dir not in ps
+
+    # The host's checkpoint deleted: a clear error, and again nothing stays there.
+    shutil.rmtree(read_remote(far.dir)["remote_dir"] + "/checkpoints")
+    gone = shell.run_cell("%prime_serve far")
+    assert not gone.success and "does not exist" in str(gone.error_in_exec)
+    assert _serve_dirs() == before and _remote_records() == [] and registry.records() == []
