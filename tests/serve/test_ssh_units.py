@@ -4,6 +4,7 @@ answer from the host or the registry checked before it reaches a shell, a port o
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -146,3 +147,48 @@ def test_stop_script_ends_only_the_serve_worker_and_removes_its_folder(tmp_path:
     out = subprocess.run(["sh", "-c", stop_script(str(folder), 2.0)], capture_output=True, text=True)
     assert "stopped" in out.stdout and not folder.exists()
     assert proc.wait(timeout=10) != 0  # the worker got SIGTERM
+
+
+class FakeChannel:
+    """The host's answers to `start` (one per script sent), and the scripts it was sent."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.sent = list(answers), []  # type: list[str], list[str]
+
+    def shell(self, script: str, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+        self.sent.append(script)
+        out = self.answers.pop(0) if self.answers else "stopped\n"
+        return subprocess.CompletedProcess(["sh"], 0, out.encode(), b"")
+
+    def describe(self) -> str:
+        return "box"
+
+
+GOOD_DIR = "/tmp/primenb-serve.Ab12Cd34"
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        (["no marker\n"], "starting the server on box failed"),
+        (["primenb-serve-dir=/home/me; rm -rf ~\n"], "server folder"),
+        (["primenb-serve-dir=/\n"], "server folder"),
+        ([f"primenb-serve-dir={GOOD_DIR}\n", 'READY\n{"port": "8000", "pid": 4242}'], "port number"),
+        ([f"primenb-serve-dir={GOOD_DIR}\n", 'READY\n{"port": 70000, "pid": 4242}'], "port number"),
+        ([f"primenb-serve-dir={GOOD_DIR}\n", 'READY\n{"port": 8000, "pid": 1}'], "process id"),
+        ([f"primenb-serve-dir={GOOD_DIR}\n", 'READY\n{"error": "bad\\u001b[31m thing"}'], "did not start: bad?"),
+        ([f"primenb-serve-dir={GOOD_DIR}\n", "DEAD\nTraceback\x07 ModuleNotFoundError"], "exited at start"),
+    ],
+)
+def test_hostile_host_answers_stop_the_start(answers: list[str], message: str, tmp_path: Path) -> None:
+    host = SSHServeHost({"host": "box", "python": "/venv/bin/python"})
+    fake = FakeChannel(*answers)
+    host.channel = fake  # type: ignore[assignment]
+    with pytest.raises(ServeHostError, match=re.escape(message)) as exc:
+        host.start({"models": []}, bind="127.0.0.1", port=0, api_key_var=None, log=tmp_path / "f.log", timeout=5)
+    assert "\x1b" not in str(exc.value) and "\x07" not in str(exc.value)
+    started = len(answers) > 1
+    # a folder the host named is cleaned up only when it is a mktemp folder; nothing else is ever sent
+    assert len(fake.sent) == (3 if started else 1)
+    if started:
+        assert GOOD_DIR in fake.sent[-1] and "rm -rf" in fake.sent[-1]
