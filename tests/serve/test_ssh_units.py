@@ -192,3 +192,17 @@ def test_hostile_host_answers_stop_the_start(answers: list[str], message: str, t
     assert len(fake.sent) == (3 if started else 1)
     if started:
         assert GOOD_DIR in fake.sent[-1] and "rm -rf" in fake.sent[-1]
+
+
+def test_the_key_travels_on_stdin_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PNB_TEST_KEY", "s3cret-value")
+    host = SSHServeHost({"host": "box", "env_names": ["PNB_TEST_KEY"]})
+    fake = FakeChannel(f"primenb-serve-dir={GOOD_DIR}\n", 'READY\n{"port": 70000, "pid": 4242}')
+    host.channel = fake  # type: ignore[assignment]
+    with pytest.raises(ServeHostError):
+        host.start({"models": []}, bind="0.0.0.0", port=0, api_key_var="PNB_TEST_KEY", log=tmp_path / "f", timeout=5)
+    script = fake.sent[0]
+    assert "export PNB_TEST_KEY=s3cret-value" in script  # an export in the script sent on stdin...
+    spec_line = next(line for line in script.splitlines() if line.startswith("printf"))
+    assert "s3cret-value" not in spec_line and '"api_key_var": "PNB_TEST_KEY"' in spec_line  # ...never the spec
+    assert '"host": "127.0.0.1"' in spec_line  # the worker binds the host's loopback, whatever --host
