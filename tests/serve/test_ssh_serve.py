@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -50,7 +51,17 @@ def _remote_records() -> list[Path]:
     return [p for p in folder.glob("*.json") if p.stem.isdigit()] if folder.is_dir() else []
 
 
-def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(shell, workdir, svc, ssh_url, ssh_options):
+@pytest.fixture
+def stop_all_after() -> Iterator[None]:
+    """A failing test leaves no server running, here or on the host."""
+    yield
+    for s in client.servers(revive=False):
+        s.stop()
+
+
+def test_ssh_trace_is_served_on_its_host_through_a_forwarded_port(
+    shell, workdir, svc, ssh_url, ssh_options, stop_all_after
+):
     from primenb import load_config
     from primenb.backends import submit
     from primenb.backends.spec import add
