@@ -25,8 +25,6 @@ def _default_tokens(trace: Trace) -> int:
 
 def trained(ref: Any, checkpoint: str | None = None) -> Trained:
     """The engine's view of a trace's model (its final checkpoint, or ``checkpoint``)."""
-    from primenb.engine.inference import Trained
-
     trace = get(ref)
     ckpt = Path(checkpoint) if checkpoint else trace.final_checkpoint
     if checkpoint is None and (ckpt is None or not ckpt.is_dir()):
@@ -38,6 +36,14 @@ def trained(ref: Any, checkpoint: str | None = None) -> Trained:
     if ckpt is None or not ckpt.is_dir():
         missing = f" ({ckpt} is missing)" if ckpt else ""
         raise PrimenbError(f"trace {trace.id} ({trace.name}) has no checkpoint to load{missing}")
+    return describe(trace, ckpt)
+
+
+def describe(trace: Trace, ckpt: Path) -> Trained:
+    """A trace's model with its checkpoint at ``ckpt``, unchecked: a path on another host (a
+    trace served where it trained) cannot be checked here."""
+    from primenb.engine.inference import Trained
+
     base_seed = (trace.model.get("base") or {}).get("seed") or (trace.config.get("primenb") or {}).get("seed") or 0
     return Trained(
         key=trace.id,

@@ -1,5 +1,7 @@
 """Running servers, recorded under ``PRIME_HOME/serve/<pid>.json`` (pid, port, URL, models) so
-``list`` and ``stop`` work from any kernel or terminal. A record whose process is gone is dropped."""
+``list`` and ``stop`` work from any kernel or terminal. A record whose process is gone is dropped,
+except a remote server's (``remote``: pid is its local port forward; the worker runs on the host
+until `stop`)."""
 
 from __future__ import annotations
 
@@ -91,7 +93,8 @@ def records() -> list[dict[str, Any]]:
         rec = read(int(path.stem))
         if rec is None or not isinstance(rec.get("pid"), int):
             continue
-        if not alive(rec["pid"]):
+        # a remote server outlives its forward (pid): its record stays until `stop` ends it there
+        if not alive(rec["pid"]) and not rec.get("remote"):
             remove(rec["pid"])
             continue
         out.append(rec)
