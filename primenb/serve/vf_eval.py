@@ -1,0 +1,217 @@
+"""verifiers' own evaluation (``verifiers.v1``'s ``run_eval``, what ``vf-eval`` runs) against a
+served endpoint, offline.
+
+verifiers 0.4 runs every rollout through a *harness*: a program that talks to the model through
+verifiers' interception server, which forwards each call to the eval's client (here the served
+URL) and records it on the rollout's trace; the task's ``@vf.reward`` functions then score the
+trace. Its built-in chat harness (``null``) prepares its program as a uv script (it installs uv
+and the script's packages from the internet), so it cannot run offline. verifiers documents the
+other way: a harness may run its loop in-process as long as every model call goes through the
+interception ``endpoint`` with its bearer ``secret``. `ChatHarness` does exactly that: one chat
+completion of the task's prompt, with the run's model and sampling imposed by verifiers.
+
+What verifiers evaluates is a taskset. A ``%prime_env`` verifiers taskset is evaluated as itself
+(its own tasks and rewards, verifiers' scoring); a primenb environment (reverse-text, arithmetic,
+a Python environment) is wrapped by `EnvTaskset`: its held-out rows as tasks (the chat prompt the
+engine's evaluator uses), its reward functions as the task's rewards (same names and weights).
+
+verifiers resolves harness and taskset ids to top-level modules; this module lives inside primenb,
+so `register` puts it in ``sys.modules`` under `PLUGIN` for the in-process eval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+import verifiers.v1 as vf
+from pydantic import Field
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig, RunConfig
+from verifiers.v1.runtimes import ProgramResult
+
+PLUGIN = "primenb_verifiers_eval"
+
+
+# ---------------------------------------------------------------------------------------------
+# the harness: one chat turn, in-process, through verifiers' interception
+
+
+class ChatHarnessConfig(vf.HarnessConfig):
+    """No knobs: the model and sampling come from the eval (verifiers imposes them)."""
+
+
+class ChatHarness(vf.Harness[ChatHarnessConfig]):
+    """One chat completion of the task's prompt, sent to verifiers' interception endpoint."""
+
+    APPENDS_SYSTEM_PROMPT = True  # the system prompt stays a system message
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def launch(
+        self,
+        ctx: Any,
+        trace: Any,
+        runtime: Any,
+        endpoint: str,
+        secret: str,
+        mcp_urls: dict[str, str],
+        data: Any,
+    ) -> ProgramResult:
+        if mcp_urls:
+            return ProgramResult(2, "", "the primenb chat harness has no tools")
+        system, prompt = self.resolve_prompt(data)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        if isinstance(prompt, str):
+            messages.append({"role": "user", "content": prompt})
+        else:
+            messages.extend(_wire(m) for m in prompt or [])
+        async with openai.AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0, timeout=600) as client:
+            await client.chat.completions.create(model=ctx.model, messages=messages)  # type: ignore[arg-type]
+        return ProgramResult(0, "", "")
+
+
+def _wire(message: Any) -> dict[str, Any]:
+    from verifiers.v1.types import content_text
+
+    return {"role": message.role, "content": content_text(getattr(message, "content", None))}
+
+
+# ---------------------------------------------------------------------------------------------
+# a primenb environment as a taskset
+
+
+class EnvTaskData(vf.TaskData):
+    text_prompt: str = ""  # the prompt as the environment's reward functions see it
+    row: dict[str, Any] = Field(default_factory=dict)  # the row's other columns (answer, info...)
+
+
+class EnvTask(vf.Task[EnvTaskData]):
+    """A held-out row; its rewards are the environment's reward functions."""
+
+    environment: Any = None  # set by EnvTaskset.load
+
+    def hooks(self, attr: str) -> list[Callable[..., Any]]:
+        if attr != "reward":
+            return super().hooks(attr)
+        env = self.environment
+        weights = env.reward_weights or [1.0] * len(env.reward_funcs)
+        return [
+            _reward(name, func, weight)
+            for name, func, weight in zip(env.reward_names(), env.reward_funcs, weights, strict=True)
+        ]
+
+
+def _reward(name: str, func: Callable[..., Any], weight: float) -> Callable[..., Any]:
+    async def reward(task: EnvTaskData, trace: Any) -> float:
+        replies = trace.assistant_messages
+        text = (replies[-1].content or "") if replies else ""  # unstripped, as the engine scores it
+        cols = {k: [v] for k, v in task.row.items()}
+        values = await asyncio.to_thread(func, prompts=[task.text_prompt], completions=[text], **cols)
+        value = values[0]
+        return float(value if value is not None else 0.0)  # as Environment.score counts None
+
+    reward.__name__ = name
+    reward.reward = True  # type: ignore[attr-defined]
+    reward._vf_weight = float(weight)  # type: ignore[attr-defined]
+    return reward
+
+
+class EnvTasksetConfig(vf.TasksetConfig):
+    env: str = ""
+    """The primenb environment id."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Its arguments."""
+
+
+class EnvTaskset(vf.Taskset[EnvTask, EnvTasksetConfig]):
+    """A primenb environment's held-out rows, in order."""
+
+    def load(self) -> list[EnvTask]:
+        from primenb.envs import get_environment
+
+        env = get_environment(self.config.env, **self.config.args)
+        tasks = []
+        for row in env.eval_rows():
+            messages = env.format_prompt(row["prompt"], chat=True)
+            data = EnvTaskData(
+                prompt=[_message(m) for m in messages],
+                text_prompt=str(env.format_prompt(row["prompt"], chat=False)),
+                row={k: v for k, v in row.items() if k != "prompt"},
+            )
+            task = EnvTask(data, self.config.task)
+            task.environment = env
+            tasks.append(task)
+        return tasks
+
+
+def _message(m: dict[str, Any]) -> Any:
+    role = m.get("role")
+    content = str(m.get("content") or "")
+    if role == "system":
+        return vf.SystemMessage(content=content)
+    if role == "assistant":
+        return vf.AssistantMessage(content=content)
+    return vf.UserMessage(content=content)
+
+
+__all__ = ["ChatHarness", "EnvTaskset"]
+
+
+def register() -> None:
+    """Make this module importable under the top-level id verifiers' loader resolves."""
+    sys.modules.setdefault(PLUGIN, sys.modules[__name__])
+
+
+# ---------------------------------------------------------------------------------------------
+# running verifiers' eval
+
+
+def run(
+    *,
+    taskset: dict[str, Any],
+    model: str,
+    base_url: str,
+    api_key_var: str,
+    num_examples: int,
+    rollouts: int,
+    sampling: dict[str, Any],
+    max_concurrent: int = 8,
+) -> list[Any]:
+    """verifiers' ``run_eval`` of ``taskset`` (a taskset config) for one served model; its
+    episodes (one per rollout, in task order). Nothing is pushed or kept on disk."""
+    register()
+    with tempfile.TemporaryDirectory(prefix="primenb-vf-eval-") as out:
+        config = EvalConfig(
+            env={
+                "taskset": taskset,
+                "agent": {"harness": {"id": PLUGIN}, "runtime": {"type": "subprocess"}},
+            },
+            run=RunConfig(name="primenb-eval"),
+            model=model,
+            client={"type": "eval", "base_url": base_url, "api_key_var": api_key_var},
+            sampling=sampling,
+            select={"limit": num_examples},
+            num_rollouts=rollouts,
+            max_concurrent=max_concurrent,
+            rich=None,
+            push=False,
+            output_dir=Path(out),
+        )
+        return _run_async(run_eval(config))
+
+
+def _run_async(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
