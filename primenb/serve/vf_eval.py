@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tempfile
+import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import openai
 import verifiers.v1 as vf
 from pydantic import Field
-from verifiers.v1.cli.eval.runner import run_eval
 from verifiers.v1.configs.cli.eval import EvalConfig, RunConfig
 from verifiers.v1.runtimes import ProgramResult
+
+from primenb.errors import PrimenbError
 
 PLUGIN = "primenb_verifiers_eval"
 
@@ -43,7 +43,12 @@ PLUGIN = "primenb_verifiers_eval"
 
 
 class ChatHarnessConfig(vf.HarnessConfig):
-    """No knobs: the model and sampling come from the eval (verifiers imposes them)."""
+    """The model and sampling come from the eval (verifiers imposes them on every call)."""
+
+    text_prompt: bool = False
+    """Send a primenb task's prompt in its environment's text format as the one user message:
+    for a model the server shows chat messages to as raw text (no chat template, no prompt
+    format of its own), so it sees what the engine's evaluator shows it."""
 
 
 class ChatHarness(vf.Harness[ChatHarnessConfig]):
@@ -65,15 +70,23 @@ class ChatHarness(vf.Harness[ChatHarnessConfig]):
     ) -> ProgramResult:
         if mcp_urls:
             return ProgramResult(2, "", "the primenb chat harness has no tools")
+        text = getattr(data, "text_prompt", "")
+        if self.config.text_prompt and text:
+            return await _chat(endpoint, secret, ctx.model, [{"role": "user", "content": text}])
         system, prompt = self.resolve_prompt(data)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         if isinstance(prompt, str):
             messages.append({"role": "user", "content": prompt})
         else:
             messages.extend(_wire(m) for m in prompt or [])
-        async with openai.AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0, timeout=600) as client:
-            await client.chat.completions.create(model=ctx.model, messages=messages)  # type: ignore[arg-type]
-        return ProgramResult(0, "", "")
+        return await _chat(endpoint, secret, ctx.model, messages)
+
+
+async def _chat(endpoint: str, secret: str, model: str, messages: list[dict[str, Any]]) -> ProgramResult:
+    """One chat completion through the interception, which records it on the trace."""
+    async with openai.AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0, timeout=600) as client:
+        await client.chat.completions.create(model=model, messages=messages)  # type: ignore[arg-type]
+    return ProgramResult(0, "", "")
 
 
 def _wire(message: Any) -> dict[str, Any]:
@@ -172,7 +185,16 @@ def register() -> None:
 # running verifiers' eval
 
 
-def run(
+def taskset_config(env_id: str, args: dict[str, Any], environment: Any) -> dict[str, Any]:
+    """The taskset verifiers evaluates: a verifiers taskset as itself, a primenb one wrapped."""
+    from primenb.envs.verifiers_adapter import VerifiersEnvironment
+
+    if isinstance(environment, VerifiersEnvironment):
+        return {**args, "id": env_id}
+    return {"id": PLUGIN, "env": env_id, "args": args}
+
+
+def rollouts(
     *,
     taskset: dict[str, Any],
     model: str,
@@ -181,32 +203,97 @@ def run(
     num_examples: int,
     rollouts: int,
     sampling: dict[str, Any],
+    text_prompt: bool = False,
     max_concurrent: int = 8,
-) -> list[Any]:
-    """verifiers' ``run_eval`` of ``taskset`` (a taskset config) for one served model; its
-    episodes (one per rollout, in task order). Nothing is pushed or kept on disk."""
+) -> tuple[list[dict[str, Any]], float]:
+    """Run verifiers' evaluation of ``taskset`` for one served model: one record per rollout
+    (``example``, ``rollout``, ``prompt``, ``completion``, ``answer``, ``rewards`` by name, the
+    weighted ``reward``, ``tokens``), in example order per rollout, and the wall time.
+
+    The config is verifiers' own ``EvalConfig`` (what ``vf-eval`` parses); the rollouts run as its
+    runner runs them (``Env.serving`` / ``slots`` / ``run_slot``), without its run directory or
+    platform upload, so nothing of a prompt or a completion lands on disk."""
     register()
-    with tempfile.TemporaryDirectory(prefix="primenb-vf-eval-") as out:
-        config = EvalConfig(
-            env={
-                "taskset": taskset,
-                "agent": {"harness": {"id": PLUGIN}, "runtime": {"type": "subprocess"}},
+    config = EvalConfig(
+        env={
+            "taskset": taskset,
+            "agent": {
+                "harness": {"id": PLUGIN, "text_prompt": text_prompt},
+                "runtime": {"type": "subprocess"},
             },
-            run=RunConfig(name="primenb-eval"),
-            model=model,
-            client={"type": "eval", "base_url": base_url, "api_key_var": api_key_var},
-            sampling=sampling,
-            select={"limit": num_examples},
-            num_rollouts=rollouts,
-            max_concurrent=max_concurrent,
-            rich=None,
-            push=False,
-            output_dir=Path(out),
+        },
+        run=RunConfig(name="primenb-eval"),
+        model=model,
+        client={"type": "eval", "base_url": base_url, "api_key_var": api_key_var},
+        sampling=sampling,
+        select={"limit": num_examples},
+        num_rollouts=rollouts,
+        max_concurrent=max_concurrent,
+        rich=None,
+        push=False,
+    )
+    t0 = time.perf_counter()
+    episodes = _run_async(_episodes(config))
+    wall = time.perf_counter() - t0
+    return _records(episodes), wall
+
+
+async def _episodes(config: EvalConfig) -> list[Any]:
+    from verifiers.v1.utils.loaders import load_environment
+
+    env = load_environment(config.env)
+    tasks = list(env.taskset.select(config.select))
+    ctx = vf.ModelContext(model=config.model, client=config.client, sampling=config.sampling)
+    gate = asyncio.Semaphore(config.max_concurrent or 8)
+    async with env.serving():
+        slots = [slot for task in tasks for slot in env.slots(task, config.num_rollouts)]
+        return list(await asyncio.gather(*(env.run_slot(slot, ctx, gate) for slot in slots)))
+
+
+def _records(episodes: list[Any]) -> list[dict[str, Any]]:
+    failed = [e for e in episodes if not e.ok]
+    if failed:
+        errors = [err for e in failed for err in (*e.errors, *(x for t in e.traces for x in t.errors))]
+        first = f"{errors[0].type}: {errors[0].message}"[:500] if errors else "no error recorded"
+        raise PrimenbError(
+            f"verifiers' evaluation: {len(failed)} of {len(episodes)} rollouts failed (first: {first})"
         )
-        return _run_async(run_eval(config))
+    seen: dict[int, int] = {}
+    out = []
+    for order, episode in enumerate(episodes):
+        data = episode.task.data
+        example = data.idx if data.idx is not None else order
+        rollout = seen.get(example, 0)
+        seen[example] = rollout + 1
+        trace = episode.traces[-1]
+        replies = trace.assistant_messages
+        usage = trace.usage
+        out.append(
+            {
+                "example": example,
+                "rollout": rollout,
+                "prompt": getattr(data, "text_prompt", "") or data.prompt_text,
+                "completion": (replies[-1].content or "") if replies else "",
+                "answer": str(_answer(data)),
+                "rewards": {name: r.score for name, r in trace.rewards.items() if r is not None},
+                "reward": float(trace.reward),
+                "tokens": int(usage.completion_tokens) if usage is not None else 0,
+            }
+        )
+    out.sort(key=lambda r: (r["rollout"], r["example"]))
+    return out
+
+
+def _answer(data: Any) -> Any:
+    row = getattr(data, "row", None)
+    if isinstance(row, dict) and "answer" in row:
+        return row["answer"]
+    answer = getattr(data, "answer", "")
+    return "" if answer is None else answer
 
 
 def _run_async(coro: Any) -> Any:
+    """Run a coroutine from a plain call, also inside a running (Jupyter) event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
