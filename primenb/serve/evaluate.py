@@ -198,12 +198,15 @@ def evaluate(
     private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
     evaluator = "verifiers" if _verifiers_installed() else "primenb"
 
-    summary, samples = [], []
+    summary: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
     for target in targets:
         # a trace answers with its own run's token budget: the same completions as its own eval
         tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
         if evaluator == "verifiers":
-            records, wall = _verifiers_rollouts(server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature)
+            records, wall = _verifiers_rollouts(
+                server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature
+            )
         else:
             records, wall = _primenb_rollouts(server, target, environment, rows, rollouts, tokens, temperature)
         rewards = [r["reward"] for r in records]
@@ -316,7 +319,8 @@ def _primenb_rollouts(
         async def ask(i: int) -> tuple[str, int]:
             async with sem:
                 seed = i if temperature > 0 else None
-                return await _ask(aclient, target.model_id, prompts[i % len(prompts)], chat=False, kw={**kw, "seed": seed})
+                prompt = prompts[i % len(prompts)]
+                return await _ask(aclient, target.model_id, prompt, chat=False, kw={**kw, "seed": seed})
 
         t0 = time.perf_counter()
         answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * rollouts)))

@@ -152,6 +152,8 @@ class EnvTaskset(vf.Taskset[EnvTask, EnvTasksetConfig]):
         tasks = []
         for row in env.eval_rows():
             messages = env.format_prompt(row["prompt"], chat=True)
+            if isinstance(messages, str):  # chat=True gives messages; kept total for the type checker
+                messages = [{"role": "user", "content": messages}]
             data = EnvTaskData(
                 prompt=[_message(m) for m in messages],
                 text_prompt=str(env.format_prompt(row["prompt"], chat=False)),
@@ -255,9 +257,7 @@ def _records(episodes: list[Any]) -> list[dict[str, Any]]:
     if failed:
         errors = [err for e in failed for err in (*e.errors, *(x for t in e.traces for x in t.errors))]
         first = f"{errors[0].type}: {errors[0].message}"[:500] if errors else "no error recorded"
-        raise PrimenbError(
-            f"verifiers' evaluation: {len(failed)} of {len(episodes)} rollouts failed (first: {first})"
-        )
+        raise PrimenbError(f"verifiers' evaluation: {len(failed)} of {len(episodes)} rollouts failed (first: {first})")
     seen: dict[int, int] = {}
     out = []
     for order, episode in enumerate(episodes):
