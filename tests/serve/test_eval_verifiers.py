@@ -55,7 +55,8 @@ def _greedy_chat(server: client.Server, messages: list[dict[str, str]]) -> str:
 @pytest.fixture
 def local_env() -> Iterator[str]:
     """A primenb environment defined in this process: two weighted rewards over the raw reply."""
-    from primenb.envs import register_environment, unregister_environment
+    from primenb.envs import register_environment
+    from primenb.envs.registry import unregister_environment
 
     def equals(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
         return [equals_share(str(c)) for c in completions]
