@@ -1,11 +1,14 @@
 """``%prime_eval``: score served models on an environment's held-out rows, through the endpoint.
 
-Each model answers every held-out prompt over HTTP (the `openai` client against the served URL,
-``-r`` rollouts each), and the environment's own reward functions score the answers, exactly as the
-engine's evaluator scores a run (same prompt format, same rows, same scoring), so at temperature 0
-a trace's eval here gives the run's own final eval reward. The result is stored with the trace
-(``evals/<env>.json`` in its run directory); under ``data_collection = "deny"`` the texts are
-replaced by keyed hashes, as training samples are.
+Each model is evaluated by verifiers' own evaluation (`primenb.serve.vf_eval`) with the served URL
+as its OpenAI client: ``-r`` rollouts of each held-out task, scored by the taskset's rewards (a
+primenb environment's reward functions, wrapped as a taskset). Without verifiers installed, the
+`openai` client asks the endpoint and the environment's reward functions score the answers, as
+the engine's evaluator does. Either way the prompts, rows and scoring are the engine's, so at
+temperature 0 a trace's eval here gives the run's own final eval reward. The result says which
+evaluator scored (``evaluator``). It is stored with the trace (``evals/<env>.json`` in its run
+directory); under ``data_collection = "deny"`` the texts are replaced by keyed hashes, as training
+samples are.
 """
 
 from __future__ import annotations
