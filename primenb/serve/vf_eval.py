@@ -68,8 +68,6 @@ class ChatHarness(vf.Harness[ChatHarnessConfig]):
         mcp_urls: dict[str, str],
         data: Any,
     ) -> ProgramResult:
-        if mcp_urls:
-            return ProgramResult(2, "", "the primenb chat harness has no tools")
         text = getattr(data, "text_prompt", "")
         if self.config.text_prompt and text:
             return await _chat(endpoint, secret, ctx.model, [{"role": "user", "content": text}])
@@ -100,14 +98,15 @@ def _wire(message: Any) -> dict[str, Any]:
 
 
 class EnvTaskData(vf.TaskData):
-    text_prompt: str = ""  # the prompt as the environment's reward functions see it
-    row: dict[str, Any] = Field(default_factory=dict)  # the row's other columns (answer, info...)
+    text_prompt: str = ""  # the prompt in the environment's text format (what its rewards see)
+    answer: str = ""  # the row's answer, for the samples table
 
 
 class EnvTask(vf.Task[EnvTaskData]):
-    """A held-out row; its rewards are the environment's reward functions."""
+    """A held-out row; its rewards are the environment's reward functions, called on that row."""
 
-    environment: Any = None  # set by EnvTaskset.load
+    environment: Any = None  # set by EnvTaskset.load, with the row (any Python values: not data)
+    row: dict[str, Any] | None = None
 
     def hooks(self, attr: str) -> list[Callable[..., Any]]:
         if attr != "reward":
@@ -115,16 +114,19 @@ class EnvTask(vf.Task[EnvTaskData]):
         env = self.environment
         weights = env.reward_weights or [1.0] * len(env.reward_funcs)
         return [
-            _reward(name, func, weight)
+            _reward(name, func, weight, self.row or {})
             for name, func, weight in zip(env.reward_names(), env.reward_funcs, weights, strict=True)
         ]
 
 
-def _reward(name: str, func: Callable[..., Any], weight: float) -> Callable[..., Any]:
+def _reward(name: str, func: Callable[..., Any], weight: float, row: dict[str, Any]) -> Callable[..., Any]:
+    from verifiers.v1.types import content_text
+
+    cols = {k: [v] for k, v in row.items() if k != "prompt"}
+
     async def reward(task: EnvTaskData, trace: Any) -> float:
         replies = trace.assistant_messages
-        text = (replies[-1].content or "") if replies else ""  # unstripped, as the engine scores it
-        cols = {k: [v] for k, v in task.row.items()}
+        text = content_text(replies[-1].content) if replies else ""  # unstripped, as the engine scores it
         values = await asyncio.to_thread(func, prompts=[task.text_prompt], completions=[text], **cols)
         value = values[0]
         return float(value if value is not None else 0.0)  # as Environment.score counts None
@@ -157,10 +159,10 @@ class EnvTaskset(vf.Taskset[EnvTask, EnvTasksetConfig]):
             data = EnvTaskData(
                 prompt=[_message(m) for m in messages],
                 text_prompt=str(env.format_prompt(row["prompt"], chat=False)),
-                row={k: v for k, v in row.items() if k != "prompt"},
+                answer=str(row.get("answer", "")),
             )
             task = EnvTask(data, self.config.task)
-            task.environment = env
+            task.environment, task.row = env, row
             tasks.append(task)
         return tasks
 
@@ -285,9 +287,6 @@ def _records(episodes: list[Any]) -> list[dict[str, Any]]:
 
 
 def _answer(data: Any) -> Any:
-    row = getattr(data, "row", None)
-    if isinstance(row, dict) and "answer" in row:
-        return row["answer"]
     answer = getattr(data, "answer", "")
     return "" if answer is None else answer
 
