@@ -187,3 +187,21 @@ def test_a_verifiers_taskset_is_evaluated_as_itself(base_server: client.Server, 
         expected.append(2.0 * equals_share(text) + float(text == w) + len(text) / (10 * len(w)))
     assert list(result.samples["reward"]) == pytest.approx(expected, abs=1e-12)
     assert row["reward_mean"] == pytest.approx(sum(expected) / 3, abs=1e-12) and row["reward_mean"] > 0
+
+
+def test_a_rollout_the_server_refuses_is_a_clear_error(base_server: client.Server) -> None:
+    from primenb.envs import register_environment
+    from primenb.envs.registry import unregister_environment
+    from primenb.errors import PrimenbError
+    from primenb.serve.evaluate import evaluate
+
+    def share(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
+        return [equals_share(str(c)) for c in completions]
+
+    rows = [{"prompt": "ab"}, {"prompt": "x" * 100_000}]  # the second is over the model's context
+    register_environment("vf-eval-long", lambda: {"dataset": rows, "reward_funcs": [share]})
+    try:
+        with pytest.raises(PrimenbError, match=r"1 of 2 rollouts failed \(first: .*maximum context length"):
+            evaluate([BASE], "vf-eval-long", num_examples=2, max_tokens=TOKENS)
+    finally:
+        unregister_environment("vf-eval-long")
