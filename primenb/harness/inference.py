@@ -6,23 +6,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
-from primenb.protocol.fields import DEFAULT_MODEL, get_path
+from primenb.protocol.fields import DEFAULT_MODEL, SETTINGS, detect_mode, get_path
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
     from primenb.engine.inference import Trained
 
-_TOKEN_PATHS = (
-    ("orchestrator", "train", "sampling", "max_completion_tokens"),
-    ("orchestrator", "eval", "sampling", "max_completion_tokens"),
-    ("eval", "sampling", "max_completion_tokens"),
-)
-
 
 def _default_tokens(trace: Trace) -> int:
-    for path in _TOKEN_PATHS:
-        node = get_path(trace.config, path)
-        if isinstance(node, int) and node > 0:
+    """The run's own answer budget (`SETTINGS["answer_tokens"]`), else 64."""
+    config = trace.config
+    for path in SETTINGS["answer_tokens"].paths(detect_mode(config)):
+        node = get_path(config, path)
+        if isinstance(node, int) and not isinstance(node, bool) and node > 0:
             return node
     return 64
 
