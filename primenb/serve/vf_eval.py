@@ -218,6 +218,7 @@ def rollouts(
     runner runs them (``Env.serving`` / ``slots`` / ``run_slot``), without its run directory or
     platform upload, so nothing of a prompt or a completion lands on disk."""
     register()
+    _keep_runtime_folders_home()
     config = EvalConfig(
         env={
             "taskset": taskset,
@@ -240,6 +241,17 @@ def rollouts(
     episodes = _run_async(_episodes(config))
     wall = time.perf_counter() - t0
     return _records(episodes), wall
+
+
+def _keep_runtime_folders_home() -> None:
+    """verifiers' subprocess runtime makes (and removes) a working folder per rollout under
+    ``~/.cache/verifiers``; the harness runs nothing in it, so primenb keeps them in its own home."""
+    import verifiers.v1.runtimes.subprocess as runtime
+
+    from primenb.home import prime_home
+
+    if hasattr(runtime, "CACHE_DIR"):  # verifiers 0.4's name for it
+        runtime.CACHE_DIR = prime_home() / "cache" / "verifiers"
 
 
 async def _episodes(config: EvalConfig) -> list[Any]:

@@ -46,16 +46,9 @@ def serve_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     old_home, old_cwd = os.environ.get("PRIME_HOME"), os.getcwd()
     os.environ["PRIME_HOME"] = str(root / "home")
     os.chdir(root)
-    # verifiers' evaluation makes (and removes) a working folder per rollout under
-    # ~/.cache/verifiers: the tests' go here instead
-    import verifiers.v1.runtimes.subprocess as vf_subprocess
-
-    old_cache = vf_subprocess.CACHE_DIR
-    vf_subprocess.CACHE_DIR = root / "verifiers-cache"
     try:
         yield root
     finally:
-        vf_subprocess.CACHE_DIR = old_cache
         from primenb.serve import client
 
         client.stop("all") if client.servers() else None

@@ -7,6 +7,7 @@ sample, and the server must have answered every rollout."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -89,6 +90,8 @@ def test_a_primenb_environment_scored_by_verifiers_through_the_endpoint(
     before = _requests(base_server)
     result = evaluate([BASE], local_env, num_examples=4, rollouts=2, max_tokens=TOKENS)
     assert _requests(base_server) - before == 8  # every rollout went through the endpoint
+    # verifiers' per-rollout working folders were made (and removed) in primenb's home, not ~/.cache
+    assert not any((Path(os.environ["PRIME_HOME"]) / "cache" / "verifiers" / "runtimes" / "subprocess").iterdir())
     row = result.table.iloc[0]
     assert result.evaluator == "verifiers" and row["evaluator"] == "verifiers" and row["n"] == 8
     # independently: the server's own greedy replies to the environment's text prompts, by hand
