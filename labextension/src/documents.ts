@@ -35,10 +35,33 @@ export interface IDataPart {
   [extra: string]: unknown;
 }
 
+/** ``evals/<env>.json``: the latest ``%prime_eval`` of a run's model on one environment (``created`` in seconds since the epoch; ``samples`` one row per rollout, not typed here). */
+export interface IEvalDoc {
+  env?: string | null;
+  model?: string | null;
+  temperature?: number | null;
+  created?: number | null;
+  summary?: IEvalSummary | null;
+  [extra: string]: unknown;
+}
+
 export interface IEvalPoint {
   key?: string | null;
   value?: number | null;
   step?: number | null;
+  [extra: string]: unknown;
+}
+
+/** An evaluation's summary row (one model on one environment). */
+export interface IEvalSummary {
+  model?: string | null;
+  reward_mean?: number | null;
+  reward_std?: number | null;
+  ci95_low?: number | null;
+  ci95_high?: number | null;
+  n?: number | null;
+  tokens_per_s?: number | null;
+  wall_s?: number | null;
   [extra: string]: unknown;
 }
 
