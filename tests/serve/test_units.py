@@ -31,6 +31,9 @@ class EchoPool:
     def render(self, entry: Any, prompt: Any) -> tuple[str, bool]:
         return (prompt if isinstance(prompt, str) else prompt[-1]["content"]), False
 
+    def prompt_format(self, entry: Any) -> str:
+        return "raw"  # render shows the last user message as is
+
     def count(self, entry: Any, text: str, templated: bool) -> int:
         return len(text)
 
@@ -56,7 +59,8 @@ def app(key: str | None = None) -> TestClient:
 
 def test_openai_shapes_and_errors() -> None:
     c = app()
-    assert c.get("/v1/models").json()["data"][0]["id"] == "m"
+    card = c.get("/v1/models").json()["data"][0]
+    assert card["id"] == "m" and card["primenb"]["prompt_format"] == "raw"
     r = c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "abc"}]})
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "cba"
     assert r.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
