@@ -379,7 +379,7 @@ def remove(trace_or_id: Any, server: Server | None = None) -> str:
 
 
 def _stop_pid(pid: int, timeout: float) -> None:
-    if not registry.alive(pid):
+    if not registry.live_worker(pid):  # gone, or the pid now belongs to another program
         registry.remove(pid)
         return
     os.kill(pid, signal.SIGTERM)  # uvicorn finishes the requests in flight, then exits

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from primenb.serve import registry
-from primenb.server.servers import WORKER
+from primenb.serve.registry import WORKER
 from tests.server.test_routes import error, get
 
 
