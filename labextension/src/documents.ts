@@ -10,7 +10,7 @@ export const LIVE_STATES: ReadonlyArray<RunState> = ["queued", "running"];
 /** The trace columns of the harness index, in table order (`IIndexRow`). */
 export const INDEX_COLUMNS: ReadonlyArray<keyof IIndexRow> = ["trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr", "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend", "max_steps", "best_eval_step", "final_eval", "final_loss", "host", "reproduces", "metrics_match", "fingerprint", "data_hash", "seed", "run_dir", "revision"];
 
-export const DOCUMENT_VERSIONS = {"index": 2, "manifest": 1, "status": 1, "trace": 1} as const;
+export const DOCUMENT_VERSIONS = {"eval": 1, "index": 2, "manifest": 1, "status": 1, "trace": 1} as const;
 
 export interface IAdapter {
   type?: string | null;
@@ -37,6 +37,7 @@ export interface IDataPart {
 
 /** ``evals/<env>.json``: the latest ``%prime_eval`` of a run's model on one environment (``created`` in seconds since the epoch; ``samples`` one row per rollout, not typed here). */
 export interface IEvalDoc {
+  version?: number | null;
   env?: string | null;
   model?: string | null;
   temperature?: number | null;

@@ -31,6 +31,7 @@ STATUS_VERSION = 1
 TRACE_VERSION = 1
 MANIFEST_VERSION = 1
 INDEX_VERSION = 2  # the index's SQLite layout (``PRAGMA user_version``)
+EVAL_VERSION = 1
 
 
 class State(enum.StrEnum):
@@ -285,6 +286,7 @@ class EvalDoc(Document):
     """``evals/<env>.json``: the latest ``%prime_eval`` of a run's model on one environment
     (``created`` in seconds since the epoch; ``samples`` one row per rollout, not typed here)."""
 
+    version: Int = None
     env: Str = None
     model: Str = None
     temperature: Num = None
@@ -519,12 +521,14 @@ def json_schema() -> dict[str, Any]:
         "trace": TRACE_VERSION,
         "manifest": MANIFEST_VERSION,
         "index": INDEX_VERSION,
+        "eval": EVAL_VERSION,
     }
     return schema
 
 
 __all__ = [
     "DOCUMENTS",
+    "EVAL_VERSION",
     "FINAL_STATES",
     "INDEX_COLUMNS",
     "INDEX_NAMES",

@@ -360,6 +360,7 @@ def _store(
     trace: Any, env: str, row: dict[str, Any], samples: list[dict[str, Any]], model_id: str, private: bool, temp: float
 ) -> str:
     """``evals/<env>.json`` in the trace's run directory: the latest eval of that environment."""
+    from primenb.protocol.documents import EVAL_VERSION
     from primenb.protocol.privacy import withhold_sample
     from primenb.protocol.rundir import RunDir
 
@@ -368,7 +369,15 @@ def _store(
         mine = [withhold_sample(s) for s in mine]
     path = RunDir(trace.run_dir).eval_file(env)
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"env": env, "model": model_id, "temperature": temp, "created": time.time(), "summary": row, "samples": mine}
+    doc = {
+        "version": EVAL_VERSION,
+        "env": env,
+        "model": model_id,
+        "temperature": temp,
+        "created": time.time(),
+        "summary": row,
+        "samples": mine,
+    }
     atomic_write_json(path, doc)
     return str(path)
 
