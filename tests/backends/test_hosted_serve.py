@@ -23,9 +23,15 @@ from tests.backends.test_modelfactory import platform as platform
 pytestmark = pytest.mark.slow  # trains a tiny model (the checkpoint the platform "stores") and serves it
 
 
-def test_hosted_trace_is_fetched_and_served_here(platform: FakePlatform, tmp_path: Path) -> None:
+def test_hosted_trace_is_fetched_and_served_here(
+    platform: FakePlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from primenb.backends import submit
     from primenb.backends.hosted_mirror import storage_root
+
+    # a PRIME_HOME of its own: the hosted storage it fills is the session's otherwise, where the
+    # hosted backend tests build their own step_N folders
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
 
     # The checkpoint the platform will report READY: a real one of the same tiny base, trained here.
     local = submit(load_config(sft_tiny(1, 1)), name="stand-in")

@@ -201,7 +201,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
     from primenb.fsutil import atomic_write_json
     from primenb.protocol.rundir import RunDir
     from primenb.serve import registry
-    from primenb.server.servers import WORKER
+    from primenb.serve.registry import WORKER
 
     ids = lab["ids"]
     path = RunDir(lab["done_dir"]).eval_file("reverse-text")
