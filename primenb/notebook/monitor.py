@@ -104,6 +104,7 @@ class Monitor:
             layout=W.Layout(width="auto", min_width="110px"),
         )
         keep_label(self.stop_button)
+        self.stop_button.add_class("primenb-stop")  # the labextension disables it when the kernel goes
         self.stop_button.on_click(lambda _: self.request_stop())
         self.warnings = W.HTML()
         self.picker = W.Combobox(
@@ -132,9 +133,12 @@ class Monitor:
             layout=W.Layout(flex_flow="row wrap", align_items="center"),  # narrow: wrap, never clip Stop
         )
         # a view outlives its kernel on the page (Kernel -> Restart leaves it as it was, its Stop
-        # button dead): it says how to follow the run again from the new kernel
+        # button dead): it says how to follow the run again from the new kernel. The labextension
+        # (kernelRestartNotice.ts) replaces this line by a notice once the kernel has gone, reading
+        # the run's name from `data-primenb-run`.
         self.reattach = W.HTML(
-            f'<span class="primenb-reattach" style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
+            f'<span class="primenb-reattach" data-primenb-run="{html.escape(run.name, quote=True)}" '
+            f'style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
             f"if this kernel restarts, this view stops following the run: "
             f"<code>%prime_train --attach {html.escape(run.name)}</code> follows it again (or stops it with "
             f"<code>--stop</code>)</span>"

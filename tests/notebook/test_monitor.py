@@ -208,6 +208,21 @@ class Handle:
         self.updates.append(bundle)
 
 
+def test_the_run_name_attribute_cannot_break_out_of_its_markup(tmp_path: Path, shell: Any) -> None:
+    from html.parser import HTMLParser
+
+    from primenb.notebook.monitor import Monitor
+
+    name = 'x" onmouseover="alert(1)" a=\'<b>'
+    monitor = Monitor(make_run(tmp_path / name, {"state": "running", "pid": 1}, []))
+    attrs: list[list[tuple[str, str | None]]] = []
+    parser = HTMLParser()
+    parser.handle_starttag = lambda tag, a: attrs.append(a)  # type: ignore[method-assign]
+    parser.feed(monitor.reattach.value)
+    span = dict(attrs[0])
+    assert span["data-primenb-run"] == name and "onmouseover" not in span
+
+
 def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) -> None:
     from primenb.notebook.monitor import Monitor
 
@@ -217,6 +232,9 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     assert not monitor.poll()
     # a view left behind by a kernel restart still says how to follow the run again
     assert "%prime_train --attach live" in monitor.reattach.value
+    # what the labextension's kernel-restart notice reads and disables (kernelRestartNotice.ts)
+    assert 'data-primenb-run="live"' in monitor.reattach.value
+    assert "primenb-stop" in monitor.stop_button._dom_classes and "primenb-monitor" in monitor.widget._dom_classes
     assert (
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
