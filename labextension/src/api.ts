@@ -2,6 +2,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { IServersAnswer } from './extras';
 import { IMetricsAnswer, ITracePage } from './model';
 
 export class ApiError extends Error {
@@ -70,5 +71,8 @@ export const api = {
   config: (id: string) => requestAPI<IConfigAnswer>(`traces/${enc(id)}/config`),
   stop: (id: string) => requestAPI<any>(`traces/${enc(id)}/stop`, { method: 'POST', body: '{}' }),
   apply: (id: string, body: { steps?: number; overrides?: string[] }) =>
-    requestAPI<IApplyAnswer>(`traces/${enc(id)}/apply`, { method: 'POST', body: JSON.stringify(body) })
+    requestAPI<IApplyAnswer>(`traces/${enc(id)}/apply`, { method: 'POST', body: JSON.stringify(body) }),
+  /** The running `primenb serve` servers. */
+  servers: () => requestAPI<IServersAnswer>('servers'),
+  stopServer: (pid: number) => requestAPI<any>('servers/stop', { method: 'POST', body: JSON.stringify({ pid }) })
 };

@@ -10,7 +10,7 @@ export const LIVE_STATES: ReadonlyArray<RunState> = ["queued", "running"];
 /** The trace columns of the harness index, in table order (`IIndexRow`). */
 export const INDEX_COLUMNS: ReadonlyArray<keyof IIndexRow> = ["trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr", "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend", "max_steps", "best_eval_step", "final_eval", "final_loss", "host", "reproduces", "metrics_match", "fingerprint", "data_hash", "seed", "run_dir", "revision"];
 
-export const DOCUMENT_VERSIONS = {"index": 2, "manifest": 1, "status": 1, "trace": 1} as const;
+export const DOCUMENT_VERSIONS = {"eval": 1, "index": 2, "manifest": 1, "status": 1, "trace": 1} as const;
 
 export interface IAdapter {
   type?: string | null;
@@ -35,10 +35,34 @@ export interface IDataPart {
   [extra: string]: unknown;
 }
 
+/** ``evals/<env>.json``: the latest ``%prime_eval`` of a run's model on one environment (``created`` in seconds since the epoch; ``samples`` one row per rollout, not typed here). */
+export interface IEvalDoc {
+  version?: number | null;
+  env?: string | null;
+  model?: string | null;
+  temperature?: number | null;
+  created?: number | null;
+  summary?: IEvalSummary | null;
+  [extra: string]: unknown;
+}
+
 export interface IEvalPoint {
   key?: string | null;
   value?: number | null;
   step?: number | null;
+  [extra: string]: unknown;
+}
+
+/** An evaluation's summary row (one model on one environment). */
+export interface IEvalSummary {
+  model?: string | null;
+  reward_mean?: number | null;
+  reward_std?: number | null;
+  ci95_low?: number | null;
+  ci95_high?: number | null;
+  n?: number | null;
+  tokens_per_s?: number | null;
+  wall_s?: number | null;
   [extra: string]: unknown;
 }
 

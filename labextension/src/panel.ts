@@ -8,6 +8,9 @@ import { Widget } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
+import { button, el } from './dom';
+import { EVAL_HEADER, evalCells, evalsOf, IEvalItem } from './extras';
+import { ServersSection } from './serversview';
 import {
   addAnswer,
   curveOf,
@@ -61,34 +64,6 @@ export interface IPanelActions {
   showText(title: string, text: string): void;
 }
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls?: string,
-  text?: string,
-  attrs: Record<string, string> = {}
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  for (const [k, v] of Object.entries(attrs)) {
-    node.setAttribute(k, v);
-  }
-  return node;
-}
-
-function button(label: string, action: string, title: string, onClick: () => void): HTMLButtonElement {
-  const b = el('button', `jp-Button primenb-action primenb-act-${action}`, label, { title, 'data-action': action });
-  b.addEventListener('click', event => {
-    event.stopPropagation();
-    onClick();
-  });
-  return b;
-}
-
 /** An SVG sparkline (a polyline), built with DOM calls. */
 export function sparkline(values: ReadonlyArray<number>, width = 120, height = 24, cls = 'primenb-spark'): SVGSVGElement {
   const svg = document.createElementNS(SVG, 'svg');
@@ -102,6 +77,24 @@ export function sparkline(values: ReadonlyArray<number>, width = 120, height = 2
   line.setAttribute('fill', 'none');
   svg.appendChild(line);
   return svg;
+}
+
+/** The latest `%prime_eval` per environment: a small table (the model id and time on hover). */
+function evalsSection(evals: ReadonlyArray<IEvalItem>): HTMLElement[] {
+  if (!evals.length) {
+    return [];
+  }
+  const table = el('table', 'primenb-evals');
+  const head = el('tr');
+  head.append(...EVAL_HEADER.map(h => el('th', '', h)));
+  table.appendChild(head);
+  for (const e of evals) {
+    const when = typeof e.created === 'number' ? new Date(e.created * 1000).toLocaleString() : 'unknown time';
+    const tr = el('tr', 'primenb-eval', undefined, { title: `${e.model ?? 'model unknown'} · ${when}` });
+    tr.append(...evalCells(e).map(c => el('td', '', c)));
+    table.appendChild(tr);
+  }
+  return [el('div', 'primenb-section', 'Evaluations (latest per environment)'), table];
 }
 
 function errorText(error: unknown): string {
@@ -167,7 +160,7 @@ export class RunsPanel extends Widget {
     this.empty.hidden = true;
     this.detail = el('div', 'primenb-detail');
     this.detail.hidden = true;
-    this.node.append(header, filters, this.status, this.count, this.empty, this.list, this.detail);
+    this.node.append(header, this.servers.node, filters, this.status, this.count, this.empty, this.list, this.detail);
     document.addEventListener('visibilitychange', this.onVisibility);
   }
 
@@ -275,6 +268,7 @@ export class RunsPanel extends Widget {
   }
 
   private async refresh(): Promise<void> {
+    await this.servers.refresh();
     // the pages in view, again (states change, runs are added); then any a changed total dropped
     const [first, last] = this.visibleRange();
     for (const page of this.model.pagesFor(first, last)) {
@@ -570,6 +564,7 @@ export class RunsPanel extends Widget {
       table.appendChild(tr);
     }
     parts.push(table);
+    parts.push(...evalsSection(evalsOf(d)));
     this.charts = el('div', 'primenb-charts');
     parts.push(el('div', 'primenb-section', 'Metrics'), this.charts);
     parts.push(el('div', 'primenb-section', 'Samples'));
@@ -636,6 +631,7 @@ export class RunsPanel extends Widget {
   }
 
   readonly model = new RunsModel();
+  private readonly servers = new ServersSection(errorText);
   private readonly search: HTMLInputElement;
   private readonly statusFilter: HTMLSelectElement;
   private readonly status: HTMLElement;

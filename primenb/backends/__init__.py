@@ -54,9 +54,21 @@ def _backend_class(name: str) -> type[Backend] | None:
 
 def capabilities(name: str | None) -> Capabilities:
     """What the backend called ``name`` needs from a face and what its verbs mean (see
-    `Capabilities`); local, SSH, SLURM and saved names have the defaults."""
+    `Capabilities`); a saved name or URL has its kind's; an unknown name has the defaults."""
     cls = _backend_class(str(name or "local"))
-    return cls.capabilities if cls is not None else Capabilities()
+    if cls is not None:
+        return cls.capabilities
+    from primenb.backends.spec import resolve
+
+    try:
+        kind = resolve(str(name or "local")).kind
+    except PrimenbError:
+        return Capabilities()
+    if kind == "ssh":
+        from primenb.backends.ssh import SSHBackend
+
+        return SSHBackend.capabilities
+    return Capabilities()
 
 
 def run_backend(run_dir: str | os.PathLike[str]) -> str:

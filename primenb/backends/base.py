@@ -46,6 +46,9 @@ class Capabilities:
     fetches_checkpoints: bool = False  # a final checkpoint is fetched from elsewhere on first load
     platform_rules: bool = False  # configs are also checked against its platform's own rules
     describes_account: bool = False  # `backend show NAME` shows who pays (no saved spec)
+    # its traces are served on the host that trained them (where the checkpoint is), reached here
+    # through a forwarded local port (`serve_host`)
+    serves_on_host: bool = False
 
 
 class Backend(ABC):
@@ -96,6 +99,15 @@ class Backend(ABC):
     def account(self) -> Any:
         """Who pays for a launch (``describes_account``)."""
         raise PrimenbError(f"the {self.name} backend has no account to show")
+
+    def serve_host(self, run_dir: Path) -> Any:
+        """Where a trace of this backend is served (``serves_on_host``): an object that starts a
+        server there and forwards a local port to it (`primenb.backends.ssh_serve.SSHServeHost`)."""
+        raise PrimenbError(f"{run_dir.name}: traces of the {self.name} backend are served on this machine")
+
+    def serve_host_from(self, record: dict[str, Any]) -> Any:
+        """The same host again, from what ``serve_host(...).start`` recorded (to stop it later)."""
+        raise PrimenbError(f"the {self.name} backend does not serve on another host")
 
 
 __all__ = ["Backend", "Capabilities", "Lineage"]

@@ -100,21 +100,30 @@ class SSHConnection:
             _OPEN[key] = cls(target)
         return _OPEN[key]
 
-    def base_args(self) -> list[str]:
+    def base_args(self, *, shared: bool = True) -> list[str]:
+        """ssh's arguments for this target; ``shared=False``: a connection of its own, not the
+        control master (a process that must outlive this kernel, whose master closes with it)."""
         t = self.target
+        control = (
+            [
+                "-o",
+                "ControlMaster=auto",
+                "-o",
+                # Per ssh_args too: a master opened with one key must not serve a target with another.
+                f"ControlPath={_control_dir()}/{self._tag}-%C",
+                "-o",
+                "ControlPersist=60",
+            ]
+            if shared
+            else ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
+        )
         args = [
             "ssh",
             "-o",
             "BatchMode=yes",
             "-o",
             f"ConnectTimeout={t.connect_timeout}",
-            "-o",
-            "ControlMaster=auto",
-            "-o",
-            # Per ssh_args too: a master opened with one key must not serve a target with another.
-            f"ControlPath={_control_dir()}/{self._tag}-%C",
-            "-o",
-            "ControlPersist=60",
+            *control,
             # A cut link is noticed in ~10 s instead of a TCP timeout of minutes.
             "-o",
             "ServerAliveInterval=5",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from primenb.config.positions import Path
+from primenb.protocol.fields import SETTINGS, path_parts
 from primenb.protocol.hashing import has_credential, is_secret_flag
 
 INT64_MAX = 2**63 - 1
@@ -84,7 +85,7 @@ def local_limits(model: Any, mode: str, backend: str) -> Iterator[LocalLimit]:
             "set max_steps >= 1",
         )
     optim = model.trainer.optim if rl else model.optim
-    lr_at: Path = ("trainer", "optim", "lr") if rl else ("optim", "lr")
+    lr_at: Path = tuple(path_parts(SETTINGS["lr"].paths("rl" if rl else "sft")[0]))
     lr = getattr(optim, "lr", None)
     if isinstance(lr, (int, float)) and not isinstance(lr, bool):
         if not math.isfinite(lr) or abs(lr) > FLOAT32_MAX:

@@ -67,8 +67,8 @@ SYNONYMS: dict[str, Target] = {
     "train_batch_size": _BATCH,
     "per_device_train_batch_size": _BATCH,
     "global_batch_size": _BATCH,
-    "gradient_accumulation_steps": Target(
-        None, "data.micro_batch_size", "accumulation is batch_size / micro_batch_size: set the micro batch instead"
+    "gradient_accumulation_steps": _at(
+        "micro_batch_size", "accumulation is batch_size / micro_batch_size: set the micro batch instead"
     ),
     "num_generations": _GROUP,
     "n_samples": _GROUP,
@@ -98,10 +98,10 @@ SYNONYMS: dict[str, Target] = {
     "model_name_or_path": _MODEL,
     "model_id": _MODEL,
     "base_model": _MODEL,
-    "dataset_name": Target(None, "data.name"),
+    "dataset_name": _at("dataset"),
     "save_steps": _at("ckpt_interval"),
-    "wandb_project": Target("monitors.wandb.project", "monitors.wandb.project"),
-    "lr_scheduler_type": Target("trainer.scheduler.type", "scheduler.type"),
+    "wandb_project": _at("wandb_project"),
+    "lr_scheduler_type": _at("scheduler_type"),
 }
 
 

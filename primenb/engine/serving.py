@@ -184,6 +184,14 @@ class ModelPool:
             raise ServeError(f"The model {served_id!r} does not exist. Served models: {known}.", 404, "model")
         return entry
 
+    def prompt_format(self, entry: Entry) -> str:
+        """How `render` shows chat messages to this model: ``chat_template``, ``text_template``
+        (the trace's environment format) or ``raw`` (the last user message as is)."""
+        _, tok = self._model_tok(entry)
+        if tok.chat_template is not None:
+            return "chat_template"
+        return "text_template" if entry.text_template else "raw"
+
     def context_limit(self, entry: Entry) -> int:
         model, _ = self._model_tok(entry)
         return int(getattr(model.config, "max_position_embeddings", 0) or 2048)

@@ -6,31 +6,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
-from primenb.protocol.fields import DEFAULT_MODEL, get_path
+from primenb.protocol.fields import DEFAULT_MODEL, SETTINGS, detect_mode, get_path
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
     from primenb.engine.inference import Trained
 
-_TOKEN_PATHS = (
-    ("orchestrator", "train", "sampling", "max_completion_tokens"),
-    ("orchestrator", "eval", "sampling", "max_completion_tokens"),
-    ("eval", "sampling", "max_completion_tokens"),
-)
-
 
 def _default_tokens(trace: Trace) -> int:
-    for path in _TOKEN_PATHS:
-        node = get_path(trace.config, path)
-        if isinstance(node, int) and node > 0:
+    """The run's own answer budget (`SETTINGS["answer_tokens"]`), else 64."""
+    config = trace.config
+    for path in SETTINGS["answer_tokens"].paths(detect_mode(config)):
+        node = get_path(config, path)
+        if isinstance(node, int) and not isinstance(node, bool) and node > 0:
             return node
     return 64
 
 
 def trained(ref: Any, checkpoint: str | None = None) -> Trained:
     """The engine's view of a trace's model (its final checkpoint, or ``checkpoint``)."""
-    from primenb.engine.inference import Trained
-
     trace = get(ref)
     ckpt = Path(checkpoint) if checkpoint else trace.final_checkpoint
     if checkpoint is None and (ckpt is None or not ckpt.is_dir()):
@@ -42,6 +36,14 @@ def trained(ref: Any, checkpoint: str | None = None) -> Trained:
     if ckpt is None or not ckpt.is_dir():
         missing = f" ({ckpt} is missing)" if ckpt else ""
         raise PrimenbError(f"trace {trace.id} ({trace.name}) has no checkpoint to load{missing}")
+    return describe(trace, ckpt)
+
+
+def describe(trace: Trace, ckpt: Path) -> Trained:
+    """A trace's model with its checkpoint at ``ckpt``, unchecked: a path on another host (a
+    trace served where it trained) cannot be checked here."""
+    from primenb.engine.inference import Trained
+
     base_seed = (trace.model.get("base") or {}).get("seed") or (trace.config.get("primenb") or {}).get("seed") or 0
     return Trained(
         key=trace.id,

@@ -2,9 +2,10 @@
 
 `State` is every run state there is. The models say what each document holds, field by field:
 ``status.json`` (`StatusDoc`), ``trace.json`` (`TraceDoc`), a ``metrics.jsonl`` row
-(`MetricRow`), a ``samples.jsonl`` row (`SampleRow`), a harness index row (`IndexRow`) and an
-export bundle's manifest (`ManifestDoc`). Each has a version field; every model keeps fields it
-does not declare (a newer primenb may write more).
+(`MetricRow`), a ``samples.jsonl`` row (`SampleRow`), an ``evals/<env>.json`` (`EvalDoc`), a
+harness index row (`IndexRow`) and an export bundle's manifest (`ManifestDoc`). Each has a version
+field (not yet `EvalDoc`); every model keeps fields it does not declare (a newer primenb may write
+more).
 
 Reading is tolerant (`parse`): a field of the wrong type becomes unknown (left out of the
 document, so ``doc.get(field)`` is None) and a warning says which, so one bad field in one
@@ -30,6 +31,7 @@ STATUS_VERSION = 1
 TRACE_VERSION = 1
 MANIFEST_VERSION = 1
 INDEX_VERSION = 2  # the index's SQLite layout (``PRAGMA user_version``)
+EVAL_VERSION = 1
 
 
 class State(enum.StrEnum):
@@ -267,6 +269,31 @@ class SampleRow(Document):
     source: Str = None
 
 
+class EvalSummary(Part):
+    """An evaluation's summary row (one model on one environment)."""
+
+    model: Str = None
+    reward_mean: Num = None
+    reward_std: Num = None
+    ci95_low: Num = None
+    ci95_high: Num = None
+    n: Int = None
+    tokens_per_s: Num = None
+    wall_s: Num = None
+
+
+class EvalDoc(Document):
+    """``evals/<env>.json``: the latest ``%prime_eval`` of a run's model on one environment
+    (``created`` in seconds since the epoch; ``samples`` one row per rollout, not typed here)."""
+
+    version: Int = None
+    env: Str = None
+    model: Str = None
+    temperature: Num = None
+    created: Num = None
+    summary: EvalSummary | None = None
+
+
 def _shown(**kw: Any) -> Any:
     """A column the traces table shows (in field order)."""
     return Field(json_schema_extra={"shown": True}, **kw)
@@ -476,6 +503,7 @@ DOCUMENTS: dict[str, type[Document]] = {
     "TraceDoc": TraceDoc,
     "MetricRow": MetricRow,
     "SampleRow": SampleRow,
+    "EvalDoc": EvalDoc,
     "IndexRow": IndexRow,
     "ManifestDoc": ManifestDoc,
 }
@@ -493,12 +521,14 @@ def json_schema() -> dict[str, Any]:
         "trace": TRACE_VERSION,
         "manifest": MANIFEST_VERSION,
         "index": INDEX_VERSION,
+        "eval": EVAL_VERSION,
     }
     return schema
 
 
 __all__ = [
     "DOCUMENTS",
+    "EVAL_VERSION",
     "FINAL_STATES",
     "INDEX_COLUMNS",
     "INDEX_NAMES",
@@ -509,6 +539,7 @@ __all__ = [
     "STATUS_VERSION",
     "TRACE_VERSION",
     "Document",
+    "EvalDoc",
     "IndexRow",
     "ManifestDoc",
     "MetricRow",

@@ -37,16 +37,23 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     "model": Setting(("model.name", "trainer.model.name"), ("model.name",)),
     "env": Setting((f"{RL_TASKSET}.id",), ("data.name",)),
+    "dataset": Setting((), ("data.name",)),  # RL reads tasks from an environment, not a dataset
     "max_steps": Setting(("max_steps",), ("max_steps",)),
     "lr": Setting(("trainer.optim.lr",), ("optim.lr",)),
     "weight_decay": Setting(("trainer.optim.weight_decay",), ("optim.weight_decay",)),
     "max_norm": Setting(("trainer.optim.max_norm",), ("optim.max_norm",)),
     "warmup_steps": Setting(("trainer.scheduler.warmup_steps",), ("scheduler.warmup_steps",)),
+    "scheduler_type": Setting(("trainer.scheduler.type",), ("scheduler.type",)),
     "batch_size": Setting(("orchestrator.batch_size",), ("data.batch_size",)),
     "micro_batch_size": Setting((), ("data.micro_batch_size",)),
     "group_size": Setting(("orchestrator.group_size",), ()),
     "seq_len": Setting(("seq_len", "trainer.model.seq_len"), ("data.seq_len",)),
     "max_tokens": Setting(("orchestrator.train.sampling.max_completion_tokens",), ()),
+    # the token budget of one answer: RL's training completions (else its eval's), SFT's eval answers
+    "answer_tokens": Setting(
+        ("orchestrator.train.sampling.max_completion_tokens", "orchestrator.eval.sampling.max_completion_tokens"),
+        ("eval.sampling.max_completion_tokens",),
+    ),
     "temperature": Setting(("orchestrator.train.sampling.temperature",), ()),
     "lora": Setting(("trainer.model.lora",), ("model.lora",)),
     "lora_rank": Setting(("trainer.model.lora.rank",), ("model.lora.rank",)),
@@ -59,6 +66,7 @@ SETTINGS: dict[str, Setting] = {
     "infer_gpus": Setting(("deployment.num_infer_gpus",), ()),
     "backend": Setting(("primenb.backend",), ("primenb.backend",)),
     "seed": Setting(("primenb.seed",), ("primenb.seed",)),
+    "wandb_project": Setting(("monitors.wandb.project",), ("monitors.wandb.project",)),
 }
 
 

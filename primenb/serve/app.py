@@ -123,7 +123,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 def _model_card(state: State, served_id: str) -> dict[str, Any]:
     entry = state.pool.entries[served_id]
     card = {"id": served_id, "object": "model", "created": int(state.started), "owned_by": OWNER}
-    card["primenb"] = {"kind": entry.kind, "trace": entry.trace}
+    card["primenb"] = {"kind": entry.kind, "trace": entry.trace, "prompt_format": state.pool.prompt_format(entry)}
     return card
 
 

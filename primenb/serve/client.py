@@ -21,7 +21,7 @@ from typing import Any
 
 from primenb.errors import PrimenbError
 from primenb.protocol.fields import DEFAULT_MODEL
-from primenb.serve import registry
+from primenb.serve import registry, remote
 
 START_TIMEOUT_S = 300.0
 
@@ -51,10 +51,13 @@ def _text_template(sources: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def model_specs(traces: list[Any], base: str | None = None, taken: set[str] | None = None) -> list[dict[str, Any]]:
+def model_specs(
+    traces: list[Any], base: str | None = None, taken: set[str] | None = None, host: Any | None = None
+) -> list[dict[str, Any]]:
     """One spec per model to serve: the base(s), then each trace's checkpoint under
-    ``<base>-adapter-<trace name>`` (a clash gets the short trace id appended)."""
-    from primenb.harness.inference import trained
+    ``<base>-adapter-<trace name>`` (a clash gets the short trace id appended). With a ``host``
+    (`remote.one_host`), checkpoints are paths on that host."""
+    from primenb.harness.inference import describe, trained
     from primenb.traces.trace import get
 
     taken = set(taken or ())
@@ -62,7 +65,7 @@ def model_specs(traces: list[Any], base: str | None = None, taken: set[str] | No
     bases: dict[str, int] = {}
     for ref in traces:
         trace = get(ref)
-        info = trained(trace)
+        info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
         model_name = info.model_id
         bases.setdefault(model_name, info.base_seed)
         sid = f"{model_name}-adapter-{_safe(trace.name)}"
@@ -96,14 +99,18 @@ def model_specs(traces: list[Any], base: str | None = None, taken: set[str] | No
 
 
 def completed_traces() -> list[str]:
-    """Every completed trace with a checkpoint on this machine (``%prime_serve`` with no TRACE)."""
+    """Every completed trace served on this machine with a checkpoint here (``%prime_serve`` with
+    no TRACE); a trace served on the host that trained it (SSH) is served when named."""
     from primenb.protocol.index import Index
     from primenb.traces.trace import get
 
     out = []
     for (trace_id,) in Index().query("SELECT trace FROM traces WHERE status = 'completed' ORDER BY created"):
         try:
-            ckpt = get(trace_id).final_checkpoint
+            trace = get(trace_id)
+            if remote.host_of(trace) is not None:
+                continue
+            ckpt = trace.final_checkpoint
         except PrimenbError:
             continue
         if ckpt is not None and ckpt.is_dir():
@@ -116,12 +123,18 @@ def completed_traces() -> list[str]:
 
 @dataclass
 class Server:
-    """A running server: ``url`` (``http://127.0.0.1:P/v1``), ``models``, ``pid``."""
+    """A running server: ``url`` (``http://127.0.0.1:P/v1``), ``models``, ``pid``; ``remote``: where
+    it runs when that is the host a trace trained on (``pid`` is then the local port forward's)."""
 
     url: str
     pid: int
     models: list[str]
     api_key_var: str | None = None
+    remote: dict[str, Any] | None = None
+
+    @property
+    def where(self) -> str:
+        return remote.describe({"remote": self.remote})
 
     def snippet(self) -> str:
         key = f'os.environ["{self.api_key_var}"]' if self.api_key_var else '"none"'
@@ -154,19 +167,24 @@ class Server:
         remove(trace_or_id, server=self)
 
     def stop(self, timeout: float = 30.0) -> None:
-        _stop_pid(self.pid, timeout)
+        if self.remote is not None:
+            remote.stop({"pid": self.pid, "remote": self.remote}, timeout)
+        else:
+            _stop_pid(self.pid, timeout)
 
     def __repr__(self) -> str:
         self.refresh()
-        lines = [f"primenb server {self.url} (pid {self.pid})", "models:"]
+        on = f", on {self.where}" if self.remote else ""
+        lines = [f"primenb server {self.url} (pid {self.pid}{on})", "models:"]
         lines += [f"  {m}" for m in self.models]
         return "\n".join([*lines, "", self.snippet()])
 
     def _repr_html_(self) -> str:
         self.refresh()
         models = "".join(f"<li><code>{html.escape(m)}</code></li>" for m in self.models)
+        on = f", on {html.escape(self.where)}" if self.remote else ""
         return (
-            f"<div><b>primenb server</b> <code>{html.escape(self.url)}</code> (pid {self.pid})"
+            f"<div><b>primenb server</b> <code>{html.escape(self.url)}</code> (pid {self.pid}{on})"
             f"<ul>{models}</ul><pre>import openai\n{html.escape(self.snippet())}</pre></div>"
         )
 
@@ -208,8 +226,9 @@ def start(
     api_key_var: str | None = None,
     timeout: float = START_TIMEOUT_S,
 ) -> Server:
-    """Start a server for ``traces`` (default: every completed trace with a checkpoint) and the base
-    model(s) under them; return once it answers."""
+    """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
+    base model(s) under them; return once it answers. Traces trained on an SSH host are served
+    there, through a forwarded port here; traces of different hosts are refused."""
     if not registry.is_loopback(host):
         if not api_key_var:
             raise ServeError(
@@ -220,8 +239,13 @@ def start(
             raise ServeError(f"--api-key-var {api_key_var}: that environment variable is not set (or is empty).")
     if api_key_var and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_var):
         raise ServeError(f"--api-key-var wants an environment variable name, not {api_key_var!r}")
-    refs = list(traces) if traces else completed_traces()
-    specs = model_specs(refs, base)
+    from primenb.traces.trace import get
+
+    refs = [get(r) for r in (list(traces) if traces else completed_traces())]
+    on = remote.one_host(refs)
+    specs = model_specs(refs, base, host=on)
+    if on is not None:
+        return _start_remote(on, specs, host, port, api_key_var, timeout)
     folder = registry.folder()
     tag = uuid.uuid4().hex[:12]
     spec_path, ready = folder / f"spec-{tag}.json", folder / f"ready-{tag}.json"
@@ -247,6 +271,19 @@ def start(
     return Server(record["url"], int(record["pid"]), list(record["models"]), api_key_var)
 
 
+def _start_remote(
+    on: Any, specs: list[dict[str, Any]], host: str, port: int, key_var: str | None, timeout: float
+) -> Server:
+    rec = remote.start(on, {"models": specs}, bind=host, port=int(port), api_key_var=key_var, timeout=timeout)
+    server = Server(rec["url"], int(rec["pid"]), list(rec["models"]), key_var, rec["remote"])
+    try:
+        _admin(server, "GET", "/v1/models", timeout=30.0)  # answers through the forward
+    except ServeError:
+        server.stop()
+        raise
+    return server
+
+
 def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, log: Path, timeout: float) -> dict[str, Any]:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -268,15 +305,21 @@ def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, log: Path, timeout: 
     raise ServeError(f"the server did not answer within {timeout:.0f} s; its log: {log}")
 
 
-def servers() -> list[Server]:
+def servers(*, revive: bool = True) -> list[Server]:
+    """Running servers, oldest first; a remote one whose local forward died gets a new forward
+    (``revive``; `stop` does not bother)."""
+    records = registry.records()
+    if revive:
+        records = [remote.revive(r) for r in records]
     return [
-        Server(r["url"], int(r["pid"]), list(r.get("models") or []), r.get("api_key_var")) for r in registry.records()
+        Server(r["url"], int(r["pid"]), list(r.get("models") or []), r.get("api_key_var"), r.get("remote"))
+        for r in records
     ]
 
 
-def find(url_or_pid: Any = None) -> Server:
+def find(url_or_pid: Any = None, *, revive: bool = True) -> Server:
     """The server at a URL (or pid); with none given, the only (or newest) running one."""
-    running = servers()
+    running = servers(revive=revive)
     if not running:
         raise ServeError("no primenb server is running; start one with %prime_serve TRACE")
     if url_or_pid in (None, ""):
@@ -297,10 +340,18 @@ def add(trace: Any, server: Server | None = None) -> list[str]:
     served = {(c.get("primenb") or {}).get("trace") for c in cards}
     from primenb.traces.trace import get
 
-    if get(trace).id in served:
+    found = get(trace)
+    on = remote.host_of(found)
+    if (None if on is None else on.key) != remote.host_key(server.remote):
+        raise ServeError(
+            f"{found.name} is served on {remote.where(on)} and {server.url} runs on "
+            f"{remote.describe({'remote': server.remote})}: start a server there with %prime_serve {found.name}"
+        )
+    if found.id in served:
         specs = []
     else:
-        specs = [s for s in model_specs([trace], taken={c["id"] for c in cards}) if s["kind"] == "checkpoint"]
+        taken = {c["id"] for c in cards}
+        specs = [s for s in model_specs([found], taken=taken, host=on) if s["kind"] == "checkpoint"]
     if not specs:
         raise ServeError(f"{server.url} already serves {trace}; `%prime_serve list` shows its models")
     for spec in specs:
@@ -328,7 +379,7 @@ def remove(trace_or_id: Any, server: Server | None = None) -> str:
 
 
 def _stop_pid(pid: int, timeout: float) -> None:
-    if not registry.alive(pid):
+    if not registry.live_worker(pid):  # gone, or the pid now belongs to another program
         registry.remove(pid)
         return
     os.kill(pid, signal.SIGTERM)  # uvicorn finishes the requests in flight, then exits
@@ -344,9 +395,9 @@ def _stop_pid(pid: int, timeout: float) -> None:
 
 def stop(target: Any = None) -> list[str]:
     """Stop one server (URL, port or pid; default the newest) or ``"all"``; the URLs stopped."""
-    chosen = servers() if target == "all" else [find(target)]
+    chosen = servers(revive=False) if target == "all" else [find(target, revive=False)]
     for s in chosen:
-        _stop_pid(s.pid, 30.0)
+        s.stop(30.0)
     return [s.url for s in chosen]
 
 
@@ -362,9 +413,16 @@ def table() -> Any:
         except ServeError:
             uptime, requests = float("nan"), -1
         rows.append(
-            {"url": s.url, "pid": s.pid, "models": ", ".join(s.models), "uptime_s": uptime, "requests": requests}
+            {
+                "url": s.url,
+                "pid": s.pid,
+                "models": ", ".join(s.models),
+                "uptime_s": uptime,
+                "requests": requests,
+                "where": s.where,
+            }
         )
-    return pd.DataFrame(rows, columns=["url", "pid", "models", "uptime_s", "requests"])
+    return pd.DataFrame(rows, columns=["url", "pid", "models", "uptime_s", "requests", "where"])
 
 
 __all__ = [

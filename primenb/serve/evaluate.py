@@ -1,11 +1,14 @@
 """``%prime_eval``: score served models on an environment's held-out rows, through the endpoint.
 
-Each model answers every held-out prompt over HTTP (the `openai` client against the served URL,
-``-r`` rollouts each), and the environment's own reward functions score the answers, exactly as the
-engine's evaluator scores a run (same prompt format, same rows, same scoring), so at temperature 0
-a trace's eval here gives the run's own final eval reward. The result is stored with the trace
-(``evals/<env>.json`` in its run directory); under ``data_collection = "deny"`` the texts are
-replaced by keyed hashes, as training samples are.
+Each model is evaluated by verifiers' own evaluation (`primenb.serve.vf_eval`) with the served URL
+as its OpenAI client: ``-r`` rollouts of each held-out task, scored by the taskset's rewards (a
+primenb environment's reward functions, wrapped as a taskset). Without verifiers installed, the
+`openai` client asks the endpoint and the environment's reward functions score the answers, as
+the engine's evaluator does. Either way the prompts, rows and scoring are the engine's, so at
+temperature 0 a trace's eval here gives the run's own final eval reward. The result says which
+evaluator scored (``evaluator``). It is stored with the trace (``evals/<env>.json`` in its run
+directory); under ``data_collection = "deny"`` the texts are replaced by keyed hashes, as training
+samples are.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class EvalResult:
     table: Any
     samples: Any
     server: str
+    evaluator: str = "verifiers"  # who scored: "verifiers" (its own evaluation) or "primenb"
     stored: list[str] = field(default_factory=list)
 
     def chart(self) -> Any:
@@ -51,10 +55,13 @@ class EvalResult:
         return fig
 
     def __repr__(self) -> str:
-        return f"eval on {self.env} via {self.server}\n{self.table.to_string(index=False)}"
+        return f"eval on {self.env} via {self.server} ({self.evaluator})\n{self.table.to_string(index=False)}"
 
     def _repr_html_(self) -> str:
-        head = f"<b>eval on {html.escape(self.env)}</b> via <code>{html.escape(self.server)}</code>"
+        head = (
+            f"<b>eval on {html.escape(self.env)}</b> via <code>{html.escape(self.server)}</code>"
+            f" ({html.escape(self.evaluator)})"
+        )
         return f"<div>{head}{self.table.to_html(index=False)}</div>"
 
 
@@ -176,7 +183,6 @@ def evaluate(
     store: bool = True,
 ) -> EvalResult:
     """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows."""
-    import openai
     import pandas as pd
 
     from primenb.envs import get_environment
@@ -185,50 +191,30 @@ def evaluate(
         raise PrimenbError("-n and -r must be at least 1")
     targets, todo = _targets(models, client.servers())
     traces = [t.trace for t in targets if t.trace is not None]
-    environment = get_environment(env, **_env_args(env, dict(args or {}), traces))
+    env_args = _env_args(env, dict(args or {}), traces)
+    environment = get_environment(env, **env_args)
     rows = environment.eval_rows()[:num_examples]
     if not rows:
         raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")
     server = _server_for(targets, todo)
     shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
-    prompts = [str(environment.format_prompt(r["prompt"], chat=False)) for r in rows]
-    names = environment.reward_names()
     private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
-    headers = client._headers(server)
-    key = headers.get("Authorization", "Bearer none")[7:]
+    evaluator = "verifiers" if _verifiers_installed() else "primenb"
 
-    async def one_model(target: Target) -> tuple[list[str], list[int], float]:
-        aclient = openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=600)
+    summary: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
+    for target in targets:
         # a trace answers with its own run's token budget: the same completions as its own eval
         tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
-        kw: dict[str, Any] = {"max_tokens": tokens, "temperature": temperature}
-        sem = asyncio.Semaphore(8)
-
-        async def ask(i: int) -> tuple[str, int]:
-            async with sem:
-                seed = i if temperature > 0 else None
-                return await _ask(
-                    aclient, target.model_id, prompts[i % len(prompts)], chat=False, kw={**kw, "seed": seed}
-                )
-
-        t0 = time.perf_counter()
-        answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * rollouts)))
-        wall = time.perf_counter() - t0
-        await aclient.close()
-        return [a for a, _ in answers], [n for _, n in answers], wall
-
-    summary, samples = [], []
-    for target in targets:
-        texts, counts, wall = _run_async(one_model(target))
-        all_rows = [rows[i % len(rows)] for i in range(len(texts))]
-        all_prompts = [prompts[i % len(prompts)] for i in range(len(texts))]
-        per_func = {}
-        cols = {k: [r.get(k) for r in all_rows] for k in {k for r in all_rows for k in r if k != "prompt"}}
-        for name, func in zip(names, environment.reward_funcs, strict=True):
-            values = func(prompts=all_prompts, completions=texts, **cols)
-            per_func[name] = [float(v if v is not None else 0.0) for v in values]
-        rewards = environment.score(all_prompts, texts, all_rows)
+        if evaluator == "verifiers":
+            records, wall = _verifiers_rollouts(
+                server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature
+            )
+        else:
+            records, wall = _primenb_rollouts(server, target, environment, rows, rollouts, tokens, temperature)
+        rewards = [r["reward"] for r in records]
         mean, lo, hi = _ci95(rewards)
+        names = list(dict.fromkeys(n for r in records for n in r["rewards"]))
         summary.append(
             {
                 "model": target.model_id,
@@ -237,26 +223,27 @@ def evaluate(
                 "ci95_low": lo,
                 "ci95_high": hi,
                 "n": len(rewards),
-                **{f"reward/{n}": statistics.fmean(v) for n, v in per_func.items()},
-                "tokens_per_s": sum(counts) / wall if wall > 0 else float("nan"),
+                **{f"reward/{n}": statistics.fmean(r["rewards"].get(n, 0.0) for r in records) for n in names},
+                "tokens_per_s": sum(r["tokens"] for r in records) / wall if wall > 0 else float("nan"),
                 "wall_s": wall,
+                "evaluator": evaluator,
             }
         )
-        for i, (p, c, r) in enumerate(zip(all_prompts, texts, rewards, strict=True)):
-            samples.append(
-                {
-                    "model": target.model_id,
-                    "example": i % len(rows),
-                    "rollout": i // len(rows),
-                    "prompt": p.encode("unicode_escape").decode("ascii"),
-                    "completion": c.encode("unicode_escape").decode("ascii"),
-                    "answer": str(all_rows[i].get("answer", "")).encode("unicode_escape").decode("ascii"),
-                    "reward": r,
-                }
-            )
+        samples.extend(
+            {
+                "model": target.model_id,
+                "example": r["example"],
+                "rollout": r["rollout"],
+                "prompt": _escaped(r["prompt"]),
+                "completion": _escaped(r["completion"]),
+                "answer": _escaped(r["answer"]),
+                "reward": r["reward"],
+            }
+            for r in records
+        )
     table = pd.DataFrame(summary)
     frame = pd.DataFrame(samples)
-    result = EvalResult(env, table, frame, server.url)
+    result = EvalResult(env, table, frame, server.url, evaluator=evaluator)
     if store:
         for target, row in zip(targets, summary, strict=True):
             if target.trace is not None:
@@ -264,10 +251,116 @@ def evaluate(
     return result
 
 
+def _escaped(text: Any) -> str:
+    return str(text).encode("unicode_escape").decode("ascii")
+
+
+def _verifiers_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("verifiers") is not None
+
+
+def _verifiers_rollouts(
+    server: client.Server,
+    target: Target,
+    env: str,
+    env_args: dict[str, Any],
+    environment: Any,
+    num_examples: int,
+    rollouts: int,
+    tokens: int,
+    temperature: float,
+) -> tuple[list[dict[str, Any]], float]:
+    """verifiers' own evaluation (`primenb.serve.vf_eval`) with the served URL as its client."""
+    from primenb.serve import vf_eval
+
+    card = _model_card(server, target.model_id)
+    return vf_eval.rollouts(
+        taskset=vf_eval.taskset_config(env, env_args, environment),
+        model=target.model_id,
+        base_url=server.url,
+        api_key_var=server.api_key_var or "PRIMENB_SERVE_NO_KEY",
+        num_examples=num_examples,
+        rollouts=rollouts,
+        sampling={"temperature": temperature, "max_tokens": tokens},
+        # a model shown raw text gets the environment's prompt format, as the engine shows it
+        text_prompt=card.get("prompt_format") == "raw",
+    )
+
+
+def _model_card(server: client.Server, model_id: str) -> dict[str, Any]:
+    """primenb's part of the served model's card (how the server shows it chat messages)."""
+    from urllib.parse import quote
+
+    card = client._admin(server, "GET", f"/v1/models/{quote(model_id, safe='/')}")
+    extra = card.get("primenb") if isinstance(card, dict) else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def _primenb_rollouts(
+    server: client.Server,
+    target: Target,
+    environment: Any,
+    rows: list[dict[str, Any]],
+    rollouts: int,
+    tokens: int,
+    temperature: float,
+) -> tuple[list[dict[str, Any]], float]:
+    """Without verifiers: the `openai` client and the environment's reward functions, scored
+    exactly as the engine's evaluator scores."""
+    import openai
+
+    prompts = [str(environment.format_prompt(r["prompt"], chat=False)) for r in rows]
+    key = client._headers(server).get("Authorization", "Bearer none")[7:]
+
+    async def run() -> tuple[list[tuple[str, int]], float]:
+        aclient = openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=600)
+        kw: dict[str, Any] = {"max_tokens": tokens, "temperature": temperature}
+        sem = asyncio.Semaphore(8)
+
+        async def ask(i: int) -> tuple[str, int]:
+            async with sem:
+                seed = i if temperature > 0 else None
+                prompt = prompts[i % len(prompts)]
+                return await _ask(aclient, target.model_id, prompt, chat=False, kw={**kw, "seed": seed})
+
+        t0 = time.perf_counter()
+        answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * rollouts)))
+        wall = time.perf_counter() - t0
+        await aclient.close()
+        return list(answers), wall
+
+    answers, wall = _run_async(run())
+    texts = [a for a, _ in answers]
+    all_rows = [rows[i % len(rows)] for i in range(len(texts))]
+    all_prompts = [prompts[i % len(prompts)] for i in range(len(texts))]
+    cols = {k: [r.get(k) for r in all_rows] for k in {k for r in all_rows for k in r if k != "prompt"}}
+    per_func = {}
+    for name, func in zip(environment.reward_names(), environment.reward_funcs, strict=True):
+        values = func(prompts=all_prompts, completions=texts, **cols)
+        per_func[name] = [float(v if v is not None else 0.0) for v in values]
+    rewards = environment.score(all_prompts, texts, all_rows)
+    return [
+        {
+            "example": i % len(rows),
+            "rollout": i // len(rows),
+            "prompt": all_prompts[i],
+            "completion": texts[i],
+            "answer": str(all_rows[i].get("answer", "")),
+            "rewards": {n: v[i] for n, v in per_func.items()},
+            "reward": rewards[i],
+            "tokens": answers[i][1],
+        }
+        for i in range(len(texts))
+    ], wall
+
+
 def _store(
     trace: Any, env: str, row: dict[str, Any], samples: list[dict[str, Any]], model_id: str, private: bool, temp: float
 ) -> str:
     """``evals/<env>.json`` in the trace's run directory: the latest eval of that environment."""
+    from primenb.protocol.documents import EVAL_VERSION
     from primenb.protocol.privacy import withhold_sample
     from primenb.protocol.rundir import RunDir
 
@@ -276,7 +369,15 @@ def _store(
         mine = [withhold_sample(s) for s in mine]
     path = RunDir(trace.run_dir).eval_file(env)
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"env": env, "model": model_id, "temperature": temp, "created": time.time(), "summary": row, "samples": mine}
+    doc = {
+        "version": EVAL_VERSION,
+        "env": env,
+        "model": model_id,
+        "temperature": temp,
+        "created": time.time(),
+        "summary": row,
+        "samples": mine,
+    }
     atomic_write_json(path, doc)
     return str(path)
 

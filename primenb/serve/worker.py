@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             task.cancel()
 
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # uvicorn re-raises the SIGTERM it caught once it has stopped; with Python's default handler
+    # that kills the process before the `finally` below drops its registry record (a server on
+    # an SSH host has no one else to drop it). Ours only asks it to stop.
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
     try:
         asyncio.run(run())
     finally:

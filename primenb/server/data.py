@@ -127,6 +127,7 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
     status = current_status(run_dir)
     state = State.parse(status.get("state")) or trace.state
     log_tail = files.log_tail(20)
+    evals = trace.latest_evals()
     return clean_dict(
         {
             "trace": trace.id,
@@ -141,7 +142,9 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
             "error": doc.get("error") or status.get("error"),
             "step": status.get("step"),
             "max_steps": status.get("max_steps") or (doc.get("steps") or {}).get("max"),
-            "warnings": [*getattr(doc, "warnings", []), *getattr(status, "warnings", [])][:20],
+            "warnings": [*getattr(doc, "warnings", []), *getattr(status, "warnings", []), *evals.warnings][:20],
+            # the latest %prime_eval per environment: env, mean, std, ci95_low/high, n, temperature, created, model
+            "evals": [e.as_dict() for e in evals.items],
             "config": trace.config,
             "summary": trace.summary,
             "log_tail": log_tail,

@@ -10,6 +10,8 @@ route                                     method  answer
 ``traces/ID/config``                      GET     the config as TOML (+ its path for the editor)
 ``traces/ID/stop``                        POST    ask the run to checkpoint and stop
 ``traces/ID/apply``                       POST    ``{steps, overrides, name}``: start a refinement
+``servers``                               GET     the running ``primenb serve`` servers: URL, models, uptime
+``servers/stop``                          POST    ``{pid}``: stop one of them (answers once it stopped)
 ========================================  ======  =================================================
 
 Errors are JSON ``{"message": ...}`` with 400 (bad input), 404 (unknown trace), 409 (the run's
@@ -31,7 +33,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 
 from primenb.errors import PrimenbError
-from primenb.server import data
+from primenb.server import data, servers
 from primenb.server import validate as V
 
 log = logging.getLogger("primenb.server")
@@ -140,6 +142,22 @@ class ApplyHandler(BaseHandler):
         await self.answer(data.apply, tid, **args)
 
 
+class ServersHandler(BaseHandler):
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        await self.answer(servers.list_servers)
+
+
+class ServerStopHandler(BaseHandler):
+    @tornado.web.authenticated
+    async def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise tornado.web.HTTPError(400, "the body is not JSON") from None
+        await self.answer(servers.stop_server, self.checked(servers.stop_body, body))
+
+
 ROUTES: tuple[tuple[str, type[BaseHandler]], ...] = (
     ("traces", TracesHandler),
     (f"traces/{ID}", TraceHandler),
@@ -148,6 +166,8 @@ ROUTES: tuple[tuple[str, type[BaseHandler]], ...] = (
     (f"traces/{ID}/config", ConfigHandler),
     (f"traces/{ID}/stop", StopHandler),
     (f"traces/{ID}/apply", ApplyHandler),
+    ("servers", ServersHandler),
+    ("servers/stop", ServerStopHandler),
 )
 
 

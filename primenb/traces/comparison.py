@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
 from primenb.traces import views as V
+from primenb.traces.evals import column
 from primenb.traces.trace import Trace, get, indexed_short_ids
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 ABSENT = "—"
 # keys of the "trace" section whose values are trace ids
 ID_KEYS = ("parent", "reproduces")
-SECTIONS = ("trace", "config", "model", "environment", "data", "seeds", "deps", "hardware", "git", "env_vars")
+SECTIONS = ("trace", "config", "model", "environment", "data", "seeds", "deps", "hardware", "git", "env_vars", "evals")
 
 
 def _resolve(refs: Sequence[Any], least: int) -> list[Trace]:
@@ -66,7 +67,19 @@ def _facets(t: Trace) -> dict[str, dict[str, Any]]:
         "hardware": V.flatten(d.get("hardware") or {}),
         "git": dict(d.get("git") or {}),
         "env_vars": dict(d.get("env_vars") or {}),
+        "evals": _eval_facets(t),
     }
+
+
+def _eval_facets(t: Trace) -> dict[str, Any]:
+    """The latest ``%prime_eval`` per environment: its mean reward, n and temperature (the served
+    model id differs by construction, and when it ran is not a difference between runs)."""
+    out: dict[str, Any] = {}
+    for e in t.latest_evals().items:
+        out[f"{e.env}.mean"] = e.mean
+        out[f"{e.env}.n"] = e.n
+        out[f"{e.env}.temperature"] = e.temperature
+    return out
 
 
 def _cell(value: Any) -> str:
@@ -129,7 +142,7 @@ class TraceDiff:
         labels = [f"{V.id_html(t.id, short)} {V.esc(t.name)}" for t in self.traces]
         title = " vs ".join(f"<b>{V.id_html(t.id, short)}</b> {V.esc(t.name)}" for t in self.traces)
         if not self.rows:
-            return f"<div>{title}: no differences in config, data, environment, deps or hardware</div>"
+            return f"<div>{title}: no differences in config, data, environment, deps, hardware or evals</div>"
         header = ["section", "key", *labels]
         body = []
         last = None
@@ -146,7 +159,8 @@ class TraceDiff:
 
 def diff(*refs: Any) -> TraceDiff:
     """Differences between two or more traces: config key by key, model, environment, data
-    hashes, seeds, dependency versions, hardware, git and environment variables."""
+    hashes, seeds, dependency versions, hardware, git, environment variables and the latest
+    ``%prime_eval`` per environment (mean reward, n, temperature)."""
     return TraceDiff(_resolve(refs, 2))
 
 
@@ -166,11 +180,14 @@ def default_metrics(rows_by_trace: list[list[dict[str, Any]]]) -> list[str]:
 
 
 class Comparison:
-    """Metric curves of several traces overlaid (``figure``, plotly) and a summary table."""
+    """Metric curves of several traces overlaid (``figure``, plotly) and a summary table (with
+    the latest ``%prime_eval`` mean reward per environment, ``eval:<env>``)."""
 
     def __init__(self, traces: list[Trace], metrics: Sequence[str] | None = None) -> None:
         self.traces = traces
         self.rows = [t.metric_rows() for t in traces]
+        self.evals = [t.latest_evals().by_env() for t in traces]
+        self.eval_envs = sorted({env for by_env in self.evals for env in by_env})
         self.metrics = list(metrics) if metrics else default_metrics(self.rows)
         missing = [m for m in self.metrics if not any(m in r for rows in self.rows for r in rows)]
         if missing:
@@ -226,7 +243,7 @@ class Comparison:
 
     def summary_rows(self) -> list[dict[str, Any]]:
         out = []
-        for t in self.traces:
+        for t, evals in zip(self.traces, self.evals, strict=True):
             m, d = t.summary, t.doc
             best, final = m.get("best_eval") or {}, m.get("final_eval") or {}
             steps = d.get("steps") or {}
@@ -245,6 +262,8 @@ class Comparison:
                     "best eval step": best.get("step"),
                     "final loss": m.get("final_loss"),
                     "duration": V.fmt_duration(d.get("duration_s")),
+                    # the latest %prime_eval mean reward per environment (as the traces table)
+                    **{column(env): evals[env].mean if env in evals else None for env in self.eval_envs},
                 }
             )
         return out

@@ -15,6 +15,7 @@ from primenb.errors import PrimenbError
 from primenb.protocol.documents import INDEX_SHOWN, is_live_state
 from primenb.protocol.index import NAMES, Index
 from primenb.traces import views as V
+from primenb.traces.evals import COLUMN_PREFIX, column, read_evals
 from primenb.traces.trace import indexed_short_ids
 from primenb.traces.views import short_ids
 
@@ -41,14 +42,22 @@ class TraceFrame(pd.DataFrame):
     def _constructor(self) -> type[pd.DataFrame]:
         return pd.DataFrame
 
+    def _display(self) -> list[str]:
+        """The shown columns of this frame, in order: the index's, with one ``eval:<env>``
+        column per evaluated environment after the run's own best eval."""
+        evals = sorted(c for c in self.columns if isinstance(c, str) and c.startswith(COLUMN_PREFIX))
+        cols = [c for c in DISPLAY if c in self.columns]
+        at = cols.index("best_eval") + 1 if "best_eval" in cols else len(cols)
+        return [*cols[:at], *evals, *cols[at:]]
+
     def _columns(self, rows: list[dict[str, str]]) -> list[str]:
         """Display columns that have something to show (always the id, name and status)."""
-        cols = [c for c in DISPLAY if c in self.columns]
+        cols = self._display()
         return [c for c in cols if c in ("trace", "name", "status") or any(r[c] for r in rows)]
 
     def _rows(self, n: int) -> list[dict[str, str]]:
         head = self.head(n)
-        cols = [c for c in DISPLAY if c in head.columns]
+        cols = self._display()
         out = []
         for rec in head[cols].itertuples(index=False):
             row = dict(zip(cols, rec, strict=True))
@@ -73,7 +82,7 @@ class TraceFrame(pd.DataFrame):
         rows = self._rows(SHOWN_ROWS)
         cols = self._columns(rows)
         cells = [[self._html_cell(c, r[c]) for c in cols] for r in rows]
-        body = V.table([_HEADERS.get(c, c) for c in cols], cells, raw=True, nowrap=True)
+        body = V.table([_header(c) for c in cols], cells, raw=True, nowrap=True)
         more = len(self) - SHOWN_ROWS
         foot = (
             f'<div style="color:#888;font-size:11px">{len(self)} traces; the newest {SHOWN_ROWS} shown '
@@ -89,13 +98,17 @@ class TraceFrame(pd.DataFrame):
         rows = self._rows(SHOWN_ROWS)
         cols = self._columns(rows)
         cells = [[self._shown(c, r[c]) for c in cols] for r in rows]
-        text = V.text_table([_HEADERS.get(c, c) for c in cols], cells, max_width=None)
+        text = V.text_table([_header(c) for c in cols], cells, max_width=None)
         if len(self) > SHOWN_ROWS:
             text += f"\n... {len(self) - SHOWN_ROWS} more (of {len(self)})"
         return text
 
 
 _HEADERS = {"group_size": "group", "lora_rank": "LoRA", "final_reward": "reward", "best_eval": "best eval"}
+
+
+def _header(col: str) -> str:
+    return _HEADERS.get(col) or V.clip(col, CLIP["name"])
 
 
 def _cell(col: str, row: dict[str, Any]) -> str:
@@ -115,7 +128,7 @@ def _cell(col: str, row: dict[str, Any]) -> str:
         return f"{v:.1e}"
     if col in ("batch", "group_size", "lora_rank"):
         return str(int(v))
-    if col in ("final_reward", "best_eval"):
+    if col in ("final_reward", "best_eval") or col.startswith(COLUMN_PREFIX):
         return f"{v:.3f}"
     return str(v)
 
@@ -174,7 +187,23 @@ def query(
         df["created"] = (
             pd.to_datetime(df["created"], unit="s", utc=True).dt.tz_convert(_local_tz()).dt.tz_localize(None)
         )
+    add_eval_columns(df)
     return df
+
+
+def add_eval_columns(df: pd.DataFrame) -> None:
+    """One column per evaluated environment, ``eval:<env>``: the latest ``%prime_eval`` mean
+    reward of each trace's model there (NaN where it was not evaluated). Read from the run
+    directories at each query, so an eval shows as soon as it is stored."""
+    means: dict[str, dict[int, float]] = {}
+    for pos, run_dir in enumerate(df["run_dir"] if "run_dir" in df.columns else []):
+        if not isinstance(run_dir, str):
+            continue
+        for item in read_evals(run_dir).items:
+            if item.mean is not None:
+                means.setdefault(column(item.env), {})[pos] = item.mean
+    for col in sorted(means):
+        df[col] = [means[col].get(pos, float("nan")) for pos in range(len(df))]
 
 
 def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, ...]]:
@@ -207,4 +236,4 @@ def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, .
     return out
 
 
-__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "query", "refresh_live", "short_ids"]
+__all__ = ["COLUMNS", "DISPLAY", "TraceFrame", "add_eval_columns", "query", "refresh_live", "short_ids"]

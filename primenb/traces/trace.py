@@ -14,6 +14,7 @@ from primenb.protocol.reader import is_regular
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
 from primenb.protocol.rundir import RunDir, read_jsonl, read_metrics
 from primenb.traces import views as V
+from primenb.traces.evals import Evals, LatestEval, read_evals
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,6 +138,23 @@ class Trace:
 
         return samples_frame(self.sample_rows())
 
+    def latest_evals(self) -> Evals:
+        """The latest ``%prime_eval`` per environment stored with the trace (``evals/<env>.json``);
+        unreadable files are left out and named in ``.warnings``."""
+        return read_evals(self.run_dir)
+
+    @property
+    def evals(self) -> pd.DataFrame:
+        """One row per evaluated environment: its latest eval's mean reward, 95 % interval, n,
+        temperature, when and the served model id."""
+        import pandas as pd
+
+        rows = [e.as_dict() for e in self.latest_evals().items]
+        cols = ["env", "mean", "std", "ci95_low", "ci95_high", "n", "temperature", "created", "model"]
+        frame = pd.DataFrame(rows, columns=cols)
+        frame["created"] = pd.to_datetime(frame["created"], unit="s", errors="coerce")
+        return frame
+
     def refresh(self) -> Trace:
         fresh = Trace.load(self.run_dir)
         self.doc = fresh.doc
@@ -220,6 +238,8 @@ class Trace:
             lines.append(f"  {'reproduces':>16}: {r.get('of')} (metrics match: {V.fmt(r.get('metrics_match'))})")
         if self.doc.get("error"):
             lines.append(f"  {'error':>16}: {self.doc['error']}")
+        for e in self.latest_evals().items:
+            lines.append(f"  {'eval':>16}: {e.env} {e.line()}")  # the latest %prime_eval there
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -303,6 +323,7 @@ def trace_html(t: Trace) -> str:
                 ),
             )
         )
+    parts.append(_evals_html(t.latest_evals()))
     # data
     data_rows = []
     for kind, part in t.data.items():
@@ -364,6 +385,20 @@ def trace_html(t: Trace) -> str:
             )
     parts.append("</div>")
     return "".join(parts)
+
+
+def _evals_html(evals: Evals) -> str:
+    """The latest ``%prime_eval`` per environment (open: the first question after training)."""
+    if not evals.items and not evals.warnings:
+        return ""
+    rows = [[e.env, V.fmt(e.mean), _interval(e), e.n, V.fmt(e.temperature), e.when, e.model] for e in evals.items]
+    body = V.table(["environment", "mean reward", "95 % CI", "n", "temperature", "when", "model"], rows)
+    notes = "".join(f'<div style="color:#888">{V.esc(w)}</div>' for w in evals.warnings[:5])
+    return V.details("latest evaluations (%prime_eval)", body + notes, open_=True)
+
+
+def _interval(e: LatestEval) -> str:
+    return f"{V.fmt(e.ci95_low)} to {V.fmt(e.ci95_high)}" if e.ci95_low is not None and e.ci95_high is not None else ""
 
 
 def _chart_keys(rows: list[dict[str, Any]]) -> list[str]:

@@ -12,16 +12,8 @@ import pytest
 from primenb.config import check, load_config
 from primenb.errors import PrimenbError
 
-BASE = (
-    Path(__file__).resolve().parents[1]
-    / "data"
-    / "upstream"
-    / "configs"
-    / "examples"
-    / "basic"
-    / "reverse-text"
-    / "rl.toml"
-).read_text()
+EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "upstream" / "configs" / "examples" / "basic" / "reverse-text"
+BASE = (EXAMPLE / "rl.toml").read_text()
 
 CASES = [
     ("max-steps", re.sub(r"max_steps = \d+", "max_steps = -5", BASE), "max_steps", "at least 1 step"),
@@ -64,16 +56,7 @@ def test_other_backends_get_the_warning_naming_the_local_engine_only():
 
 
 def test_a_stray_table_of_the_other_mode_gets_a_note_saying_what_was_decided_and_why():
-    sft = (
-        Path(__file__).resolve().parents[1]
-        / "data"
-        / "upstream"
-        / "configs"
-        / "examples"
-        / "basic"
-        / "reverse-text"
-        / "sft.toml"
-    ).read_text()
+    sft = (EXAMPLE / "sft.toml").read_text()
     report = check(sft + "\n[orchestrator]\nbatch_size = 8\n").report
     first = report.diagnostics[0]
     assert first.code == "mode" and "read as an RL config because it has [orchestrator]" in first.message

@@ -105,3 +105,43 @@ def test_an_unknown_key_like_nothing_lists_the_keys_of_its_table():
     report = check(_with(VALID, "trainer.optim", "zzzqqq = 1")).report
     [d] = report.errors
     assert d.hint.startswith("keys allowed here: ") and "lr" in d.hint
+
+
+def test_every_synonym_points_at_a_setting_of_the_one_table() -> None:
+    """Where RL and SFT keep a setting is written once (`protocol.fields.SETTINGS`): a synonym's
+    target is one of its rows, never a hand-written pair of paths that can drift from it."""
+    from primenb.config.synonyms import SYNONYMS
+    from primenb.protocol.fields import SETTINGS
+
+    rows = {(s.path("rl"), s.path("sft")) for s in SETTINGS.values()}
+    strays = {name: (t.rl, t.sft) for name, t in SYNONYMS.items() if (t.rl, t.sft) not in rows}
+    assert not strays
+
+
+def test_a_trace_answers_with_its_own_token_budget_in_either_mode() -> None:
+    from primenb.harness.inference import _default_tokens
+
+    class _Trace:
+        def __init__(self, config: dict) -> None:
+            self.config = config
+
+    rl = {"orchestrator": {"eval": {"sampling": {"max_completion_tokens": 24}}}}
+    sft = {"data": {"name": "x"}, "eval": {"sampling": {"max_completion_tokens": 12}}}
+    assert _default_tokens(_Trace(rl)) == 24  # type: ignore[arg-type]
+    assert _default_tokens(_Trace(sft)) == 12  # type: ignore[arg-type]
+    rl["orchestrator"]["train"] = {"sampling": {"max_completion_tokens": 40}}
+    assert _default_tokens(_Trace(rl)) == 40  # type: ignore[arg-type]
+    assert _default_tokens(_Trace({"max_steps": True})) == 64  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["rl", "sft"])
+def test_every_path_of_the_settings_table_is_a_key_of_the_schema(mode):
+    from primenb.protocol.fields import SETTINGS, path_parts
+
+    root = SFTConfig if mode == "sft" else RLConfig
+    for name, setting in SETTINGS.items():
+        for dotted in setting.paths(mode):
+            if dotted.startswith("primenb."):  # primenb's own table, outside upstream's schema
+                continue
+            *table, key = path_parts(dotted)
+            assert key in keys_at(root, tuple(table), {}), f"{name} -> {dotted}: no such key in {mode}"

@@ -13,7 +13,9 @@ def test_generated_typescript_matches_the_documents() -> None:
 
 def test_schema_exports_every_document_with_a_version() -> None:
     schema = json_schema()
-    assert {"StatusDoc", "TraceDoc", "MetricRow", "SampleRow", "IndexRow", "ManifestDoc"} <= set(schema["$defs"])
-    assert set(schema["versions"]) == {"status", "trace", "manifest", "index"}
+    assert {"StatusDoc", "TraceDoc", "MetricRow", "SampleRow", "IndexRow", "ManifestDoc", "EvalDoc"} <= set(
+        schema["$defs"]
+    )
+    assert set(schema["versions"]) == {"status", "trace", "manifest", "index", "eval"}
     assert schema["$defs"]["State"]["enum"] == [s.value for s in State]
     assert list(schema["$defs"]["IndexRow"]["properties"]) == list(INDEX_NAMES)

@@ -31,6 +31,9 @@ class EchoPool:
     def render(self, entry: Any, prompt: Any) -> tuple[str, bool]:
         return (prompt if isinstance(prompt, str) else prompt[-1]["content"]), False
 
+    def prompt_format(self, entry: Any) -> str:
+        return "raw"  # render shows the last user message as is
+
     def count(self, entry: Any, text: str, templated: bool) -> int:
         return len(text)
 
@@ -56,7 +59,8 @@ def app(key: str | None = None) -> TestClient:
 
 def test_openai_shapes_and_errors() -> None:
     c = app()
-    assert c.get("/v1/models").json()["data"][0]["id"] == "m"
+    card = c.get("/v1/models").json()["data"][0]
+    assert card["id"] == "m" and card["primenb"]["prompt_format"] == "raw"
     r = c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "abc"}]})
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "cba"
     assert r.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
@@ -119,3 +123,70 @@ def test_eval_samples_are_hashed_under_deny(tmp_path: Path, monkeypatch: pytest.
     assert "secret" not in text and "terces" not in text
     stored = json.loads(text)["samples"][0]
     assert stored["prompt_chars"] == 7 and len(stored["completion_hash"]) >= 32 and stored["reward"] == 1.0
+
+
+def _sleeper(argv0: str) -> Any:
+    """A live process whose command line names ``argv0`` (a stand-in for a worker, or for an
+    unrelated program that reused a dead server's pid)."""
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code, argv0])
+
+
+def _hostile_records(other_pid: int) -> dict[str, Any]:
+    """Records every client meets (`servers`, `list`, `stop`, the sidebar): each but "reused" names
+    a live worker and is shaped wrong in one field a client relies on; "reused" is well shaped but
+    its pid now runs another program. Values: the record, and whether a client may list it."""
+    good = {"url": "http://127.0.0.1:9/v1", "models": ["m"], "started": 1.0}
+    return {
+        "good": (good, True),
+        "started-text": ({**good, "started": "yesterday"}, True),  # read as 0: sorted first, listed
+        "models-not-list": ({**good, "models": "m"}, True),  # read as no models
+        "reused": ({**good, "pid": other_pid}, False),
+        "no-url": ({"models": ["m"], "started": 1.0}, False),
+        "url-not-http": ({**good, "url": "file:///etc/passwd"}, False),
+        "pid-bool": ({**good, "pid": True}, False),
+        "remote-not-table": ({**good, "remote": "host"}, False),
+        "not-an-object": ([good], False),
+    }
+
+
+def test_hostile_registry_records_never_break_a_client_nor_signal_another_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from primenb.serve import client
+
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
+    other = _sleeper("some-other-program")
+    procs = [other]
+    try:
+        folder = registry.folder()
+        listable = set()
+        for name, (rec, ok) in _hostile_records(other.pid).items():
+            proc = other if name == "reused" else _sleeper(registry.WORKER)
+            procs.append(proc)
+            if isinstance(rec, dict) and "pid" not in rec:
+                rec = {**rec, "pid": proc.pid}
+            (folder / f"{proc.pid}.json").write_text(json.dumps(rec))
+            if ok:
+                listable.add(proc.pid)
+        os.mkfifo(folder / "4000999.json")  # a reader that opens it plainly blocks forever
+        (folder / "4000998.json").write_bytes(b"\xff\xfe{not json")
+
+        listed = client.servers(revive=False)
+        assert {s.pid for s in listed} == listable
+        assert not (folder / f"{other.pid}.json").exists()  # the stale record of a reused pid is dropped
+        client.stop("all")
+        for proc in procs[1:]:
+            if proc.pid in listable:
+                assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert other.poll() is None  # the program that reused a pid was never signalled
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -8,6 +8,7 @@ One JupyterLab over 10,000 indexed runs plus a few hand-made ones at the top of 
 - a run whose trace id is a Python expression: "Insert cell" refuses it;
 - Apply on a run without a checkpoint: the toast turns into the refusal;
 - Config: the stored config opens read-only;
+- a finished run's latest evals in its detail; a running `primenb serve` server listed and stopped;
 - 10,000 runs: paged, virtualised, compact rows, a status filter, load time measured.
 """
 
@@ -77,7 +78,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         )
         env = lab_env(tmp, home)
         with jupyterlab(tmp, home, env) as server:
-            yield {"lab": server, "ids": ids, "rows": rows, "live_dir": live_dir, "counts": counts, "made_s": made_s}
+            yield {
+                "lab": server,
+                "ids": ids,
+                "rows": rows,
+                "live_dir": live_dir,
+                "done_dir": done_dir,
+                "counts": counts,
+                "made_s": made_s,
+            }
     finally:
         if old is None:
             os.environ.pop("PRIME_HOME", None)
@@ -181,6 +190,69 @@ def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
         done.locator('button[data-action="insert"]').click()
         line = f"%prime_harness apply {ids['done']}"
         wait_for(lambda: line in page.evaluate(cells_js), 30, "the inserted cell")
+
+
+def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any]) -> None:
+    import subprocess
+    import sys
+
+    from playwright.sync_api import expect
+
+    from primenb.fsutil import atomic_write_json
+    from primenb.protocol.rundir import RunDir
+    from primenb.serve import registry
+    from primenb.server.servers import WORKER
+
+    ids = lab["ids"]
+    path = RunDir(lab["done_dir"]).eval_file("reverse-text")
+    path.parent.mkdir(exist_ok=True)
+    summary = {"reward_mean": 0.5, "ci95_low": 0.45, "ci95_high": 0.55, "n": 20}
+    atomic_write_json(
+        path,
+        {"env": "reverse-text", "model": "m", "temperature": 0.0, "created": time.time() - 300, "summary": summary},
+    )
+    # a process whose command line is a serve worker's, registered as a server (a real one: tests/server/test_servers_route.py)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", WORKER])
+    try:
+        url = "http://127.0.0.1:9/v1"
+        registry.write(
+            {
+                "pid": worker.pid,
+                "host": "127.0.0.1",
+                "port": 9,
+                "url": url,
+                "models": ["tiny", "tiny-adapter-warm-done"],
+                "started": time.time() - 125,
+            }
+        )
+        with chromium_page() as page:
+            panel, _ = open_panel(page, lab["lab"])
+            servers = panel.locator(".primenb-servers")
+            expect(servers).to_be_visible(timeout=30_000)
+            row = servers.locator(f'.primenb-server[data-pid="{worker.pid}"]')
+            expect(row.locator(".primenb-server-url")).to_have_text(url)
+            expect(row.locator(".primenb-server-models")).to_contain_text("tiny, tiny-adapter-warm-done · up 2 min")
+            # the run's detail: its latest eval
+            panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
+            evals = panel.locator(".primenb-evals tr.primenb-eval")
+            expect(evals).to_have_count(1, timeout=30_000)
+            assert evals.first.locator("td").all_inner_texts() == [
+                "reverse-text",
+                "0.500 ± 0.05",
+                "20",
+                "0",
+                "5 min ago",
+            ]
+            page.screenshot(path=str(ARTIFACTS / "sidebar-evals-servers.png"))
+            # Stop: a POST with Jupyter's XSRF token, then the server is gone from the list
+            row.locator('button[data-action="stop-server"]').click()
+            expect(page.locator(".Toastify__toast").filter(has_text="Stopped the server")).to_be_visible(timeout=60_000)
+            expect(servers).to_be_hidden(timeout=30_000)
+            assert worker.wait(timeout=30) is not None
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait(timeout=10)
 
 
 def test_ten_thousand_runs(lab: dict[str, Any]) -> None:

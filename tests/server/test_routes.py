@@ -20,6 +20,8 @@ ROUTES: list[tuple[str, str, str | None]] = [
     ("GET", f"traces/{LIVE}/config", None),
     ("POST", f"traces/{LIVE}/stop", "{}"),
     ("POST", f"traces/{DONE}/apply", "{}"),
+    ("GET", "servers", None),
+    ("POST", "servers/stop", '{"pid": 2}'),
 ]
 
 
