@@ -5,6 +5,7 @@ import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { kernelRestartNotice } from './kernelRestartNotice';
 import { IPanelActions, RunsPanel } from './panel';
 
 const ICON_SVG =
@@ -63,4 +64,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, kernelRestartNotice];

@@ -91,7 +91,34 @@ def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: Mode
     try:
         return load_config(new_text, mode=mode)
     except ConfigError as exc:
-        raise PrimenbError(f"the new run's config is not valid:\n{exc.report.to_text()}") from None
+        report = _blame_overrides(exc.report, overrides)
+        raise PrimenbError(f"the new run's config is not valid:\n{report.to_text()}") from None
+
+
+def _blame_overrides(report: Any, overrides: Sequence[tuple[str, Any]]) -> Any:
+    """The report with each problem of an overridden key put on the override that set it: its line
+    in the derived TOML is nothing the user wrote (it read "<cell>:21:6" and quoted the parent's
+    config). Other problems keep their line, in "the new run's config"."""
+    import dataclasses
+    import json
+
+    def given(path: str) -> tuple[str, Any] | None:
+        for key, value in overrides:
+            if path == key or path.startswith((f"{key}.", f"{key}[")):
+                return key, value
+        return None
+
+    diagnostics = []
+    for d in report.diagnostics:
+        hit = given(d.path)
+        if hit is not None:
+            key, value = hit
+            shown = json.dumps(value) if isinstance(value, str) else str(value)
+            d = dataclasses.replace(
+                d, message=f"the override {key}={shown}: {d.message}", line=None, col=None, end_col=None
+            )
+        diagnostics.append(d)
+    return dataclasses.replace(report, diagnostics=diagnostics, source="the new run's config")
 
 
 __all__ = ["edited_config", "parse_overrides", "parse_value", "remove_key", "set_key"]

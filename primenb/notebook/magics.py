@@ -87,9 +87,14 @@ class NotebookFace:
         self.shell.set_next_input(text)
 
     def follow(self, run: Run, args: argparse.Namespace, *, new: bool = False) -> Any:
+        # a launch answers at once with a plain line; the monitor (ipywidgets, a few dozen
+        # widget models: the slow part of a launch) then takes its place
+        from primenb.notebook.starting import show_starting
+
+        starting = show_starting(run) if new else None
         from primenb.notebook.monitor import follow_in_cell
 
-        return follow_in_cell(run, wait=bool(getattr(args, "wait", False)))
+        return follow_in_cell(run, wait=bool(getattr(args, "wait", False)), starting=starting)
 
     def confirm(self, quote: Any, action: Callable[[], Run], args: argparse.Namespace, *, what: str) -> Any:
         from primenb.notebook.confirm import LaunchConfirm
@@ -208,14 +213,17 @@ def register(ipython: Any) -> None:
     ipython.register_magics(PrimeMagics)
     # The one display path for a `Run` in a kernel: the live monitor (registered by name, so
     # loading stays cheap). Elsewhere (terminal IPython, nbconvert) `Run.__repr__`/`_repr_html_`.
-    if getattr(ipython, "kernel", None) is not None:
+    kernel = getattr(ipython, "kernel", None) is not None
+    if kernel:
         ipython.display_formatter.ipython_display_formatter.for_type_by_name("primenb.run", "Run", _display_run)
-    _warm_up()
+    _warm_up(launch=kernel)
 
 
-def _warm_up() -> None:
+def _warm_up(*, launch: bool = False) -> None:
     """Import the config schema (and the renderer classes it checks against) in the background:
-    the first %%rltoml would otherwise wait seconds for them. Never the training stack."""
+    the first %%rltoml would otherwise wait seconds for them. In a kernel also the launch path
+    and the monitor (ipywidgets): a cold first %prime_train spent about a second importing them.
+    Never the training stack."""
     import threading
 
     def work() -> None:
@@ -223,10 +231,16 @@ def _warm_up() -> None:
         import importlib.util
 
         with contextlib.suppress(Exception):
-            import primenb.config.loader  # noqa: F401
+            import primenb.config.loader
 
             if importlib.util.find_spec("renderers") is not None:
                 import renderers.configs  # noqa: F401
+        if launch:
+            with contextlib.suppress(Exception):
+                import primenb.backends.local
+                import primenb.harness.refine
+                import primenb.notebook.monitor
+                import primenb.verbs.train  # noqa: F401
 
     threading.Thread(target=work, name="primenb-warm-up", daemon=True).start()
 

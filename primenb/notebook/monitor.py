@@ -21,7 +21,7 @@ from IPython.display import display
 
 from primenb.notebook import charts, fallback
 from primenb.notebook.layout import keep_label
-from primenb.protocol.rundir import FINAL_STATES, State, metric_row
+from primenb.protocol.rundir import FINAL_STATES, QUEUED, STARTING, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
@@ -89,6 +89,7 @@ class Monitor:
         self._finished = False
         self._final: dict[str, Any] | None = None  # the summary `finish` put in place
         self._stage: str | None = None
+        self._launch_pid: int | None = None  # launcher.json's pid (local runs), 0: none
         self._preferred = next((m for m in metrics if m not in ("reward", "loss")), None)
         self.updates = 0
 
@@ -104,6 +105,7 @@ class Monitor:
             layout=W.Layout(width="auto", min_width="110px"),
         )
         keep_label(self.stop_button)
+        self.stop_button.add_class("primenb-stop")  # the labextension disables it when the kernel goes
         self.stop_button.on_click(lambda _: self.request_stop())
         self.warnings = W.HTML()
         self.picker = W.Combobox(
@@ -132,9 +134,12 @@ class Monitor:
             layout=W.Layout(flex_flow="row wrap", align_items="center"),  # narrow: wrap, never clip Stop
         )
         # a view outlives its kernel on the page (Kernel -> Restart leaves it as it was, its Stop
-        # button dead): it says how to follow the run again from the new kernel
+        # button dead): it says how to follow the run again from the new kernel. The labextension
+        # (kernelRestartNotice.ts) replaces this line by a notice once the kernel has gone, reading
+        # the run's name from `data-primenb-run`.
         self.reattach = W.HTML(
-            f'<span class="primenb-reattach" style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
+            f'<span class="primenb-reattach" data-primenb-run="{html.escape(run.name, quote=True)}" '
+            f'style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
             f"if this kernel restarts, this view stops following the run: "
             f"<code>%prime_train --attach {html.escape(run.name)}</code> follows it again (or stops it with "
             f"<code>--stop</code>)</span>"
@@ -143,13 +148,14 @@ class Monitor:
         self.widget.add_class("primenb-monitor")
 
     # -- lifecycle -----------------------------------------------------------------------
-    def show(self) -> Monitor:
+    def show(self, handle: Any = None) -> Monitor:
+        """Display the monitor; with ``handle`` (the launch's starting line) in that display's place."""
         done = self.poll()
         if done:  # nothing will change: the static summary only, no widget to lose later
             self._finished = True
-            self._handle = display(self.static_bundle(), raw=True, display_id=True)
+            self._handle = _display(self.static_bundle(), handle)
         else:
-            self._handle = display(self._live_bundle(), raw=True, display_id=True, metadata=fallback.SNAPSHOT_METADATA)
+            self._handle = _display(self._live_bundle(), handle, metadata=fallback.SNAPSHOT_METADATA)
             fallback.finish_on_shutdown(self)
             _settle_after_each_cell(self)
         return self
@@ -246,7 +252,10 @@ class Monitor:
             self._stage = stage
             self.chart_box.layout.display = "flex" if stage else "none"
         color = STATE_COLORS.get(p.state, "#888")
-        line = phase_line(p, self.eta.eta(p))
+        waited = self.eta.waited(p) if p.state in (State.QUEUED, State.RUNNING) and not p.counting else None
+        line = phase_line(p, self.eta.eta(p), waited)
+        if p.phase in (QUEUED, STARTING) and self._pid():
+            line += f" · process {self._pid()}"  # the launch's own line said so: keep saying it
         if p.state == State.RUNNING and not stage:
             line += " (charts appear with the first logged step)"
         error = (
@@ -261,6 +270,12 @@ class Monitor:
             self.stop_button.description = p.state.capitalize()  # never left at "Stopping…"
             self.stop_button.icon = "check" if p.state == State.COMPLETED else "stop"
             self.stop_button.button_style = "success" if p.state == State.COMPLETED else ""
+
+    def _pid(self) -> int | None:
+        if self._launch_pid is None:
+            pid = (self.run.launcher or {}).get("pid")
+            self._launch_pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else 0
+        return self._launch_pid or None
 
     def _redraw_chart(self) -> None:
         if self._stage is None:
@@ -279,6 +294,14 @@ class Monitor:
         self.stop_button.description = "Stopping…"
         self.stop_button.icon = "hourglass-half"
         self.run.stop(wait=False)
+
+
+def _display(bundle: dict[str, Any], handle: Any, metadata: dict[str, Any] | None = None) -> Any:
+    """A new display of ``bundle``, or ``handle``'s display updated to it (same place, same id)."""
+    if handle is None:
+        return display(bundle, raw=True, display_id=True, metadata=metadata)
+    handle.update(bundle, raw=True, metadata=metadata or {})
+    return handle
 
 
 # monitors still live in this kernel, settled after every cell (see `_settle`)
@@ -330,11 +353,19 @@ def _metrics_table(row: dict[str, Any]) -> str:
 _SHOWN_IN: dict[str, int] = {}
 
 
-def show_monitor(run: Run, *, on_finish: Callable[[Monitor, dict[str, Any]], None] | None = None) -> Monitor | None:
-    """Display a run's monitor once per cell execution, following it while it runs."""
+def show_monitor(
+    run: Run,
+    *,
+    on_finish: Callable[[Monitor, dict[str, Any]], None] | None = None,
+    starting: Any = None,
+) -> Monitor | None:
+    """Display a run's monitor once per cell execution, following it while it runs; ``starting``
+    is the display handle of the launch's starting line, which the monitor replaces."""
     shell = get_ipython()
     count = getattr(shell, "execution_count", None)
     if count is not None and _SHOWN_IN.get(str(run.dir)) == count:
+        if starting is not None:  # never leave "starting: …" behind a monitor shown elsewhere
+            starting.update({"text/plain": repr(run), "text/html": html.escape(repr(run))}, raw=True)
         return None  # the magic already showed it; the displayhook must not show a second one
     if count is not None:
         _SHOWN_IN[str(run.dir)] = count
@@ -345,14 +376,15 @@ def show_monitor(run: Run, *, on_finish: Callable[[Monitor, dict[str, Any]], Non
         metrics=tuple(settings.get("metrics", DEFAULT_METRICS)),
         max_points=settings.get("max_points", 2000),
         on_finish=on_finish,
-    ).show()
+    ).show(starting)
     return monitor.start()
 
 
-def follow_in_cell(run: Run, *, wait: bool) -> Run:
-    """Show a freshly launched run's monitor; with `wait`, block until it ends (Ctrl-C/interrupt
-    stops the waiting, not the run) and put the summary in place before the cell ends."""
-    monitor = show_monitor(run)
+def follow_in_cell(run: Run, *, wait: bool, starting: Any = None) -> Run:
+    """Show a freshly launched run's monitor (in the place of ``starting``, the launch's first
+    line, when given); with `wait`, block until it ends (Ctrl-C/interrupt stops the waiting, not
+    the run) and put the summary in place before the cell ends."""
+    monitor = show_monitor(run, starting=starting)
     if wait:
         try:
             run.wait()

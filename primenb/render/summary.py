@@ -276,8 +276,10 @@ def run_html(
             f'<div style="color:{ERROR}">error: {html.escape(str(status["error"]))}</div>'
             f'<pre style="max-height:12em;overflow:auto;font-size:85%">{html.escape(tail)}</pre>'
         )
+    # not "primenb-run": the sidebar's stylesheet (loaded on every page) places its list rows,
+    # class primenb-run, absolutely in 36 px, and so hid the whole summary in notebook outputs
     return (
-        f'<div class="primenb-run primenb-summary" data-state="{html.escape(p.state)}"><b>{html.escape(run.name)}</b> '
+        f'<div class="primenb-summary" data-state="{html.escape(p.state)}"><b>{html.escape(run.name)}</b> '
         f'<span style="color:{color};font-weight:bold">{html.escape(p.state)}</span> {bar} '
         f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{note}{body}{warnings_html(check(raw))}'
         f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts_html(rows)}</div>{samples_html(samples)}{error}'

@@ -190,6 +190,14 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         _dismiss_news(page)
         out = page.locator(".primenb-summary").first
         out.scroll_into_view_if_needed()
+        # shown, not only in the DOM: a page-wide rule for another ".primenb-run" once squeezed
+        # the summary into a 36 px box in a zero-height output
+        box = out.bounding_box()
+        shown = page.evaluate(
+            "() => document.querySelector('.primenb-summary').closest('.jp-OutputArea-child')"
+            "?.getBoundingClientRect().height ?? 0"
+        )
+        assert box is not None and box["height"] > 200 and shown > 200, (box, shown)
         screenshot(page, "monitor-summary-page")
         out.screenshot(path=str(ARTIFACTS / "monitor-summary.png"))
 

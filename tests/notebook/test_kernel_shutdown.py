@@ -48,7 +48,9 @@ def test_shutdown_replaces_the_live_widget_with_the_summary(tmp_path: Path) -> N
         end = time.monotonic() + 120
         while shown is None and time.monotonic() < end:
             for msg in _messages(kc, time.monotonic() + 1):
-                if msg["msg_type"] == "display_data" and WIDGET_MIME in msg["content"]["data"]:
+                # the launch's starting line comes first; the monitor takes its place (same display id)
+                kind = msg["msg_type"]
+                if kind in ("display_data", "update_display_data") and WIDGET_MIME in msg["content"]["data"]:
                     shown = msg["content"]["transient"]["display_id"]
         assert shown, "the live monitor was not displayed"
         run = Run(tmp_path / "outputs" / "live")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from primenb.render.health import check
-from primenb.render.phase import EtaClock, phase_line, progress
+from primenb.render.phase import Eta, EtaClock, phase_line, progress
 from primenb.run import Run
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -104,23 +104,33 @@ def test_bar_follows_the_phase_not_max_steps() -> None:
     assert not progress({"state": "running", "phase": "building trainer"}).counting
 
 
-def test_eta_restarts_with_each_phase() -> None:
+def test_eta_covers_the_whole_run_and_says_when_it_estimates() -> None:
     now = [0.0]
     clock = EtaClock(lambda: now[0])
-    warm = {"state": "running", "phase": "sft warmup", "phase_total": 40}
+    warm = {"state": "running", "phase": "sft warmup", "phase_total": 40, "max_steps": 30, "mode": "rl"}
     assert clock.eta(progress({**warm, "phase_step": 0})) is None
     now[0] = 10.0  # the first step: its time (first generation, compilation) is not a step's cost
     assert clock.eta(progress({**warm, "phase_step": 1})) is None
     now[0] = 19.0
-    assert clock.eta(progress({**warm, "phase_step": 10})) == pytest.approx(30.0)  # 1 step/s, 30 left
-    now[0] = 21.0  # GRPO starts at step 0 of 30: no rate yet, not "13m49s" from the warm-up's pace
+    eta = clock.eta(progress({**warm, "phase_step": 10}))
+    # 1 step/s: 30 warm-up steps left, and GRPO's 30 counted at that pace until they are timed
+    assert eta is not None and eta.seconds == pytest.approx(60.0) and eta.estimated and eta.whole
+    line = phase_line(progress({**warm, "phase_step": 10}), eta)
+    assert line == "SFT warm-up · step 10/40 · ETA ~1m00s for the whole run · then training (GRPO): 30 steps"
+    now[0] = 49.0  # the warm-up ends; GRPO's trainer is built: the ETA goes on, still an estimate
+    between = progress({**warm, "phase": "building trainer", "warmup_step": 40, "warmup_steps": 40, "step": 0})
+    eta = clock.eta(between)
+    assert eta is not None and eta.seconds == pytest.approx(30.0) and eta.estimated
+    assert phase_line(between, eta, clock.waited(between)).startswith("building the trainer (data, reward functions)…")
+    now[0] = 51.0  # GRPO at step 0, then step 1 (its slow first step): the warm-up's pace, marked "~"
     rl = {"state": "running", "phase": "training", "max_steps": 30}
-    assert clock.eta(progress({**rl, "step": 0})) is None
-    now[0] = 25.0
-    assert clock.eta(progress({**rl, "step": 1})) is None
-    now[0] = 29.0
-    assert clock.eta(progress({**rl, "step": 3})) == pytest.approx(54.0)
-    assert "ETA 54s" in phase_line(progress({**rl, "step": 3}), 54.0)
+    assert clock.eta(progress({**rl, "step": 0})) == Eta(30.0, estimated=True)
+    now[0] = 55.0
+    assert clock.eta(progress({**rl, "step": 1})) == Eta(29.0, estimated=True)
+    now[0] = 59.0  # GRPO timed: 2 s a step, 27 left, no "~" and no "whole run" (it is the last phase)
+    eta = clock.eta(progress({**rl, "step": 3}))
+    assert eta == Eta(54.0)
+    assert phase_line(progress({**rl, "step": 3}), eta) == "training · step 3/30 · ETA 54s"
 
 
 def test_early_eta_ignores_the_slow_start_of_a_phase() -> None:
@@ -133,7 +143,55 @@ def test_early_eta_ignores_the_slow_start_of_a_phase() -> None:
     for step, t in ((1, 20.0), (2, 21.0), (3, 22.0)):
         now[0] = t
         eta = clock.eta(progress({**rl, "step": step}))
-    assert eta == pytest.approx(27.0)
+    assert eta == Eta(27.0)
+
+
+RECORDED = Path(__file__).parent / "data" / "eta_timings.json"
+
+
+def _replay(recording: dict[str, Any], poll: float = 0.5) -> list[tuple[float, Any, Any]]:
+    """The monitor's view of a recorded run: (time, progress, ETA) every ``poll`` seconds."""
+    now = [0.0]
+    clock = EtaClock(lambda: now[0])
+    snaps, out, i = recording["status"], [], 0
+    t = 0.0
+    while t < recording["end"]:
+        while i + 1 < len(snaps) and snaps[i + 1][0] <= t:
+            i += 1
+        now[0] = t
+        p = progress(snaps[i][1])
+        out.append((t, p, clock.eta(p)))
+        t += poll
+    return out
+
+
+@pytest.mark.parametrize("name", ["warmup-then-grpo-fast", "warmup-then-grpo-slow"])
+def test_eta_on_recorded_runs(name: str) -> None:
+    """status.json as the engine wrote it in real CPU runs (an SFT warm-up, then GRPO; in one a
+    GRPO step costs less than a warm-up step, in the other ~4x more), replayed through the
+    monitor's clock at its 0.5 s refresh.
+
+    - Once the warm-up has timed its steps, every ETA covers the whole run: at the warm-up's last
+      view it counts GRPO's steps (at the warm-up's pace, marked as an estimate), not only the
+      warm-up's last second or two.
+    - No ETA is more than 2x too long (the old early ETAs were).
+    - Once GRPO has timed its own steps the ETA is no longer an estimate, and within 35% (+1.5 s)
+      of the time actually left."""
+    recording = json.loads(RECORDED.read_text())[name]
+    end = recording["end"]
+    views = [(t, p, eta) for t, p, eta in _replay(recording) if p.state == "running"]
+    warm = [(t, p, eta) for t, p, eta in views if p.phase == "sft warmup" and p.step >= 3]
+    assert warm and all(eta is not None and eta.whole and eta.estimated for _, _, eta in warm), warm
+    t, p, eta = warm[-1]
+    pace = (t - warm[0][0]) / max(1, p.step - warm[0][1].step)  # the warm-up's seconds per step
+    (grpo_steps,) = (n for phase, n in p.ahead if phase == "training")
+    assert eta.seconds >= (p.total - p.step + 0.5 * grpo_steps) * pace, (eta, pace, grpo_steps)
+    assert "for the whole run · then training (GRPO)" in phase_line(p, eta)
+    shown = [(t, eta) for t, _, eta in views if eta is not None and end - t > 3.0]
+    assert all(eta.seconds <= 2 * (end - t) for t, eta in shown), [(t, eta) for t, eta in shown]
+    timed = [(t, eta) for t, p, eta in views if p.phase == "training" and p.step >= 3 and end - t > 3.0]
+    assert timed and all(not eta.estimated for _, eta in timed), timed
+    assert all(abs(eta.seconds - (end - t)) <= 0.35 * (end - t) + 1.5 for t, eta in timed), timed
 
 
 # -- warnings -----------------------------------------------------------------------------------------
@@ -204,8 +262,100 @@ class Handle:
     def __init__(self) -> None:
         self.updates: list[dict[str, Any]] = []
 
-    def update(self, bundle: dict[str, Any], raw: bool = False) -> None:
+    def update(self, bundle: dict[str, Any], raw: bool = False, **kwargs: Any) -> None:
         self.updates.append(bundle)
+
+
+def test_the_run_name_attribute_cannot_break_out_of_its_markup(tmp_path: Path, shell: Any) -> None:
+    from html.parser import HTMLParser
+
+    from primenb.notebook.monitor import Monitor
+
+    name = 'x" onmouseover="alert(1)" a=\'<b>'
+    monitor = Monitor(make_run(tmp_path / name, {"state": "running", "pid": 1}, []))
+    attrs: list[list[tuple[str, str | None]]] = []
+    parser = HTMLParser()
+    parser.handle_starttag = lambda tag, a: attrs.append(a)  # type: ignore[method-assign]
+    parser.feed(monitor.reattach.value)
+    span = dict(attrs[0])
+    assert span["data-primenb-run"] == name and "onmouseover" not in span
+
+
+@pytest.fixture
+def engine_pid() -> Any:
+    """A live process in its own group, standing for a launched engine (launcher.json's pid)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def test_a_starting_run_says_its_process_and_how_long_it_has_waited(
+    tmp_path: Path, shell: Any, engine_pid: int
+) -> None:
+    from primenb.notebook.monitor import Monitor
+    from primenb.protocol.liveness import launch_record
+    from primenb.protocol.rundir import atomic_write_json
+
+    run = make_run(tmp_path / "boot", {"state": "queued"}, [])
+    atomic_write_json(run.files.launcher_path, launch_record(engine_pid))
+    now = [100.0]
+    monitor = Monitor(run)
+    monitor.eta.clock = lambda: now[0]
+    monitor.poll()
+    assert f"queued: waiting for the backend to start the engine · process {engine_pid}" in monitor.phase.value
+    (run.dir / "status.json").write_text(json.dumps({"name": "boot", "state": "running", "phase": "starting"}))
+    monitor.poll()
+    now[0] = 112.4  # the line ticks while the engine imports torch: it is alive
+    monitor.poll()
+    assert f"starting the engine process… (12s) · process {engine_pid}" in monitor.phase.value
+
+
+def test_the_launch_line_comes_first_and_the_monitor_takes_its_place(
+    tmp_path: Path, shell: Any, monkeypatch: pytest.MonkeyPatch, engine_pid: int
+) -> None:
+    """`%prime_train` in a kernel: the starting line is displayed before the monitor module is
+    even needed, and the monitor updates that display (same handle), never a second output."""
+    import argparse
+
+    from primenb.notebook import magics, monitor, starting
+    from primenb.protocol.liveness import launch_record
+    from primenb.protocol.rundir import atomic_write_json
+
+    run = make_run(tmp_path / "fresh", {"state": "queued"}, [])
+    atomic_write_json(run.files.launcher_path, launch_record(engine_pid))
+    shown: list[dict[str, Any]] = []
+
+    def display(bundle: dict[str, Any], **_: Any) -> Handle:
+        shown.append(bundle)
+        return handle
+
+    handle = Handle()
+
+    class Kernel:  # what the shutdown hook wraps
+        def do_shutdown(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    kernel = Kernel()
+    monkeypatch.setattr(shell, "kernel", kernel, raising=False)
+    monkeypatch.setattr(starting, "display", display)
+    monkeypatch.setattr(monitor, "display", display)
+    face = magics.NotebookFace(shell)
+    face.follow(run, argparse.Namespace(wait=False), new=True)
+    try:
+        assert len(shown) == 1 and shown[0]["text/plain"] == (
+            f"starting: fresh (process {engine_pid}, waiting for the first step…)"
+        )
+        assert WIDGET_MIME not in shown[0] and 'class="primenb-starting"' in shown[0]["text/html"]
+        assert len(handle.updates) == 1 and WIDGET_MIME in handle.updates[0]  # the monitor, in its place
+        # a hostile run name is text in the line, never markup
+        assert "&lt;b&gt;" in starting.starting_bundle(make_run(tmp_path / "<b>", {"state": "queued"}, []))["text/html"]
+    finally:
+        for live in list(monitor._LIVE):
+            live.close()
 
 
 def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) -> None:
@@ -217,6 +367,9 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     assert not monitor.poll()
     # a view left behind by a kernel restart still says how to follow the run again
     assert "%prime_train --attach live" in monitor.reattach.value
+    # what the labextension's kernel-restart notice reads and disables (kernelRestartNotice.ts)
+    assert 'data-primenb-run="live"' in monitor.reattach.value
+    assert "primenb-stop" in monitor.stop_button._dom_classes and "primenb-monitor" in monitor.widget._dom_classes
     assert (
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
