@@ -143,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         if go_offline_if_unreachable(plan):
             log.warning("the Hugging Face hub is not reachable: using the local cache only")
 
+        status.update(phase=IMPORTING)  # before torch loads: that import is most of a cold start
         from primenb.engine.callbacks import EngineContext  # first torch import
 
         ctx = EngineContext(run_dir=run_dir, plan=plan, status=status, stop=stop, is_main=is_main, trace=trace)
         trace.determinism = enable_determinism()
-        status.update(phase=IMPORTING)
         _route_library_logs()
         from primenb.engine.train import run_training
 
