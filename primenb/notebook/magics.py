@@ -216,33 +216,9 @@ def register(ipython: Any) -> None:
     kernel = getattr(ipython, "kernel", None) is not None
     if kernel:
         ipython.display_formatter.ipython_display_formatter.for_type_by_name("primenb.run", "Run", _display_run)
-    _warm_up(launch=kernel)
+    from primenb.notebook.warmup import warm_up
 
-
-def _warm_up(*, launch: bool = False) -> None:
-    """Import the config schema (and the renderer classes it checks against) in the background:
-    the first %%rltoml would otherwise wait seconds for them. In a kernel also the launch path
-    and the monitor (ipywidgets): a cold first %prime_train spent about a second importing them.
-    Never the training stack."""
-    import threading
-
-    def work() -> None:
-        import contextlib
-        import importlib.util
-
-        with contextlib.suppress(Exception):
-            import primenb.config.loader
-
-            if importlib.util.find_spec("renderers") is not None:
-                import renderers.configs  # noqa: F401
-        if launch:
-            with contextlib.suppress(Exception):
-                import primenb.backends.local
-                import primenb.harness.refine
-                import primenb.notebook.monitor
-                import primenb.verbs.train  # noqa: F401
-
-    threading.Thread(target=work, name="primenb-warm-up", daemon=True).start()
+    warm_up(launch=kernel)
 
 
 def unregister(ipython: Any) -> None:

@@ -93,7 +93,7 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
     from playwright.sync_api import Error as PlaywrightError
 
     seen: list[dict[str, Any]] = []
-    live_shot = False
+    live_shot = 0  # how good the live screenshot taken so far is: 0 none, 1 GRPO drawn, 2 with the warning
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         snap = page.evaluate(SNAPSHOT)
@@ -101,14 +101,17 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
         if snap["summaryState"] in ("completed", "failed", "stopped"):
             return seen
         rl = (snap["phase"] or "").startswith("training (GRPO)")
-        if not live_shot and rl and snap["drawn"] >= 3 and snap["warning"]:
+        # the best live view there is: GRPO panels drawn, ideally three and the warning (a quiet
+        # machine can finish GRPO's few steps between two snapshots of the later kind)
+        quality = 0 if not (rl and snap["drawn"] >= 1) else 2 if snap["drawn"] >= 3 and snap["warning"] else 1
+        if quality > live_shot:
             _dismiss_news(page)
             try:
                 monitor = page.locator(".primenb-monitor").first
                 monitor.scroll_into_view_if_needed()
                 screenshot(page, "monitor-live-page")
                 monitor.screenshot(path=str(ARTIFACTS / "monitor-live.png"))
-                live_shot = True
+                live_shot = quality
             except PlaywrightError:  # the run ended meanwhile and its summary replaced the live view
                 pass
         time.sleep(0.3)
