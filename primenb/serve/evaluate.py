@@ -24,6 +24,7 @@ from typing import Any
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.serve import client
+from primenb.serve.aio import run_async
 
 
 @dataclass
@@ -157,18 +158,6 @@ async def _ask(aclient: Any, model: str, prompt: str, *, chat: bool, kw: dict[st
         return r.choices[0].message.content or "", r.usage.completion_tokens if r.usage else 0
     r = await aclient.completions.create(model=model, prompt=prompt, **kw)
     return r.choices[0].text, r.usage.completion_tokens if r.usage else 0
-
-
-def _run_async(coro: Any) -> Any:
-    """Run a coroutine from a plain call, also inside a running (Jupyter) event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def evaluate(
@@ -331,7 +320,7 @@ def _primenb_rollouts(
         await aclient.close()
         return list(answers), wall
 
-    answers, wall = _run_async(run())
+    answers, wall = run_async(run())
     texts = [a for a, _ in answers]
     all_rows = [rows[i % len(rows)] for i in range(len(texts))]
     all_prompts = [prompts[i % len(prompts)] for i in range(len(texts))]

@@ -34,6 +34,7 @@ from verifiers.v1.configs.cli.eval import EvalConfig, RunConfig
 from verifiers.v1.runtimes import ProgramResult
 
 from primenb.errors import PrimenbError
+from primenb.serve.aio import run_async
 
 PLUGIN = "primenb_verifiers_eval"
 
@@ -238,7 +239,7 @@ def rollouts(
         push=False,
     )
     t0 = time.perf_counter()
-    episodes = _run_async(_episodes(config))
+    episodes = run_async(_episodes(config))
     wall = time.perf_counter() - t0
     return _records(episodes), wall
 
@@ -301,15 +302,3 @@ def _records(episodes: list[Any]) -> list[dict[str, Any]]:
 def _answer(data: Any) -> Any:
     answer = getattr(data, "answer", "")
     return "" if answer is None else answer
-
-
-def _run_async(coro: Any) -> Any:
-    """Run a coroutine from a plain call, also inside a running (Jupyter) event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
