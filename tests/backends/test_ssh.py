@@ -26,11 +26,15 @@ def _remote_metrics(run_dir: Path, svc: dict[str, str]) -> bytes:
     return subprocess.run(argv, capture_output=True, check=True, timeout=30).stdout
 
 
+CUT_STEPS = 300
+
+
 def test_ssh_run_survives_a_cut_reattaches_and_brings_artifacts_back(shell, workdir, svc, ssh_url, ssh_options):
     """A tiny run on the host: metrics in the monitor, the connection cut mid-run (control master
     killed, sshd down for a few seconds) while it keeps training, every step after reconnecting,
     re-attached as after a kernel restart, the final checkpoint back and loadable."""
-    (workdir / "sft.toml").write_text(sft_tiny(40, 20))
+    # long enough to outlast the 5 s cut on a quiet machine (a tiny step takes tens of ms)
+    (workdir / "sft.toml").write_text(sft_tiny(CUT_STEPS, CUT_STEPS // 2))
     assert shell.run_cell(f"%prime_backend add ci {ssh_url} " + " ".join(f"'{o}'" for o in ssh_options)).success
     result = shell.run_cell("run = %prime_train sft.toml --name cut --backend ci")
     assert result.success, result.error_in_exec
@@ -61,16 +65,16 @@ def test_ssh_run_survives_a_cut_reattaches_and_brings_artifacts_back(shell, work
     again = shell.user_ns["again"]
     assert again.wait(timeout=300) == "completed", again.logs()
     steps = [r["step"] for r in again.metric_rows() if "loss" in r]
-    assert steps == list(range(1, 41))
+    assert steps == list(range(1, CUT_STEPS + 1))
     assert len(again.metric_rows()) > seen
     assert (again.dir / "metrics.jsonl").read_bytes() == _remote_metrics(again.dir, svc)  # byte for byte
 
     # Artifacts: final checkpoint and a trace pointing here, loadable.
     wait_for(lambda: (again.status and read_remote(again.dir).get("fetched")) or False, 60, "the artifacts")
-    assert [p.name for p in again.checkpoints] == ["step_40"]
+    assert [p.name for p in again.checkpoints] == [f"step_{CUT_STEPS}"]
     trace = json.loads((again.dir / "trace.json").read_text())
     assert trace["status"] == "completed" and trace["backend"] == "ssh"
-    assert trace["final"]["path"] == str(again.dir / "checkpoints" / "step_40")
+    assert trace["final"]["path"] == str(again.dir / "checkpoints" / f"step_{CUT_STEPS}")
     import primenb
 
     model, _tok = primenb.load(trace["trace_id"])
