@@ -93,19 +93,16 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
     from playwright.sync_api import Error as PlaywrightError
 
     seen: list[dict[str, Any]] = []
-    live_shot = 0  # how good the live screenshot taken so far is: 0 none, 1 GRPO drawn, 2 with the warning
+    live_shot = 0  # how good the live screenshot taken so far is (see _live_quality)
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         snap = page.evaluate(SNAPSHOT)
         seen.append(snap)
         if snap["summaryState"] in ("completed", "failed", "stopped"):
             return seen
-        rl = (snap["phase"] or "").startswith("training (GRPO)")
-        # the best live view there is: GRPO panels drawn, ideally three and the warning (a quiet
-        # machine can finish GRPO's few steps between two snapshots of the later kind)
-        quality = 0 if not (rl and snap["drawn"] >= 1) else 2 if snap["drawn"] >= 3 and snap["warning"] else 1
+        quality = _live_quality(snap)
         if quality > live_shot:
-            _dismiss_news(page)
+            _dismiss_news(page, timeout_ms=0)  # a wait here could outlast GRPO's few steps
             try:
                 monitor = page.locator(".primenb-monitor").first
                 monitor.scroll_into_view_if_needed()
@@ -116,6 +113,18 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
                 pass
         time.sleep(0.3)
     raise AssertionError(f"the run did not end within {timeout_s}s; last view: {seen[-1] if seen else None}")
+
+
+def _live_quality(snap: dict[str, Any]) -> int:
+    """How good a live screenshot of this view would be: 0 none (nothing drawn yet), 1 warm-up
+    drawn, 2 GRPO drawn, 3 GRPO's three panels with the warning. A quiet machine can run all of
+    GRPO's few steps between two snapshots (or while one screenshot is taken), so the warm-up's
+    view is kept as the fallback: a live view is always taken, the best one when there is time."""
+    if snap["drawn"] < 1:
+        return 0
+    if not (snap["phase"] or "").startswith("training (GRPO)"):
+        return 1
+    return 3 if snap["drawn"] >= 3 and snap["warning"] else 2
 
 
 def _step_lines(seen: list[dict[str, Any]], label: str) -> list[tuple[int, int, float | None]]:
@@ -132,8 +141,10 @@ def _dismiss_news(page: Any, timeout_ms: int = 1000) -> None:
     """JupyterLab asks about news in a toast over the outputs: answer it so screenshots are clean."""
     from playwright.sync_api import Error
 
+    button = page.get_by_role("button", name="No", exact=True)
     with contextlib.suppress(Error):
-        page.get_by_role("button", name="No", exact=True).click(timeout=timeout_ms)
+        if timeout_ms or button.count():  # timeout 0: only when the toast is already there (no wait)
+            button.click(timeout=timeout_ms or 1000)
 
 
 def _shutdown_kernels(lab: Lab) -> None:
