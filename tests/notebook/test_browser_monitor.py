@@ -102,7 +102,7 @@ def _watch(page: Any, timeout_s: float) -> list[dict[str, Any]]:
             return seen
         quality = _live_quality(snap)
         if quality > live_shot:
-            _dismiss_news(page, timeout_ms=0)  # a wait here could outlast GRPO's few steps
+            _dismiss_news(page, wait=False)  # a wait here could outlast GRPO's few steps
             try:
                 monitor = page.locator(".primenb-monitor").first
                 monitor.scroll_into_view_if_needed()
@@ -137,14 +137,15 @@ def _step_lines(seen: list[dict[str, Any]], label: str) -> list[tuple[int, int, 
     return out
 
 
-def _dismiss_news(page: Any, timeout_ms: int = 1000) -> None:
-    """JupyterLab asks about news in a toast over the outputs: answer it so screenshots are clean."""
+def _dismiss_news(page: Any, *, wait: bool = True) -> None:
+    """JupyterLab asks about news in a toast over the outputs: answer it so screenshots are clean.
+    ``wait=False``: only when the toast is already shown (no wait for one to appear)."""
     from playwright.sync_api import Error
 
     button = page.get_by_role("button", name="No", exact=True)
     with contextlib.suppress(Error):
-        if timeout_ms or button.count():  # timeout 0: only when the toast is already there (no wait)
-            button.click(timeout=timeout_ms or 1000)
+        if wait or button.count():
+            button.click(timeout=1000)
 
 
 def _shutdown_kernels(lab: Lab) -> None:
