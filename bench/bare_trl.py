@@ -5,11 +5,15 @@ the primenb run's configs/trainer_args.json); no primenb callbacks, status files
 handling. Writes [time, step, num_tokens] of every TRL log call, and the peak GPU memory, to OUT.
 
     python bench/bare_trl.py RUN_DIR OUT
+
+With ``BENCH_BARE_MALLOC=engine`` it first applies the engine's glibc malloc settings
+(primenb/engine/allocator.py), to compare the two with the same allocator.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -78,4 +82,8 @@ def _timed(func: Any, total: list[float]) -> Any:
 
 
 if __name__ == "__main__":
+    if os.environ.get("BENCH_BARE_MALLOC") == "engine":
+        from primenb.engine.allocator import tune_malloc
+
+        tune_malloc()
     main(sys.argv[1], sys.argv[2])

@@ -99,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     set_private(_denies(run_dir))  # before anything can log or fail
 
+    from primenb.engine.allocator import tune_malloc
     from primenb.engine.trace import TraceRecorder, enable_determinism, prepare_determinism
 
+    malloc = tune_malloc()  # before torch allocates anything
     prepare_determinism()  # before torch is imported
     rank = _rank()
     is_main = rank == 0
@@ -109,6 +111,15 @@ def main(argv: list[str] | None = None) -> int:
         # one process trains on one GPU (TRL refuses nn.DataParallel); more GPUs need N ranks
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     setup_logging(run_dir, is_main=is_main, rank=rank)
+    if isinstance(malloc, str):
+        log.info("malloc: glibc defaults (%s)", malloc)
+    else:
+        mb = {k: v >> 20 for k, v in malloc.items()}
+        log.info(
+            "malloc: blocks up to %d MB stay in the heap, trimmed over %d MB free",
+            mb["mmap_threshold"],
+            mb["trim_threshold"],
+        )
     from primenb.engine.status import EngineStatus
 
     status = EngineStatus(run_dir, enabled=is_main)

@@ -1,6 +1,7 @@
 """A CPU run is bit-identical whatever else the machine is doing: the same short config trained
 twice, once beside CPU-burning processes, gives exactly the same metrics (wall-time metrics
-aside) and the same weights. The SFT sample sets, whose timing follows the wall clock, are drawn
+aside) and the same weights. The second run also keeps glibc's default malloc settings
+(primenb/engine/allocator.py), which must not change a number either. The SFT sample sets, whose timing follows the wall clock, are drawn
 on every step here so that a difference in when they run would show."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import deep_update, metrics, run_engine, sft_config, status, write_run
+from tests.engine.conftest import deep_update, engine_env, metrics, run_engine, sft_config, status, write_run
 
 pytestmark = pytest.mark.slow
 
@@ -48,12 +49,17 @@ def test_cpu_run_is_identical_beside_a_busy_process(tmp_path: Path) -> None:
     burners = _burners(os.cpu_count() or 2)
     try:
         busy = write_run(tmp_path / "busy", _config())
-        assert run_engine(busy, timeout=600).returncode == 0, (busy / "engine.stdout.txt").read_text()[-3000:]
+        default_malloc = {**engine_env(), "PRIMENB_MALLOC_TUNING": "0"}
+        assert run_engine(busy, timeout=600, env=default_malloc).returncode == 0, (
+            busy / "engine.stdout.txt"
+        ).read_text()[-3000:]
     finally:
         for p in burners:
             p.kill()
             p.wait()
     assert status(quiet)["state"] == status(busy)["state"] == "completed"
+    assert "malloc: blocks up to 512 MB stay in the heap" in (quiet / "logs" / "engine.log").read_text()
+    assert "malloc: glibc defaults (PRIMENB_MALLOC_TUNING=0)" in (busy / "logs" / "engine.log").read_text()
     assert _numbers(quiet) == _numbers(busy)
     weights = [(d / "checkpoints" / "step_4" / "model.safetensors").read_bytes() for d in (quiet, busy)]
     assert weights[0] == weights[1]
