@@ -1,8 +1,9 @@
 """A CPU run is bit-identical whatever else the machine is doing: the same short config trained
 twice, once beside CPU-burning processes, gives exactly the same metrics (wall-time metrics
 aside) and the same weights. The second run also keeps glibc's default malloc settings
-(primenb/engine/allocator.py), which must not change a number either. The SFT sample sets, whose timing follows the wall clock, are drawn
-on every step here so that a difference in when they run would show."""
+(primenb/engine/allocator.py), which must not change a number either. The SFT sample sets,
+whose timing follows the wall clock, are drawn on every step here so that a difference in when
+they run would show."""
 
 from __future__ import annotations
 
