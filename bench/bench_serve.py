@@ -1,31 +1,49 @@
-"""The server against bare in-process ``model.generate``, on the embedded default.
+"""The batching server against its ceiling, side by side in one run, on the embedded default.
 
-Trains one tiny LoRA adapter (a few SFT steps), serves it, and prints side by side: tokens/s and
-p50/p95 request latency at 1, 8 and 32 concurrent clients for the adapter through the endpoint vs
-the same model's ``generate`` in this process (one request at a time), first-token latency with
-streaming, and the server's weight and resident memory with 1 and 4 adapters.
+Trains three tiny LoRA adapters of one base (a few SFT steps each), serves them, and prints:
+- bare batched ``generate`` of the same base + adapter in this process, batch 8 (the ceiling);
+- the server at 1, 8 and 32 concurrent clients on one adapter, and 8 clients over 3 adapters:
+  tokens/s, p50/p95 request latency, median time to first token (streaming);
+- the time from a dropped stream to its freed row, in seconds and in decode steps;
+- weights and resident memory with 1 and 4 adapters;
+- ``primenb eval -n N -r 4`` through this server, against the same eval run by the code of a
+  baseline commit (``BENCH_BASELINE_REF``, default: the last commit before the batching server)
+  checked out beside this one, when git can provide it.
 
-Goals (docs/serve.md): >= 0.9x bare generate at 1 client; more total tokens/s at 8 than at 1 (not
-met: requests are served one at a time, no batching across requests).
-Run: ``python bench/bench_serve.py`` (BENCH_REQUESTS=N requests per level, default 32).
+Every request decodes exactly ``TOKENS`` tokens (``ignore_eos``), as ``min_new_tokens`` makes the
+bare generate do, so tokens/s compare like for like. Each level is measured ``BENCH_ROUNDS`` times
+(default 3), alternating, and the median printed.
+
+Goals (docs/serve.md): 8 clients >= 4x the tokens/s of 1 client; the server >= 0.8x bare batched
+generate at batch 8; a dropped stream frees its row within one decode step; the eval >= 3x faster
+than the baseline's.
+Run: ``python bench/bench_serve.py`` (BENCH_REQUESTS per level, default 32; BENCH_EVAL_N, default 100).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "32"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+EVAL_N = int(os.environ.get("BENCH_EVAL_N", "100"))
+BASELINE_REF = os.environ.get("BENCH_BASELINE_REF", "05efea3")
 TOKENS = 32
-PROMPTS = ["abcdefg=", "hello=", "serving=", "primenb=", "benchmark="]
+PROMPTS = ["abcdefg=", "hello=", "serving=", "primenb=", "benchmark=", "tokens=", "batching=", "queue="]
+LORA = "\n[model.lora]\nrank = 4\nalpha = 8\n"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -33,66 +51,109 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def bare(ckpt: Path) -> tuple[float, list[float]]:
-    """tokens/s and per-request latency of in-process greedy generate (one request at a time)."""
+def bare_batched(ckpt: Path, batch: int = 8) -> float:
+    """tokens/s of in-process greedy ``generate`` on left-padded batches of ``batch`` prompts."""
     import torch
 
     from primenb.engine.models import load_model
 
-    model, tok, _ = load_model("primenb/tiny-byte", seed=1, init_from=str(ckpt))
+    model, tok, _ = load_model("primenb/tiny-byte", init_from=str(ckpt))
     model.eval()
-    lat, tokens = [], 0
+    tokens = 0
     t0 = time.perf_counter()
     with torch.no_grad():
-        for i in range(REQUESTS):
-            s = time.perf_counter()
-            enc = tok([PROMPTS[i % len(PROMPTS)]], return_tensors="pt", add_special_tokens=False)
-            out = model.generate(**enc, max_new_tokens=TOKENS, min_new_tokens=TOKENS, do_sample=False, pad_token_id=0)
-            tokens += out.shape[1] - enc["input_ids"].shape[1]
-            lat.append(time.perf_counter() - s)
-    return tokens / (time.perf_counter() - t0), lat
+        for start in range(0, REQUESTS, batch):
+            prompts = [PROMPTS[i % len(PROMPTS)] for i in range(start, min(REQUESTS, start + batch))]
+            enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+            out = model.generate(
+                **enc, max_new_tokens=TOKENS, min_new_tokens=TOKENS, do_sample=False, pad_token_id=0, eos_token_id=None
+            )
+            tokens += (out.shape[1] - enc["input_ids"].shape[1]) * len(prompts)
+    return tokens / (time.perf_counter() - t0)
 
 
-def served(url: str, model: str, clients: int) -> tuple[float, list[float]]:
+def served(url: str, models: list[str], clients: int) -> tuple[float, list[float], list[float]]:
+    """tokens/s, request latencies and times to first token of ``REQUESTS`` streamed requests,
+    ``clients`` at a time, spread over ``models``."""
     import openai
 
-    async def run() -> tuple[float, list[float]]:
+    async def run() -> tuple[float, list[float], list[float]]:
         ac = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
         sem = asyncio.Semaphore(clients)
         lat: list[float] = []
+        ttft: list[float] = []
         tokens = 0
 
         async def one(i: int) -> None:
             nonlocal tokens
             async with sem:
                 s = time.perf_counter()
-                r = await ac.completions.create(
-                    model=model, prompt=PROMPTS[i % len(PROMPTS)], max_tokens=TOKENS, temperature=0
+                first = None
+                stream = await ac.completions.create(
+                    model=models[i % len(models)],
+                    prompt=PROMPTS[i % len(PROMPTS)],
+                    max_tokens=TOKENS,
+                    temperature=0,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    extra_body={"ignore_eos": True},
                 )
+                async for chunk in stream:
+                    if first is None and chunk.choices and chunk.choices[0].text:
+                        first = time.perf_counter() - s
+                    if chunk.usage is not None:
+                        tokens += chunk.usage.completion_tokens
                 lat.append(time.perf_counter() - s)
-                tokens += r.usage.completion_tokens if r.usage else 0
+                ttft.append(first if first is not None else lat[-1])
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(REQUESTS)))
         wall = time.perf_counter() - t0
         await ac.close()
-        return tokens / wall, lat
+        return tokens / wall, lat, ttft
 
     return asyncio.run(run())
 
 
-def first_token(url: str, model: str) -> float:
-    import openai
+def dropped_stream(server: Any, model: str) -> tuple[float, int]:
+    """Seconds and decode steps from hanging up on a stream to its row leaving the batch."""
+    import httpx
 
-    c = openai.OpenAI(base_url=url, api_key="none")
-    times = []
-    for p in PROMPTS:
-        s = time.perf_counter()
-        for ch in c.completions.create(model=model, prompt=p, max_tokens=TOKENS, temperature=0, stream=True):
-            if ch.choices and ch.choices[0].text:
+    from primenb.serve import client
+
+    body = {"model": model, "prompt": "hello=", "max_tokens": 1500, "stream": True, "ignore_eos": True}
+    with httpx.Client(timeout=60) as h, h.stream("POST", f"{server.url}/completions", json=body) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
                 break
-        times.append(time.perf_counter() - s)
-    return statistics.median(times)
+        steps = client._admin(server, "GET", "/admin/stats")["steps"]
+        t0 = time.perf_counter()
+    while True:
+        stats = client._admin(server, "GET", "/admin/stats")
+        if stats["rows_in_flight"] == 0:
+            return time.perf_counter() - t0, int(stats["steps"]) - int(steps)
+        time.sleep(0.002)
+
+
+def eval_seconds(python: list[str], env: dict[str, str], trace: str) -> float:
+    """Wall time of ``primenb eval TRACE BASE --env reverse-text -n N -r 4``, starting its own server."""
+    cmd = [*python, "-m", "primenb.cli", "eval", trace, "primenb/tiny-byte", "--env", "reverse-text"]
+    cmd += ["-n", str(EVAL_N), "-r", "4"]
+    cmd += ["--temperature", "1.0", "--json"]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    return wall
+
+
+def baseline_checkout(work: Path) -> Path | None:
+    """The baseline commit's primenb, checked out beside this one (None when git cannot)."""
+    dest = work / "baseline"
+    cmd = ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(dest), BASELINE_REF]
+    made = subprocess.run(cmd, capture_output=True)
+    return dest if made.returncode == 0 else None
 
 
 def main() -> int:
@@ -105,39 +166,72 @@ def main() -> int:
     from primenb.serve import client
     from tests.tiny import sft_toml  # the one builder of tiny configs
 
-    run = submit(load_config(sft_toml(steps=4, lr=3e-2, extra="\n[model.lora]\nrank = 4\nalpha = 8\n")), name="bench")
-    assert run.wait(timeout=900) == "completed", run.logs()
-    ckpt = resolve_checkpoint(run.dir / "checkpoints")
-    model = "primenb/tiny-byte-adapter-bench"
+    runs = {
+        name: submit(load_config(sft_toml(steps=4, lr=lr, extra=LORA)), name=name)
+        for name, lr in (("bench", 3e-2), ("bench2", 1e-2), ("bench3", 3e-3))
+    }
+    for run in runs.values():
+        assert run.wait(timeout=900) == "completed", run.logs()
+    ckpt = resolve_checkpoint(runs["bench"].dir / "checkpoints")
+    ada, adapters = "primenb/tiny-byte-adapter-bench", [f"primenb/tiny-byte-adapter-{n}" for n in runs]
 
-    bare_tps, bare_lat = bare(ckpt)
-    server = client.start(["bench"])
+    levels = [("served, 1 client", [ada], 1), ("served, 8 clients", [ada], 8), ("served, 32 clients", [ada], 32)]
+    levels.append(("served, 8 clients over 3 adapters", adapters, 8))
+    server = client.start(list(runs))
+    results: dict[str, list[tuple[float, list[float], list[float]]]] = {name: [] for name, _, _ in levels}
+    bare: list[float] = []
     try:
-        served(server.url, model, 1)  # warm up
-        rows = [("bare generate (in process)", 1, bare_tps, bare_lat)]
-        for n in (1, 8, 32):
-            tps, lat = served(server.url, model, n)
-            rows.append((f"served adapter, {n} clients", n, tps, lat))
-        print(f"{'':34} {'tokens/s':>9} {'p50 s':>7} {'p95 s':>7}")
-        for name, _, tps, lat in rows:
-            print(f"{name:34} {tps:9.1f} {pct(lat, 0.5):7.3f} {pct(lat, 0.95):7.3f}")
-        print(f"served/bare at 1 client: {rows[1][2] / bare_tps:.2f}x (goal >= 0.9)")
-        print(f"8 clients vs 1: {rows[2][2] / rows[1][2]:.2f}x (goal > 1)")
-        print(f"first token (streaming, median): {first_token(server.url, model) * 1000:.1f} ms")
-        one = client._admin(server, "GET", "/admin/stats")
-        for i in range(3):
+        served(server.url, [ada], 8)  # warm up
+        for _ in range(ROUNDS):
+            bare.append(bare_batched(ckpt))
+            for name, models, clients in levels:
+                results[name].append(served(server.url, models, clients))
+        tps = {name: statistics.median(r[0] for r in rs) for name, rs in results.items()}
+        print(f"{'':38} {'tokens/s':>9} {'p50 s':>7} {'p95 s':>7} {'TTFT p50 s':>10}")
+        print(f"{'bare batched generate, batch 8':38} {statistics.median(bare):9.1f}")
+        for name, rs in results.items():
+            lat = [x for r in rs for x in r[1]]
+            ttft = [x for r in rs for x in r[2]]
+            print(f"{name:38} {tps[name]:9.1f} {pct(lat, 0.5):7.3f} {pct(lat, 0.95):7.3f} {pct(ttft, 0.5):10.3f}")
+        one, eight = tps["served, 1 client"], tps["served, 8 clients"]
+        print(f"8 clients vs 1: {eight / one:.2f}x (goal >= 4)")
+        print(f"served 8 clients / bare batch 8: {eight / statistics.median(bare):.2f}x (goal >= 0.8)")
+        drops = [dropped_stream(server, ada) for _ in range(5)]
+        print(
+            f"dropped stream -> row freed: median {statistics.median(d[0] for d in drops) * 1000:.0f} ms, "
+            f"max {max(d[1] for d in drops)} decode steps (goal <= 1)"
+        )
+        first = client._admin(server, "GET", "/admin/stats")
+        for i in range(4 - len(runs) + 1):
             client._admin(server, "POST", "/admin/models", {"id": f"copy-{i}", "checkpoint": str(ckpt)})
         four = client._admin(server, "GET", "/admin/stats")
-        adapter = (ckpt / "adapter_model.safetensors").stat().st_size
         print(
-            f"memory, 1 adapter: weights {one['weight_bytes'] / 2**20:.2f} MiB, "
-            f"RSS {one['rss_bytes'] / 2**20:.0f} MiB; "
-            f"4 adapters: weights {four['weight_bytes'] / 2**20:.2f} MiB, RSS {four['rss_bytes'] / 2**20:.0f} MiB "
-            f"(adapter file {adapter / 1024:.0f} KiB)"
+            f"memory: {len(runs)} adapters weights {first['weight_bytes'] / 2**20:.2f} MiB RSS "
+            f"{first['rss_bytes'] / 2**20:.0f} MiB; {len(four['models']) - 1} adapters weights "
+            f"{four['weight_bytes'] / 2**20:.2f} MiB RSS {four['rss_bytes'] / 2**20:.0f} MiB"
         )
     finally:
         server.stop()
+    compare_evals(work)
     return 0
+
+
+def compare_evals(work: Path) -> None:
+    """The same eval by this code and by the baseline commit's, each against its own server."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    ours = eval_seconds([sys.executable], env, "bench")
+    base = baseline_checkout(work)
+    if base is None:
+        print(f"eval -n {EVAL_N} -r 4: {ours:.1f} s (baseline {BASELINE_REF} not available from git)")
+        return
+    try:
+        theirs = eval_seconds([sys.executable], {**env, "PYTHONPATH": str(base)}, "bench")
+        print(f"eval -n {EVAL_N} -r 4: {ours:.1f} s here, {theirs:.1f} s with {BASELINE_REF}: {theirs / ours:.2f}x")
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], capture_output=True)
+        for rec in (Path(os.environ["PRIME_HOME"]) / "serve").glob("*.json"):  # a server the baseline left
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(int(json.loads(rec.read_text())["pid"]), 15)
 
 
 if __name__ == "__main__":

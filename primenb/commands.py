@@ -369,6 +369,20 @@ COMMANDS += (
                 metavar="VAR",
                 help="environment variable holding the API key clients send as Bearer (never the key itself)",
             ),
+            arg(
+                "--max-batch",
+                type=int,
+                default=32,
+                metavar="N",
+                help="rows decoded together (requests x n); more wait in the queue",
+            ),
+            arg(
+                "--max-queue",
+                type=int,
+                default=256,
+                metavar="N",
+                help="requests waiting for a row before the server answers 429",
+            ),
             _JSON,
         ),
     ),
@@ -391,7 +405,12 @@ COMMANDS += (
         "eval",
         "evaluate models and/or traces on an environment's held-out split through the served endpoint",
         (
-            arg("models", nargs="+", metavar="MODEL_OR_TRACE", help="a trace, or a served model id (e.g. the base)"),
+            arg(
+                "models",
+                nargs="+",
+                metavar="MODEL_OR_TRACE",
+                help="traces or served model ids; one trace alone is compared with the model it was trained on",
+            ),
             arg("--env", required=True, metavar="ID", help="environment id (built in, or added with %prime_env add)"),
             arg("--args", nargs="+", action="extend", default=[], metavar="K=V", help="environment arguments"),
             arg(
@@ -400,6 +419,21 @@ COMMANDS += (
             arg("-r", "--rollouts", dest="rollouts", type=int, default=1, metavar="R", help="rollouts per example"),
             arg("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (0: greedy)"),
             arg("--max-tokens", type=int, default=None, metavar="K", help="tokens per completion (default: the run's)"),
+            arg(
+                "--seed", type=int, default=0, metavar="S", help="the eval's seed: each rollout's seed derives from it"
+            ),
+            arg(
+                "--pass-reward",
+                type=float,
+                default=1.0,
+                metavar="R",
+                help="with -r > 1: a rollout passes (pass@k) when its reward reaches R",
+            ),
+            arg(
+                "--keep-server",
+                action="store_true",
+                help="keep a server this eval starts running (default: stopped at the end)",
+            ),
             _JSON,
         ),
     ),

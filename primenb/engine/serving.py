@@ -1,30 +1,24 @@
-"""The models behind ``%prime_serve``: one copy of each base model in memory, every LoRA adapter
-trained on it loaded next to it (PEFT multi-adapter), and generation for one served model id at a
-time. Imported only by the server process (`primenb.serve.worker`).
+"""The models behind ``%prime_serve``: one copy of each set of weights in memory, every LoRA adapter
+trained on it loaded next to it (PEFT multi-adapter), each served under an id. Imported only by the
+server process (`primenb.serve.worker`); driven from the scheduler's thread
+(`primenb.engine.batching`), which decodes every served id's requests together.
 
-A request picks its adapter with ``set_adapter`` (the base itself runs with the adapters disabled);
-all generation happens on one worker thread, so switching never races. A full (non-adapter)
-checkpoint is its own model and shares nothing.
+Weights are keyed by what they are: a named base (name + seed of the embedded model), or a folder
+(a full fine-tune, a warm-up checkpoint an adapter was trained on). So an adapter trained after an
+SFT warm-up sits on that warm-up's weights, and serving both loads them once.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
 
 from primenb.engine.evaluation import render_prompts
 from primenb.engine.models import (
     _fix_tokenizer,
     _has_tokenizer,
     load_base,
-    load_model,
     load_tokenizer,
     read_meta,
     resolve_checkpoint,
@@ -34,7 +28,7 @@ from primenb.engine.serve_errors import ServeError
 
 
 @dataclass
-class _Base:
+class _Weights:
     key: str
     model: Any  # a PeftModel once an adapter is loaded on it
     tokenizer: Any
@@ -44,21 +38,27 @@ class _Base:
 
 @dataclass
 class Entry:
-    """One served model id."""
+    """One served model id: ``kind`` base (weights as named), adapter (LoRA on ``base_key``'s
+    weights) or full (a fine-tune with weights of its own)."""
 
     id: str
-    kind: str  # "base" | "adapter" | "full"
+    kind: str
     base_key: str
     adapter: str | None = None  # PEFT adapter name (kind "adapter")
-    model: Any = None  # own model (kind "full")
-    tokenizer: Any = None
+    tokenizer: Any = None  # an adapter's own tokenizer, when its checkpoint has one
     text_template: str | None = None  # the trace's environment prompt format ("{prompt}=")
     trace: str | None = None
     checkpoint: str | None = None
+    root: str = ""  # the base model everything here started from
+    parent: str | None = None  # the model this one was trained on (None for a base)
+    stage: str = "final"  # "sft_warmup": the warm-up model a trace's adapter was trained on
 
 
-def _base_key(desc: dict[str, Any]) -> str:
-    return json.dumps({k: desc.get(k) for k in ("name", "seed", "path")}, sort_keys=True)
+def _weights_key(desc: dict[str, Any]) -> str:
+    """Weights from a folder are that folder; a named model is its name and seed."""
+    if desc.get("path"):
+        return f"path:{Path(str(desc['path'])).expanduser().resolve()}"
+    return f"name:{desc.get('name')}#{int(desc.get('seed') or 0)}"
 
 
 def _base_desc(model_name: str, seed: int) -> dict[str, Any]:
@@ -72,22 +72,29 @@ class ModelPool:
     """Served ids and the weights behind them. Not thread-safe: call it from one thread."""
 
     def __init__(self) -> None:
-        self.bases: dict[str, _Base] = {}
+        self.bases: dict[str, _Weights] = {}
         self.entries: dict[str, Entry] = {}
-        self._lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------------
-    def _base(self, desc: dict[str, Any]) -> _Base:
-        key = _base_key(desc)
+    def _weights(self, desc: dict[str, Any]) -> _Weights:
+        key = _weights_key(desc)
         if key not in self.bases:
-            model, tok = load_base(desc)
+            try:
+                model, tok = load_base(desc)
+            except ModelLoadError as exc:
+                raise ServeError(str(exc), 400) from exc
             model.eval()
-            self.bases[key] = _Base(key, model, _fix_tokenizer(tok, model))
+            self.bases[key] = _Weights(key, model, _fix_tokenizer(tok, model))
         return self.bases[key]
 
+    def _claim(self, served_id: str) -> None:
+        if served_id in self.entries:
+            raise ServeError(f"model {served_id!r} is already served", 409, "id")
+
     def add_base(self, served_id: str, model_name: str, *, seed: int = 0) -> Entry:
-        base = self._base(_base_desc(model_name, seed))
-        entry = Entry(served_id, "base", base.key)
+        self._claim(served_id)
+        weights = self._weights(_base_desc(model_name, seed))
+        entry = Entry(served_id, "base", weights.key, root=model_name)
         self.entries[served_id] = entry
         return entry
 
@@ -100,83 +107,84 @@ class ModelPool:
         seed: int = 0,
         text_template: str | None = None,
         trace: str | None = None,
+        parent: str | None = None,
+        stage: str = "final",
     ) -> Entry:
-        """Serve a checkpoint under ``served_id``: an adapter joins its base, a full model loads."""
-        if served_id in self.entries:
-            raise ServeError(f"model {served_id!r} is already served", 409)
+        """Serve a checkpoint under ``served_id``: an adapter joins the weights it was trained on,
+        a full model loads as weights of its own."""
+        self._claim(served_id)
         ckpt = Path(checkpoint)
         if not ckpt.is_dir():
-            raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", 404)
+            raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", 404, "checkpoint")
         ckpt = resolve_checkpoint(ckpt)
+        meta = read_meta(ckpt)
         if (ckpt / "adapter_config.json").exists():
-            meta = read_meta(ckpt)
-            base = self._base(meta.get("base") or _base_desc(model_name, seed))
-            base.counter += 1
-            name = f"a{base.counter}"  # PEFT adapter names end up in module keys: no dots
+            desc = meta.get("base") or _base_desc(model_name, seed)
+            weights = self._weights(desc)
+            weights.counter += 1
+            name = f"a{weights.counter}"  # PEFT adapter names end up in module keys: no dots
             try:
-                if hasattr(base.model, "load_adapter") and hasattr(base.model, "peft_config"):
-                    base.model.load_adapter(str(ckpt), adapter_name=name)
+                if hasattr(weights.model, "load_adapter") and hasattr(weights.model, "peft_config"):
+                    weights.model.load_adapter(str(ckpt), adapter_name=name)
                 else:
                     from peft import PeftModel
 
-                    base.model = PeftModel.from_pretrained(base.model, str(ckpt), adapter_name=name)
-                base.model.eval()
+                    weights.model = PeftModel.from_pretrained(weights.model, str(ckpt), adapter_name=name)
+                weights.model.eval()
             except Exception as exc:
                 raise ServeError(f"could not load adapter {ckpt}: {type(exc).__name__}: {exc}", 400) from exc
-            tok = load_tokenizer(str(ckpt)) if _has_tokenizer(ckpt) else base.tokenizer
-            base.adapters[served_id] = name
-            entry = Entry(served_id, "adapter", base.key, adapter=name, tokenizer=_fix_tokenizer(tok, base.model))
+            tok = _fix_tokenizer(load_tokenizer(str(ckpt)), weights.model) if _has_tokenizer(ckpt) else None
+            weights.adapters[served_id] = name
+            entry = Entry(served_id, "adapter", weights.key, adapter=name, tokenizer=tok)
+            entry.parent = parent or str(desc.get("path") or desc.get("name") or model_name)
         else:
-            try:
-                model, tok, _ = load_model(model_name, seed=seed, init_from=str(ckpt))
-            except ModelLoadError as exc:
-                raise ServeError(str(exc), 400) from exc
-            model.eval()
-            entry = Entry(served_id, "full", _base_key({"path": str(ckpt)}), model=model, tokenizer=tok)
+            weights = self._weights({"path": str(ckpt)})
+            entry = Entry(served_id, "full", weights.key, parent=parent or model_name)
+        entry.root = str((meta.get("base") or {}).get("name") or model_name)
         entry.text_template = text_template
         entry.trace = trace
+        entry.stage = stage
         entry.checkpoint = str(ckpt)
         self.entries[served_id] = entry
         return entry
 
-    def remove(self, served_id: str) -> None:
+    # -- leaving (the scheduler retires an entry once no row decodes on it) -----------------------
+    def detach(self, served_id: str) -> Entry:
+        """Stop listing ``served_id``: new requests for it get 404; its weights stay for now."""
         entry = self.entries.pop(served_id, None)
         if entry is None:
-            raise ServeError(f"model {served_id!r} is not served", 404)
-        if entry.kind == "adapter":
-            base = self.bases[entry.base_key]
-            base.adapters.pop(served_id, None)
-            if base.adapters:
-                base.model.set_adapter(next(iter(base.adapters.values())))
-                base.model.delete_adapter(entry.adapter)
-            else:  # the last adapter: back to the plain base (PEFT cannot delete its only adapter)
-                base.model = base.model.unload()
-        if not any(e.base_key == entry.base_key for e in self.entries.values()):
+            raise ServeError(f"model {served_id!r} is not served", 404, "model")
+        return entry
+
+    def release(self, entry: Entry) -> None:
+        """Free what only ``entry`` used: its adapter, and the weights once nothing else uses them."""
+        weights = self.bases.get(entry.base_key)
+        if weights is None:
+            return
+        if entry.kind == "adapter" and entry.adapter is not None:
+            weights.adapters = {k: v for k, v in weights.adapters.items() if v != entry.adapter}
+            if weights.adapters:
+                weights.model.set_adapter(next(iter(weights.adapters.values())))
+                weights.model.delete_adapter(entry.adapter)
+            else:  # the last adapter: back to the plain weights (PEFT cannot delete its only adapter)
+                weights.model = weights.model.unload()
+        if not any(e.base_key == entry.base_key for e in self.entries.values()) and not weights.adapters:
             self.bases.pop(entry.base_key, None)  # nothing uses these weights any more
 
     def weight_bytes(self) -> int:
-        """Bytes of every tensor the served models hold, each storage counted once (a base shared
-        by its adapters counts once)."""
+        """Bytes of every tensor the served models hold, each storage counted once (weights shared
+        by adapters count once)."""
         seen: set[int] = set()
         total = 0
-        models = [b.model for b in self.bases.values()] + [
-            e.model for e in self.entries.values() if e.model is not None
-        ]
-        for model in models:
-            for t in [*model.parameters(), *model.buffers()]:
+        for weights in self.bases.values():
+            for t in [*weights.model.parameters(), *weights.model.buffers()]:
                 ptr = t.untyped_storage().data_ptr()
                 if ptr not in seen:
                     seen.add(ptr)
                     total += t.untyped_storage().nbytes()
         return total
 
-    # -- generation ------------------------------------------------------------------------------
-    def _model_tok(self, entry: Entry) -> tuple[Any, Any]:
-        if entry.kind == "full":
-            return entry.model, entry.tokenizer
-        base = self.bases[entry.base_key]
-        return base.model, entry.tokenizer or base.tokenizer
-
+    # -- what the scheduler asks (from its own thread) ---------------------------------------------
     def entry(self, served_id: str) -> Entry:
         entry = self.entries.get(served_id)
         if entry is None:
@@ -184,22 +192,42 @@ class ModelPool:
             raise ServeError(f"The model {served_id!r} does not exist. Served models: {known}.", 404, "model")
         return entry
 
+    def model_for(self, key: str) -> Any:
+        """The weights a batch decodes on: a base (with its adapters) or a full fine-tune."""
+        return self.bases[key].model
+
+    def tokenizer_for(self, entry: Entry) -> Any:
+        return entry.tokenizer or self.bases[entry.base_key].tokenizer
+
+    def eos_ids(self, entry: Entry) -> frozenset[int]:
+        """Every token that ends a completion: the tokenizer's EOS and the model's generation config's."""
+        ids: set[int] = set()
+        tok = self.tokenizer_for(entry)
+        if tok.eos_token_id is not None:
+            ids.add(int(tok.eos_token_id))
+        gen = getattr(self.model_for(entry.base_key), "generation_config", None)
+        eos = getattr(gen, "eos_token_id", None)
+        ids.update(int(i) for i in (eos if isinstance(eos, list | tuple) else [eos]) if i is not None)
+        return frozenset(ids)
+
     def prompt_format(self, entry: Entry) -> str:
         """How `render` shows chat messages to this model: ``chat_template``, ``text_template``
         (the trace's environment format) or ``raw`` (the last user message as is)."""
-        _, tok = self._model_tok(entry)
-        if tok.chat_template is not None:
+        if self.tokenizer_for(entry).chat_template is not None:
             return "chat_template"
         return "text_template" if entry.text_template else "raw"
 
+    def vocab_size(self, entry: Entry) -> int:
+        return int(self.model_for(entry.base_key).get_input_embeddings().weight.shape[0])
+
     def context_limit(self, entry: Entry) -> int:
-        model, _ = self._model_tok(entry)
+        model = self.model_for(entry.base_key)
         return int(getattr(model.config, "max_position_embeddings", 0) or 2048)
 
     def render(self, entry: Entry, prompt: str | list[dict[str, Any]]) -> tuple[str, bool]:
         """The text the model sees, and whether it already holds special tokens. Messages use the
         tokenizer's chat template; without one, the last user message in the trace's prompt format."""
-        _, tok = self._model_tok(entry)
+        tok = self.tokenizer_for(entry)
         if isinstance(prompt, str):
             return prompt, False
         if tok.chat_template is not None:
@@ -211,124 +239,9 @@ class ModelPool:
             text = entry.text_template.replace("{prompt}", text).replace("{system_prompt}", "")
         return text, False
 
-    def count(self, entry: Entry, text: str, templated: bool) -> int:
-        _, tok = self._model_tok(entry)
-        return len(tok(text, add_special_tokens=not templated)["input_ids"])
-
-    def generate(
-        self,
-        entry: Entry,
-        text: str,
-        templated: bool,
-        *,
-        max_tokens: int,
-        temperature: float,
-        top_p: float,
-        n: int,
-        seed: int | None,
-        stop: list[str],
-        on_text: Callable[[int, str], None] | None = None,
-    ) -> list[dict[str, Any]]:
-        """``n`` completions of one prompt: ``{"text", "finish_reason", "completion_tokens"}`` each,
-        plus ``prompt_tokens`` in the first. ``on_text(i, delta)`` streams completion ``i``."""
-        model, tok = self._model_tok(entry)
-        with self._lock:
-            if entry.kind == "adapter":
-                model.set_adapter(entry.adapter)
-                ctx: Any = _nullcontext()
-            elif entry.kind == "base" and hasattr(model, "disable_adapter"):
-                ctx = model.disable_adapter()
-            else:
-                ctx = _nullcontext()
-            enc = tok([text], return_tensors="pt", add_special_tokens=not templated)
-            enc = enc.to(next(model.parameters()).device)
-            prompt_len = int(enc["input_ids"].shape[1])
-            kwargs: dict[str, Any] = {
-                "max_new_tokens": max(1, max_tokens),
-                "pad_token_id": tok.pad_token_id,
-                "eos_token_id": tok.eos_token_id,
-            }
-            if temperature > 0:
-                kwargs.update(do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0)
-            else:
-                kwargs["do_sample"] = False
-            results = []
-            with ctx, torch.no_grad(), torch.random.fork_rng(devices=[]):
-                if seed is not None:
-                    torch.manual_seed(int(seed))
-                for i in range(n):  # one at a time: streaming and stop strings stay per completion
-                    results.append(self._one(model, tok, enc, prompt_len, kwargs, stop, i, on_text))
-            results[0]["prompt_tokens"] = prompt_len
-            return results
-
-    def _one(
-        self,
-        model: Any,
-        tok: Any,
-        enc: Any,
-        prompt_len: int,
-        kwargs: dict[str, Any],
-        stop: list[str],
-        index: int,
-        on_text: Callable[[int, str], None] | None,
-    ) -> dict[str, Any]:
-        watcher = _StopWatcher(tok, prompt_len, stop, index, on_text)
-        out = model.generate(**enc, **kwargs, stopping_criteria=StoppingCriteriaList([watcher]))
-        new = out[0, prompt_len:].tolist()
-        eos = tok.eos_token_id
-        if eos in new:
-            new = new[: new.index(eos)]
-            finish = "stop"
-        else:
-            finish = "length"
-        text = tok.decode(new, skip_special_tokens=True)
-        cut = _cut_at_stop(text, stop)
-        if cut is not None:
-            text, finish = cut, "stop"
-        watcher.flush(text)
-        return {"text": text, "finish_reason": finish, "completion_tokens": len(new)}
-
-
-class _StopWatcher(StoppingCriteria):
-    """Ends generation at a stop string and streams the text decoded so far (never past a stop)."""
-
-    def __init__(self, tok: Any, start: int, stop: list[str], index: int, on_text: Any) -> None:
-        self.tok, self.start, self.stop, self.index, self.on_text = tok, start, stop, index, on_text
-        self.sent = 0
-        self.hold = max((len(s) for s in stop), default=0)  # a stop string may still be forming
-
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> Any:
-        ids = input_ids[0, self.start :].tolist()
-        if self.tok.eos_token_id in ids:
-            ids = ids[: ids.index(self.tok.eos_token_id)]
-        text = self.tok.decode(ids, skip_special_tokens=True)
-        done = _cut_at_stop(text, self.stop) is not None
-        if self.on_text is not None and not done:
-            safe = len(text) - self.hold
-            if text.endswith("\ufffd"):  # half a multi-byte character: wait for the rest
-                safe = min(safe, len(text.rstrip("\ufffd")))
-            if safe > self.sent:
-                self.on_text(self.index, text[self.sent : safe])
-                self.sent = safe
-        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
-
-    def flush(self, final: str) -> None:
-        if self.on_text is not None and len(final) > self.sent:
-            self.on_text(self.index, final[self.sent :])
-            self.sent = len(final)
-
-
-def _cut_at_stop(text: str, stop: list[str]) -> str | None:
-    hits = [text.find(s) for s in stop if s and s in text]
-    return text[: min(hits)] if hits else None
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
+    def tokenize(self, entry: Entry, text: str, templated: bool) -> list[int]:
+        ids = self.tokenizer_for(entry)(text, add_special_tokens=not templated)["input_ids"]
+        return [int(i) for i in ids]
 
 
 __all__ = ["Entry", "ModelPool", "ServeError"]

@@ -19,7 +19,7 @@ from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
-from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, atomic_write_json
+from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
 if TYPE_CHECKING:
     from trl.trainer.grpo_trainer import RewardFunc
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("primenb.engine")
 
 SFT_SAMPLE_PROMPTS = 4
-WARMUP_CHECKPOINT = "sft_warmup"
+WARMUP_CHECKPOINT = RunDir.WARMUP_CHECKPOINT
 
 
 @dataclass

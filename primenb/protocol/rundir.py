@@ -129,6 +129,7 @@ class RunDir:
     CONFIGS = "configs"
     LOGS = "logs"
     CHECKPOINTS = "checkpoints"
+    WARMUP_CHECKPOINT = "sft_warmup"  # checkpoints/sft_warmup: the full model an RL run's SFT warm-up made
     EVALS = "evals"  # evals/<env slug>.json: the latest `%prime_eval` of that environment
     ENGINE_LOG = f"{LOGS}/engine.log"
     LAUNCHER_LOG = f"{LOGS}/launcher.log"
@@ -215,6 +216,10 @@ class RunDir:
 
     def checkpoint_dir(self, step: int | str) -> Path:
         return self.checkpoints / (f"step_{step}" if isinstance(step, int) else step)
+
+    @property
+    def warmup_checkpoint(self) -> Path:
+        return self.checkpoints / self.WARMUP_CHECKPOINT
 
     def is_run_dir(self) -> bool:
         """Whether the folder looks like a run directory (a status or a resolved config)."""

@@ -1,306 +1,390 @@
 """The OpenAI-compatible HTTP face of the server (Starlette): ``/v1/models``, ``/v1/chat/completions``,
-``/v1/completions`` (plain and ``stream``), OpenAI's error shape, Bearer keys, and the admin routes
-that add and remove adapters. The models themselves sit behind ``pool`` (`primenb.engine.serving`),
-driven from one worker thread. Nothing of a prompt or a completion is ever logged.
+``/v1/completions`` (plain and ``stream``), vLLM's ``/health``, ``/version`` and LoRA-adapter routes,
+OpenAI's error shape, Bearer keys, and the admin routes that add and remove models.
+
+The event loop only parses, queues and streams: every model, tokenizer and adapter sits behind
+the scheduler's thread (`primenb.engine.batching`), reached through ``GenRequest`` events and
+``scheduler.call``. A client that goes away (a dropped stream, a timeout) cancels its request;
+its rows leave the batch at the next decode step. Nothing of a prompt or a completion is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
+from primenb.serve import guard
+from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
+from primenb.serve.wire import Choices, chat_chunk, completion_chunk, error_body, usage
 
 OWNER = "primenb"
+M = TypeVar("M", bound=BaseModel)
 
 
-ApiError = ServeError  # one error type from the models up to the wire
+def error_response(
+    message: str,
+    status: int,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(message, status, param, code), status_code=status, headers=headers)
 
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}
-
-
-def error_response(message: str, status: int, param: str | None = None, code: str | None = None) -> JSONResponse:
-    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status)
-
-
+@dataclass
 class State:
-    """What the routes share: the pool, the single generation thread, counters, the key."""
+    """What the routes share: the scheduler (which owns the models), the served ids' cards, the key,
+    and where the server listens (for the same-origin checks)."""
 
-    def __init__(self, pool: Any, *, api_key: str | None, loader: Callable[[dict[str, Any]], Any]) -> None:
-        self.pool = pool
-        self.api_key = api_key
-        self.loader = loader  # spec -> served entry (the admin "add" route)
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="primenb-generate")
-        self.started = time.time()
-        self.requests = 0
-        self.tokens = 0
-        self.inflight = 0
-        self.stopping = False
+    scheduler: Any
+    api_key: str | None
+    loader: Callable[[dict[str, Any]], Any]  # spec -> served entry, run on the scheduler's thread
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_body: int = guard.MAX_BODY
+    started: float = field(default_factory=time.time)
+    cards: dict[str, dict[str, Any]] = field(default_factory=dict)  # replaced whole, never edited
 
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+    @property
+    def stopping(self) -> bool:
+        return bool(self.scheduler.stopping)
+
+    def refresh_cards(self) -> None:
+        """Snapshot the served ids (on the scheduler's thread, after an add or remove)."""
+        pool = self.scheduler.pool
+        self.cards = {sid: model_card(self, pool, entry) for sid, entry in pool.entries.items()}
+
+    async def on_scheduler(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.wrap_future(self.scheduler.call(fn, *args))
 
 
-# -- request parsing ------------------------------------------------------------------------------
+def model_card(state: State, pool: Any, entry: Any) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "object": "model",
+        "created": int(state.started),
+        "owned_by": OWNER,
+        "root": entry.root or entry.id,
+        "parent": entry.parent,
+        "max_model_len": pool.context_limit(entry),
+        "permission": [],
+        "primenb": {
+            "kind": entry.kind,
+            "trace": entry.trace,
+            "stage": getattr(entry, "stage", "final"),
+            "prompt_format": pool.prompt_format(entry),
+        },
+    }
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+# -- parsing --------------------------------------------------------------------------------------
+
+
+# how pydantic names the branch of a union an error came from: a type, never a field
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "tuple", "none", "bytes"})
+
+
+def _param(loc: tuple[Any, ...]) -> str | None:
+    """A pydantic error location as OpenAI names a field: ``messages[0].content``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier() and part not in _UNION_TAGS:
+            out += f".{part}" if out else part
+        else:
+            break  # a union branch's tag ("list[str]", "function-after[...]"): not a field
+    return out or None
+
+
+def parse(model: type[M], raw: bytes) -> M:
+    """A request body as ``model``, or a 400 naming the field (bad JSON, deep nesting, lone
+    surrogates, wrong types, unknown fields: pydantic's own JSON parser reads it strictly)."""
     try:
-        body = json.loads(raw or b"")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(f"The request body is not valid JSON ({exc}).", 400) from exc
-    if not isinstance(body, dict):
-        raise ApiError("The request body must be a JSON object.", 400)
-    return body
+        return model.model_validate_json(raw or b"")
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        param = _param(tuple(err.get("loc") or ()))
+        if err["type"] == "extra_forbidden":
+            raise ServeError(
+                f"Unknown field '{param}': this server does not know or honour it; remove it.",
+                400,
+                param,
+                "unsupported_parameter",
+            ) from None
+        if err["type"] == "json_invalid":
+            raise ServeError(f"The request body is not valid JSON ({err['msg']}).", 400) from None
+        where = f"'{param}': " if param else ""
+        raise ServeError(f"{where}{err['msg']}.", 400, param) from None
 
 
-def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
-        raise ApiError(f"'{key}' must be a number between {lo:g} and {hi:g}; got {value!r}.", 400, key)
-    return float(value)
+# -- cancellation ---------------------------------------------------------------------------------
 
 
-def _integer(body: dict[str, Any], key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-        raise ApiError(f"'{key}' must be an integer {bound}; got {value!r}.", 400, key)
-    return value
+async def _until_disconnect(request: Request) -> None:
+    """Returns when the client goes away (the body is read by then, so only a disconnect comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
-def _stop(body: dict[str, Any]) -> list[str]:
-    stop = body.get("stop")
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) for s in stop):
-        raise ApiError("'stop' must be a string or a list of up to 4 strings.", 400, "stop")
-    return [s for s in stop if s]
+async def cancellable(request: Request, work: Awaitable[Response]) -> Response:
+    """Run a route's work; if the client disconnects first, cancel it (its ``finally`` cancels the
+    generation, so the rows leave the batch at the next step). vLLM's ``with_cancellation``."""
+    job = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_until_disconnect(request))
+    try:
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not job.done():
+        job.cancel()
+        return Response(status_code=499)  # nobody reads it: the client is gone
+    return job.result()
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        raise ApiError("'messages' is required: a non-empty list of {role, content} objects.", 400, "messages")
-    out = []
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise ApiError(f"messages[{i}] must be an object with a 'role'.", 400, "messages")
-        content = m.get("content")
-        if isinstance(content, list):  # content parts: keep the text ones
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if content is not None and not isinstance(content, str):
-            raise ApiError(f"messages[{i}].content must be a string or a list of text parts.", 400, "messages")
-        out.append({"role": m["role"], "content": content or ""})
-    return out
+def _emitter(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[tuple[int, Event]], i: int) -> Any:
+    """``req.emit`` for request ``i``: called on the scheduler's thread, queued on the event loop."""
+
+    def emit(event: Event) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, (i, event))
+
+    return emit
+
+
+class _Run:
+    """The requests of one HTTP call (``/v1/completions`` may carry several prompts), their events
+    merged on one queue; ``close`` cancels whatever is still running."""
+
+    def __init__(self, state: State, requests: list[GenRequest]) -> None:
+        self.requests = requests
+        self.queue: asyncio.Queue[tuple[int, Event]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        for i, req in enumerate(requests):
+            req.emit = _emitter(loop, self.queue, i)
+        self.pending = len(requests)
+        self.prompt_tokens = 0
+        self.seeds: list[int] = []
+        try:
+            for req in requests:
+                state.scheduler.submit(req)
+        except ServeError:
+            self.close()
+            raise
+
+    async def admitted(self) -> list[tuple[int, Event]]:
+        """Wait until every request is tokenised and fits (or raise its 4xx); the events that
+        came meanwhile (an echo's prompt text) are returned to be sent first."""
+        waiting = set(range(len(self.requests)))
+        early: list[tuple[int, Event]] = []
+        while waiting:
+            i, event = await self.queue.get()
+            if isinstance(event, Failed):
+                self.close()
+                raise event.error
+            if isinstance(event, Admitted):
+                waiting.discard(i)
+                self.prompt_tokens += event.prompt_tokens
+                self.seeds.append(event.seed)
+            else:  # one prompt of several can finish before the last is admitted
+                self.pending -= isinstance(event, Done)
+                early.append((i, event))
+        return early
+
+    async def events(self) -> AsyncIterator[tuple[int, Event]]:
+        while self.pending:
+            i, event = await self.queue.get()
+            if isinstance(event, Failed):
+                raise event.error
+            if isinstance(event, Done):
+                self.pending -= 1
+            yield i, event
+
+    def close(self) -> None:
+        for req in self.requests:
+            req.cancel()
 
 
 # -- routes ---------------------------------------------------------------------------------------
 
 
-def _model_card(state: State, served_id: str) -> dict[str, Any]:
-    entry = state.pool.entries[served_id]
-    card = {"id": served_id, "object": "model", "created": int(state.started), "owned_by": OWNER}
-    card["primenb"] = {"kind": entry.kind, "trace": entry.trace, "prompt_format": state.pool.prompt_format(entry)}
-    return card
-
-
 async def list_models(request: Request) -> Response:
     state: State = request.app.state.primenb
-    return JSONResponse({"object": "list", "data": [_model_card(state, m) for m in state.pool.entries]})
+    return JSONResponse({"object": "list", "data": list(state.cards.values())})
 
 
 async def get_model(request: Request) -> Response:
     state: State = request.app.state.primenb
     served_id = request.path_params["model_id"]
-    state.pool.entry(served_id)  # 404 in OpenAI's shape when unknown
-    return JSONResponse(_model_card(state, served_id))
+    card = state.cards.get(served_id)
+    if card is None:
+        raise _unknown_model(state, served_id)
+    return JSONResponse(card)
+
+
+def _unknown_model(state: State, served_id: str) -> ServeError:
+    known = ", ".join(sorted(state.cards)) or "none"
+    shown = served_id if len(served_id) <= 80 else served_id[:80] + "…"
+    return ServeError(f"The model {shown!r} does not exist. Served models: {known}.", 404, "model", "model_not_found")
 
 
 async def chat_completions(request: Request) -> Response:
-    return await _complete(request, chat=True)
+    state: State = request.app.state.primenb
+    body = parse(ChatRequest, await request.body())
+    refused = body.refused()
+    if refused is not None:
+        raise refused
+    if body.model not in state.cards:
+        raise _unknown_model(state, body.model)
+    req = GenRequest(body.model, body.prompt(), body.sampling())
+    return await cancellable(request, _respond(state, body, [req], chat=True))
 
 
 async def completions(request: Request) -> Response:
-    return await _complete(request, chat=False)
-
-
-async def _complete(request: Request, *, chat: bool) -> Response:
     state: State = request.app.state.primenb
-    body = await _json_body(request)
-    served_id = body.get("model")
-    if not isinstance(served_id, str) or not served_id:
-        raise ApiError("'model' is required: one of the ids GET /v1/models lists.", 400, "model")
-    entry = state.pool.entry(served_id)
-    if chat:
-        prompt: Any = _messages(body)
-    else:
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-            prompt = prompt[0]
-        if not isinstance(prompt, str):
-            raise ApiError("'prompt' is required: a string (one prompt per request here).", 400, "prompt")
-    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-    top_p = _number(body, "top_p", 1.0, 0.0, 1.0)
-    n = int(_integer(body, "n", 1, 1, 16) or 1)
-    seed = _integer(body, "seed", None, -(2**63))
-    stop = _stop(body)
-    key = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-    asked = _integer(body, key, None, 1)
-    stream = bool(body.get("stream"))
-    text, templated = state.pool.render(entry, prompt)
-    prompt_tokens = state.pool.count(entry, text, templated)
-    limit = state.pool.context_limit(entry)
-    if prompt_tokens >= limit:
-        raise ApiError(
-            f"This model's maximum context length is {limit} tokens; the prompt has {prompt_tokens}. "
-            "Shorten the prompt.",
-            400,
-            "messages" if chat else "prompt",
-            "context_length_exceeded",
-        )
-    max_tokens = min(asked or limit, limit - prompt_tokens)  # too large: clamped to what fits
-    kw = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "n": n, "seed": seed, "stop": stop}
+    body = parse(CompletionRequest, await request.body())
+    refused = body.refused()
+    if refused is not None:
+        raise refused
+    if body.model not in state.cards:
+        raise _unknown_model(state, body.model)
+    sampling = body.sampling()
+    reqs = [GenRequest(body.model, p, sampling) for p in body.prompts()]
+    return await cancellable(request, _respond(state, body, reqs, chat=False))
+
+
+async def _respond(
+    state: State, body: ChatRequest | CompletionRequest, reqs: list[GenRequest], *, chat: bool
+) -> Response:
+    run = _Run(state, reqs)
+    n = reqs[0].sampling.n
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
     created = int(time.time())
-    if stream:
-        return StreamingResponse(
-            _stream(
-                state,
-                entry,
-                text,
-                templated,
-                kw,
-                rid,
-                created,
-                chat,
-                bool((body.get("stream_options") or {}).get("include_usage")),
-            ),
-            media_type="text/event-stream",
-        )
-    state.inflight += 1
     try:
-        t0 = time.perf_counter()
-        results = await state.call(state.pool.generate, entry, text, templated, **kw)
+        early = await run.admitted()
+    except BaseException:
+        run.close()
+        raise
+    headers = {"x-primenb-seed": ",".join(str(s) for s in run.seeds)}
+    if body.stream:
+        stream = _stream(run, early, body, rid, created, chat=chat, n=n)
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    t0 = time.perf_counter()
+    try:
+        choices = Choices(len(reqs) * n, chat=chat)
+        for i, event in [*early, *[x async for x in run.events()]]:
+            choices.add(i * n, event)
     finally:
-        state.inflight -= 1
-    completion_tokens = sum(r["completion_tokens"] for r in results)
-    state.requests += 1
-    state.tokens += completion_tokens
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
+        run.close()
+    headers["x-primenb-generate-seconds"] = f"{time.perf_counter() - t0:.4f}"
+    obj = "chat.completion" if chat else "text_completion"
+    doc = {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": body.model,
+        "choices": choices.final(),
+        "usage": usage(run.prompt_tokens, choices.completion_tokens),
     }
-    if chat:
-        choices = [
-            {
-                "index": i,
-                "message": {"role": "assistant", "content": r["text"]},
-                "finish_reason": r["finish_reason"],
-                "logprobs": None,
-            }
-            for i, r in enumerate(results)
-        ]
-        obj = "chat.completion"
-    else:
-        choices = [
-            {"index": i, "text": r["text"], "finish_reason": r["finish_reason"], "logprobs": None}
-            for i, r in enumerate(results)
-        ]
-        obj = "text_completion"
-    headers = {"x-primenb-generate-seconds": f"{time.perf_counter() - t0:.4f}"}
-    return JSONResponse(
-        {"id": rid, "object": obj, "created": created, "model": entry.id, "choices": choices, "usage": usage},
-        headers=headers,
-    )
+    return JSONResponse(doc, headers=headers)
 
 
 async def _stream(
-    state: State,
-    entry: Any,
-    text: str,
-    templated: bool,
-    kw: dict[str, Any],
+    run: _Run,
+    early: list[tuple[int, Event]],
+    body: ChatRequest | CompletionRequest,
     rid: str,
     created: int,
+    *,
     chat: bool,
-    include_usage: bool,
+    n: int,
 ) -> AsyncIterator[str]:
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[int, str] | None] = asyncio.Queue()
+    """Server-sent events; with ``include_usage`` every chunk carries ``usage: null`` and a last
+    chunk carries the totals. Starlette cancels this generator when the client goes away; the
+    ``finally`` then cancels the generation."""
+    with_usage = body.include_usage
+    base = {"id": rid, "created": created, "model": body.model}
+    completion_tokens = 0
+    offsets: dict[int, int] = {}  # completions' text_offset: characters of each choice sent so far
 
-    def on_text(i: int, delta: str) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, (i, delta))
+    def text_chunk(index: int, delta: Delta) -> str:
+        if chat:
+            return chat_chunk(base, index, text=delta.text, logprobs=delta.logprobs, with_usage=with_usage)
+        at = offsets.get(index, 0)
+        offsets[index] = at + sum(len(e.token) for e in delta.logprobs or [])
+        return completion_chunk(base, index, text=delta.text, logprobs=delta.logprobs, with_usage=with_usage, offset=at)
 
-    obj = "chat.completion.chunk" if chat else "text_completion"
+    def end_chunk(index: int, reason: str) -> str:
+        chunk = chat_chunk if chat else completion_chunk
+        return chunk(base, index, finish=reason, with_usage=with_usage)
 
-    def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> str:
-        doc: dict[str, Any] = {"id": rid, "object": obj, "created": created, "model": entry.id, "choices": choices}
-        if usage is not None:
-            doc["usage"] = usage
-        return f"data: {json.dumps(doc)}\n\n"
-
-    state.inflight += 1
-    future = asyncio.ensure_future(state.call(state.pool.generate, entry, text, templated, on_text=on_text, **kw))
-    future.add_done_callback(lambda _f: loop.call_soon_threadsafe(queue.put_nowait, None))
     try:
         if chat:
-            for i in range(kw["n"]):
-                yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        while True:
-            item = await queue.get()
-            if item is None:
-                break
-            i, delta = item
-            if chat:
-                yield chunk([{"index": i, "delta": {"content": delta}, "finish_reason": None}])
-            else:
-                yield chunk([{"index": i, "text": delta, "finish_reason": None, "logprobs": None}])
+            for i in range(len(run.requests) * n):
+                yield chat_chunk(base, i, role=True, with_usage=with_usage)
+
+        async def events() -> AsyncIterator[tuple[int, Event]]:
+            for item in early:
+                yield item
+            async for item in run.events():
+                yield item
+
         try:
-            results = future.result()
-        except Exception as exc:  # the model failed mid-stream: say so in the stream
-            err = {"error": {"message": f"generation failed: {type(exc).__name__}", "type": "server_error"}}
-            yield f"data: {json.dumps(err)}\n\n"
+            async for i, event in events():
+                if isinstance(event, Delta):
+                    yield text_chunk(i * n + event.index, event)
+                elif isinstance(event, Finished):
+                    completion_tokens += event.completion_tokens
+                    yield end_chunk(i * n + event.index, event.reason)
+        except ServeError as exc:  # the model failed mid-stream: say so in the stream
+            yield f"data: {_json(error_body(str(exc), exc.status, exc.param, exc.code))}\n\n"
             yield "data: [DONE]\n\n"
             return
-        for i, r in enumerate(results):
-            if chat:
-                yield chunk([{"index": i, "delta": {}, "finish_reason": r["finish_reason"]}])
-            else:
-                yield chunk([{"index": i, "text": "", "finish_reason": r["finish_reason"], "logprobs": None}])
-        completion_tokens = sum(r["completion_tokens"] for r in results)
-        state.requests += 1
-        state.tokens += completion_tokens
-        if include_usage:
-            p = results[0]["prompt_tokens"]
-            usage = {"prompt_tokens": p, "completion_tokens": completion_tokens, "total_tokens": p + completion_tokens}
-            yield chunk([], usage)
+        if with_usage:
+            obj = "chat.completion.chunk" if chat else "text_completion"
+            totals = usage(run.prompt_tokens, completion_tokens)
+            yield f"data: {_json({**base, 'object': obj, 'choices': [], 'usage': totals})}\n\n"
         yield "data: [DONE]\n\n"
     finally:
-        state.inflight -= 1
+        run.close()
+
+
+def _json(doc: Any) -> str:
+    import json
+
+    return json.dumps(doc, ensure_ascii=False)
+
+
+# -- vLLM's small routes --------------------------------------------------------------------------
+
+
+async def health(request: Request) -> Response:
+    state: State = request.app.state.primenb
+    return Response(status_code=503 if state.stopping else 200)
+
+
+async def version(request: Request) -> Response:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        ours = dist_version("primenb")
+    except PackageNotFoundError:
+        ours = "unknown"
+    return JSONResponse({"version": ours, "engine": "primenb"})
 
 
 # -- admin ----------------------------------------------------------------------------------------
@@ -308,119 +392,136 @@ async def _stream(
 
 async def admin_stats(request: Request) -> Response:
     state: State = request.app.state.primenb
-    return JSONResponse(
-        {
-            "models": list(state.pool.entries),
-            "requests": state.requests,
-            "completion_tokens": state.tokens,
-            "inflight": state.inflight,
-            "uptime_s": round(time.time() - state.started, 1),
-            "stopping": state.stopping,
-            "rss_bytes": rss_bytes(),
-            "weight_bytes": state.pool.weight_bytes(),
-        }
-    )
+    stats = await state.on_scheduler(_pool_stats, state)
+    return JSONResponse(stats)
+
+
+def _pool_stats(state: State) -> dict[str, Any]:
+    return {
+        "models": list(state.scheduler.pool.entries),
+        **state.scheduler.stats(),
+        "uptime_s": round(time.time() - state.started, 1),
+        "stopping": state.stopping,
+        "rss_bytes": rss_bytes(),
+        "weight_bytes": state.scheduler.pool.weight_bytes(),
+    }
+
+
+async def _add(state: State, spec: AddModel, *, adapter_only: bool = False) -> Any:
+    checkpoint = guard.checkpoint_in_run_dir(spec.checkpoint)
+    if adapter_only and not (checkpoint / "adapter_config.json").is_file():
+        raise ServeError(f"{spec.checkpoint} is not a LoRA adapter checkpoint (no adapter_config.json).", 400)
+
+    def load() -> Any:
+        entry = state.loader({**spec.model_dump(), "checkpoint": str(checkpoint)})
+        state.refresh_cards()
+        return entry
+
+    return await state.on_scheduler(load)
+
+
+async def _remove(state: State, served_id: str) -> None:
+    def remove() -> None:
+        state.scheduler.remove(served_id)
+        state.refresh_cards()
+
+    await state.on_scheduler(remove)
 
 
 async def admin_add(request: Request) -> Response:
     state: State = request.app.state.primenb
-    spec = await _json_body(request)
-    if not isinstance(spec.get("id"), str) or not isinstance(spec.get("checkpoint"), str):
-        raise ApiError("an adapter needs 'id' and 'checkpoint' (strings)", 400)
-    entry = await state.call(state.loader, spec)
-    return JSONResponse(_model_card(state, entry.id), status_code=201)
+    spec = parse(AddModel, await request.body())
+    entry = await _add(state, spec)
+    return JSONResponse(state.cards[entry.id], status_code=201)
 
 
 async def admin_remove(request: Request) -> Response:
     state: State = request.app.state.primenb
     served_id = request.path_params["model_id"]
-    await state.call(state.pool.remove, served_id)
+    await _remove(state, served_id)
     return JSONResponse({"id": served_id, "deleted": True})
 
 
-async def admin_shutdown(request: Request) -> Response:
-    """Stop taking requests, finish those in flight, then exit (the worker watches ``stopping``)."""
+async def load_lora_adapter(request: Request) -> Response:
     state: State = request.app.state.primenb
-    state.stopping = True
-    return JSONResponse({"stopping": True, "inflight": state.inflight})
+    body = parse(LoadLora, await request.body())
+    await _add(state, AddModel(id=body.lora_name, checkpoint=body.lora_path), adapter_only=True)
+    return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
 
 
-# -- app ------------------------------------------------------------------------------------------
+async def unload_lora_adapter(request: Request) -> Response:
+    state: State = request.app.state.primenb
+    body = parse(UnloadLora, await request.body())
+    await _remove(state, body.lora_name)
+    return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
 
 
-class _Guard:
-    """Pure ASGI middleware: the Bearer key on every route, and 503 while stopping."""
-
-    def __init__(self, app: Any, state: State) -> None:
-        self.app, self.state = app, state
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        response = self._refuse(scope)
-        if response is None:
-            await self.app(scope, receive, send)
-        else:
-            await response(scope, receive, send)
-
-    def _refuse(self, scope: dict[str, Any]) -> Response | None:
-        if self.state.api_key:
-            headers = dict(scope.get("headers") or [])
-            auth = headers.get(b"authorization", b"").decode("latin-1")
-            given = auth[7:] if auth[:7].lower() == "bearer " else ""
-            if not hmac.compare_digest(given.encode(), self.state.api_key.encode()):
-                return error_response(
-                    "Missing or wrong API key: send 'Authorization: Bearer <key>'.", 401, code="invalid_api_key"
-                )
-        if self.state.stopping and scope.get("path", "").startswith("/v1/"):
-            return error_response("The server is stopping; start it again with %prime_serve.", 503)
-        return None
+async def admin_shutdown(request: Request) -> Response:
+    """Stop taking requests; the worker gives those in flight a moment, then aborts them and exits."""
+    state: State = request.app.state.primenb
+    state.scheduler.stop_admitting()
+    return JSONResponse({"stopping": True, "inflight": state.scheduler.stats()["inflight"]})
 
 
 def rss_bytes() -> int:
     """Resident memory of this process (Linux ``/proc``; 0 elsewhere)."""
     try:
-        with open("/proc/self/status") as f:
-            lines = f.read().splitlines()
-        for line in lines:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+        lines = Path("/proc/self/status").read_text().splitlines()
     except OSError:
-        pass
+        return 0
+    for line in lines:
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
     return 0
+
+
+# -- app ------------------------------------------------------------------------------------------
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServeError)
-    return error_response(str(exc), exc.status, exc.param, exc.code)
+    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    return error_response(str(exc), exc.status, exc.param, exc.code, headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return error_response(
+            f"{request.method} is not allowed on {request.url.path}.", 405, headers=dict(exc.headers or {})
+        )
+    if exc.status_code == 404:
+        return error_response(f"No route {request.method} {request.url.path}.", 404)
+    return error_response(str(exc.detail), exc.status_code, headers=dict(exc.headers or {}))
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(f"internal error: {type(exc).__name__}", 500)  # the type only: no request text
 
 
-async def _not_found(request: Request, exc: Exception) -> Response:
-    return error_response(f"No route {request.method} {request.url.path}.", 404)
+ROUTES = [
+    Route("/health", health, methods=["GET"]),
+    Route("/version", version, methods=["GET"]),
+    Route("/v1/models", list_models, methods=["GET"]),
+    Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/completions", completions, methods=["POST"]),
+    Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
+    Route("/v1/unload_lora_adapter", unload_lora_adapter, methods=["POST"]),
+    Route("/admin/stats", admin_stats, methods=["GET"]),
+    Route("/admin/models", admin_add, methods=["POST"]),
+    Route("/admin/models/{model_id:path}", admin_remove, methods=["DELETE"]),
+    Route("/admin/shutdown", admin_shutdown, methods=["POST"]),
+]
 
 
 def build_app(state: State) -> Any:
-    routes = [
-        Route("/v1/models", list_models, methods=["GET"]),
-        Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/admin/stats", admin_stats, methods=["GET"]),
-        Route("/admin/models", admin_add, methods=["POST"]),
-        Route("/admin/models/{model_id:path}", admin_remove, methods=["DELETE"]),
-        Route("/admin/shutdown", admin_shutdown, methods=["POST"]),
-    ]
     app = Starlette(
-        routes=routes,
-        exception_handlers={404: _not_found, 405: _not_found, ServeError: _api_error, Exception: _internal},
+        routes=ROUTES,
+        exception_handlers={HTTPException: _http_error, ServeError: _api_error, Exception: _internal},
     )
     app.state.primenb = state
-    return _Guard(app, state)
+    return guard.Guard(app, state)
 
 
-__all__ = ["ApiError", "State", "build_app", "error_response"]
+__all__ = ["ROUTES", "State", "build_app", "error_response", "parse"]

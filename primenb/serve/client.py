@@ -11,8 +11,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -21,9 +23,12 @@ from typing import Any
 
 from primenb.errors import PrimenbError
 from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.rundir import RunDir
 from primenb.serve import registry, remote
 
 START_TIMEOUT_S = 300.0
+DEFAULT_MAX_BATCH = 32  # rows decoded together: 2 CPU cores keep gaining up to about this many
+DEFAULT_MAX_QUEUE = 256  # requests waiting for a slot before the server answers 429
 
 
 class ServeError(PrimenbError):
@@ -33,9 +38,19 @@ class ServeError(PrimenbError):
 # -- what to serve --------------------------------------------------------------------------------
 
 
+MAX_ID = 200  # characters of a served id we make (the server takes up to 256)
+# how a trace's model is named: <base>-<infix>-<trace name>
+ID_INFIX = {"lora": "adapter", "full": "ft", RunDir.WARMUP_CHECKPOINT: "warmup"}
+
+
 def _safe(text: str) -> str:
     """A trace name as it appears in a model id: hostile characters become ``-``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "trace"
+
+
+def _safe_model(name: str) -> str:
+    """A base model name as an id: a hub name stays, a local path loses its leading ``/``."""
+    return re.sub(r"[^A-Za-z0-9._/:+@-]+", "-", name).lstrip("/.:+@-")[:MAX_ID] or "model"
 
 
 def _text_template(sources: list[dict[str, Any]]) -> str | None:
@@ -51,11 +66,33 @@ def _text_template(sources: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def finetune_kind(trace: Any) -> str:
+    """``lora`` (an adapter) or ``full`` (weights of its own), as the run recorded it."""
+    kind = trace.get("finetune")
+    if kind in ("lora", "full"):
+        return str(kind)
+    return "lora" if trace.get("adapter") else "full"
+
+
+def warmup_of(trace: Any) -> Path | None:
+    """The full checkpoint an RL run's SFT warm-up left here (what its adapter was trained on)."""
+    path = RunDir(trace.run_dir).warmup_checkpoint
+    return path if path.is_dir() else None
+
+
 def model_specs(
-    traces: list[Any], base: str | None = None, taken: set[str] | None = None, host: Any | None = None
+    traces: list[Any],
+    base: str | None = None,
+    taken: set[str] | None = None,
+    host: Any | None = None,
+    *,
+    parents: bool = False,
 ) -> list[dict[str, Any]]:
-    """One spec per model to serve: the base(s), then each trace's checkpoint under
-    ``<base>-adapter-<trace name>`` (a clash gets the short trace id appended). With a ``host``
+    """One spec per model to serve: the base(s) the traces were trained on, then each trace's
+    checkpoint under ``<base>-adapter-<trace name>`` (LoRA) or ``<base>-ft-<trace name>`` (full); a
+    clash gets the short trace id appended. A model trained on an SFT warm-up has that warm-up as
+    its parent, served as ``<base>-warmup-<trace name>`` (free for an adapter: its weights are the
+    warm-up's; a full fine-tune's warm-up is served when ``parents``). With a ``host``
     (`remote.one_host`), checkpoints are paths on that host."""
     from primenb.harness.inference import describe, trained
     from primenb.traces.trace import get
@@ -63,32 +100,45 @@ def model_specs(
     taken = set(taken or ())
     specs: list[dict[str, Any]] = []
     bases: dict[str, int] = {}
+
+    def claim(sid: str, trace: Any) -> str | None:
+        sid = sid[:MAX_ID]
+        if sid in taken:
+            sid = f"{sid[: MAX_ID - 9]}-{trace.id[:8]}"
+        if sid in taken:
+            return None  # this very trace is already served
+        taken.add(sid)
+        return sid
+
     for ref in traces:
         trace = get(ref)
         info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
         model_name = info.model_id
-        bases.setdefault(model_name, info.base_seed)
-        sid = f"{model_name}-adapter-{_safe(trace.name)}"
-        if sid in taken:
-            sid = f"{sid}-{trace.id[:8]}"
-        if sid in taken:
-            continue  # this very trace is already served
-        taken.add(sid)
-        specs.append(
-            {
-                "id": sid,
-                "kind": "checkpoint",
-                "checkpoint": str(info.checkpoint),
-                "model_name": model_name,
-                "seed": info.base_seed,
-                "text_template": _text_template(info.env_sources),
-                "trace": trace.id,
-                "trace_name": trace.name,
-            }
-        )
+        kind = finetune_kind(trace)
+        common = {
+            "kind": "checkpoint",
+            "model_name": model_name,
+            "seed": info.base_seed,
+            "text_template": _text_template(info.env_sources),
+            "trace": trace.id,
+            "trace_name": trace.name,
+        }
+        parent = model_name
+        warm = warmup_of(trace) if host is None else None
+        if warm is not None:
+            parent_id = claim(f"{_safe_model(model_name)}-warmup-{_safe(trace.name)}", trace)
+            if parent_id is not None and (parents or kind == "lora"):
+                specs.append({**common, "id": parent_id, "checkpoint": str(warm), "stage": "sft_warmup"})
+            parent = parent_id or parent
+        else:
+            bases.setdefault(model_name, info.base_seed)
+        sid = claim(f"{_safe_model(model_name)}-{ID_INFIX[kind]}-{_safe(trace.name)}", trace)
+        if sid is None:
+            continue
+        specs.append({**common, "id": sid, "checkpoint": str(info.checkpoint), "parent": parent, "stage": "final"})
     if base:
         bases = {base: bases.get(base, 0)}
-    if not bases:
+    if not bases and not traces:
         bases = {DEFAULT_MODEL: 0}
     base_specs = [
         {"id": name, "kind": "base", "model_name": name, "seed": seed}
@@ -160,6 +210,19 @@ class Server:
     def stats(self) -> dict[str, Any]:
         return _admin(self, "GET", "/admin/stats")
 
+    def cards(self) -> list[dict[str, Any]]:
+        """The model cards it serves now (``/v1/models``)."""
+        data = _admin(self, "GET", "/v1/models", timeout=30.0).get("data")
+        return [c for c in data or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
+
+    def model_of(self, trace: Any, stage: str = "final") -> str | None:
+        """The id it serves a trace's model under (``stage`` ``sft_warmup``: its warm-up's)."""
+        for card in self.cards():
+            info = card.get("primenb") or {}
+            if info.get("trace") == trace.id and (info.get("stage") or "final") == stage:
+                return str(card["id"])
+        return None
+
     def add(self, trace: Any) -> list[str]:
         return add(trace, server=self)
 
@@ -225,6 +288,9 @@ def start(
     host: str = "127.0.0.1",
     api_key_var: str | None = None,
     timeout: float = START_TIMEOUT_S,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_queue: int = DEFAULT_MAX_QUEUE,
+    parents: bool = False,
 ) -> Server:
     """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
     base model(s) under them; return once it answers. Traces trained on an SSH host are served
@@ -243,13 +309,21 @@ def start(
 
     refs = [get(r) for r in (list(traces) if traces else completed_traces())]
     on = remote.one_host(refs)
-    specs = model_specs(refs, base, host=on)
+    specs = model_specs(refs, base, host=on, parents=parents)
     if on is not None:
         return _start_remote(on, specs, host, port, api_key_var, timeout)
     folder = registry.folder()
     tag = uuid.uuid4().hex[:12]
     spec_path, ready = folder / f"spec-{tag}.json", folder / f"ready-{tag}.json"
-    spec = {"host": host, "port": int(port), "api_key_var": api_key_var, "models": specs, "ready_file": str(ready)}
+    spec = {
+        "host": host,
+        "port": int(port),
+        "api_key_var": api_key_var,
+        "models": specs,
+        "ready_file": str(ready),
+        "max_batch": int(max_batch),
+        "max_queue": int(max_queue),
+    }
     spec_path.write_text(json.dumps(spec))
     log = folder / f"server-{tag}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -263,6 +337,8 @@ def start(
             start_new_session=True,  # a kernel restart (SIGINT/SIGTERM to its group) leaves it running
             cwd=tempfile.gettempdir(),
         )
+    # whoever stops it (this kernel, another, the sidebar), its exit is reaped here: no zombie
+    threading.Thread(target=proc.wait, name=f"primenb-reap-{proc.pid}", daemon=True).start()
     try:
         record = _wait_ready(proc, ready, log, timeout)
     finally:
@@ -336,8 +412,7 @@ def find(url_or_pid: Any = None, *, revive: bool = True) -> Server:
 def add(trace: Any, server: Server | None = None) -> list[str]:
     """Load a trace's checkpoint into a running server (no restart); its new model id(s)."""
     server = server or find()
-    cards = _admin(server, "GET", "/v1/models")["data"]
-    served = {(c.get("primenb") or {}).get("trace") for c in cards}
+    cards = server.cards()
     from primenb.traces.trace import get
 
     found = get(trace)
@@ -347,7 +422,7 @@ def add(trace: Any, server: Server | None = None) -> list[str]:
             f"{found.name} is served on {remote.where(on)} and {server.url} runs on "
             f"{remote.describe({'remote': server.remote})}: start a server there with %prime_serve {found.name}"
         )
-    if found.id in served:
+    if server.model_of(found) is not None:
         specs = []
     else:
         taken = {c["id"] for c in cards}
@@ -369,11 +444,11 @@ def remove(trace_or_id: Any, server: Server | None = None) -> str:
         from primenb.traces.trace import get
 
         trace = get(trace_or_id)
-        hits = [m for m in served if m.endswith(f"-adapter-{_safe(trace.name)}") or m.endswith(trace.id[:8])]
-        if not hits:
+        found = server.model_of(trace)
+        if found is None:
             raise ServeError(f"{server.url} does not serve {trace.name!r}; it serves: {', '.join(served)}")
-        target = hits[-1]
-    _admin(server, "DELETE", f"/admin/models/{target}")
+        target = found
+    _admin(server, "DELETE", "/admin/models/" + urllib.parse.quote(target, safe="/"))
     server.refresh()
     return target
 
@@ -382,15 +457,24 @@ def _stop_pid(pid: int, timeout: float) -> None:
     if not registry.live_worker(pid):  # gone, or the pid now belongs to another program
         registry.remove(pid)
         return
-    os.kill(pid, signal.SIGTERM)  # uvicorn finishes the requests in flight, then exits
+    os.kill(pid, signal.SIGTERM)  # the worker aborts what is still decoding after a second, then exits
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not registry.alive(pid):
+        if _exited(pid):
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     else:
         os.kill(pid, signal.SIGKILL)
     registry.remove(pid)
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has ended; a zombie has (its parent reaps it: `start` leaves a thread that does)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return not registry.alive(pid)
+    return state in ("Z", "X")
 
 
 def stop(target: Any = None) -> list[str]:

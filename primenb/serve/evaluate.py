@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -23,8 +22,13 @@ from typing import Any
 
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
-from primenb.serve import client
+from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.rundir import RunDir
+from primenb.serve import client, eval_stats
 from primenb.serve.aio import run_async
+
+WARMUP = RunDir.WARMUP_CHECKPOINT
+MAX_IN_FLIGHT = 64  # rollouts asked at once: the server batches them (its --max-batch) and queues the rest
 
 
 @dataclass
@@ -32,6 +36,8 @@ class Target:
     label: str  # what the user typed
     model_id: str
     trace: Any = None  # a Trace, when the target is one
+    stage: str = "final"  # "sft_warmup": the model the trace's run trained its adapter on
+    role: str = "model"  # "baseline": added to compare the one trace asked for against
 
 
 @dataclass
@@ -45,6 +51,9 @@ class EvalResult:
     server: str
     evaluator: str = "verifiers"  # who scored: "verifiers" (its own evaluation) or "primenb"
     stored: list[str] = field(default_factory=list)
+    baseline: str | None = None  # the model compared against, when primenb chose it
+    seed: int = 0  # the eval's seed: each rollout's seed derives from it (see ``samples.seed``)
+    server_note: str = ""  # whether this eval started the server, and whether it still runs
 
     def chart(self) -> Any:
         import plotly.graph_objects as go
@@ -55,23 +64,25 @@ class EvalResult:
         fig.update_layout(title=f"{self.env}: mean reward (95 % CI)", yaxis_title="reward", height=360)
         return fig
 
+    def _head(self) -> str:
+        base = f"; baseline: {self.baseline}" if self.baseline else ""
+        return f"eval on {self.env} via {self.server} ({self.evaluator}, seed {self.seed}{base}){self.server_note}"
+
     def __repr__(self) -> str:
-        return f"eval on {self.env} via {self.server} ({self.evaluator})\n{self.table.to_string(index=False)}"
+        return f"{self._head()}\n{self.table.to_string(index=False)}"
 
     def _repr_html_(self) -> str:
-        head = (
-            f"<b>eval on {html.escape(self.env)}</b> via <code>{html.escape(self.server)}</code>"
-            f" ({html.escape(self.evaluator)})"
-        )
-        return f"<div>{head}{self.table.to_html(index=False)}</div>"
+        return f"<div><b>{html.escape(self._head())}</b>{self.table.to_html(index=False)}</div>"
 
 
-def _targets(refs: list[str], running: list[client.Server]) -> tuple[list[Target], list[Any]]:
-    """Each ref as a served model id, and the traces that still need serving."""
+def _targets(refs: list[str], running: list[client.Server]) -> list[Target]:
+    """Each ref as a target: a served model id, or a trace (bound to its id once served). One trace
+    alone is compared against the model it was trained on: its warm-up when its run had one, else
+    its base model."""
     from primenb.traces.trace import TraceNotFound, get
 
     served = {m for s in running for m in s.models}
-    out, todo = [], []
+    out = []
     for ref in refs:
         if ref in served:
             out.append(Target(ref, ref))
@@ -84,45 +95,50 @@ def _targets(refs: list[str], running: list[client.Server]) -> tuple[list[Target
                 continue
             raise
         out.append(Target(ref, "", trace))
-        todo.append(trace)
-    return out, todo
+    if len(out) == 1 and out[0].trace is not None:
+        trace = out[0].trace
+        if client.warmup_of(trace) is not None:
+            out.insert(0, Target(f"{trace.name} (SFT warm-up)", "", trace, stage=WARMUP, role="baseline"))
+        else:
+            base = str(trace.model.get("id") or DEFAULT_MODEL)
+            out.insert(0, Target(base, base, role="baseline"))
+    return out
 
 
-def _server_for(targets: list[Target], todo: list[Any]) -> client.Server:
-    """A running server that serves every target, or a new one."""
-    from primenb.serve.client import _safe
+def _serves(server: client.Server, targets: list[Target]) -> bool:
+    models = set(server.models)
+    for t in targets:
+        if t.trace is None and t.model_id not in models:
+            return False
+        if t.trace is not None and server.model_of(t.trace, t.stage) is None:
+            return False
+    return True
 
-    wanted_bases = [t.model_id for t in targets if t.trace is None]
+
+def _server_for(targets: list[Target]) -> tuple[client.Server, bool]:
+    """A running server that serves every target, or a new one (``True``: this eval started it)."""
     for s in client.servers():
-        models = set(s.models)
-        ok = all(b in models for b in wanted_bases)
-        for t in targets:
-            if t.trace is not None:
-                hits = [
-                    m for m in models if m.endswith(f"-adapter-{_safe(t.trace.name)}") or m.endswith(t.trace.id[:8])
-                ]
-                ok &= bool(hits)
-        if ok:
+        if _serves(s, targets):
             _bind(targets, s)
-            return s
-    base = wanted_bases[0] if wanted_bases else None
-    server = client.start([t.trace.id for t in targets if t.trace is not None], base=base)
-    missing = [b for b in wanted_bases if b not in server.models]
+            return s, False
+    bases = [t.model_id for t in targets if t.trace is None]
+    traces = list(dict.fromkeys(t.trace.id for t in targets if t.trace is not None))
+    server = client.start(traces, base=bases[0] if bases else None, parents=True)
+    missing = [b for b in bases if b not in server.models]
     if missing:
         server.stop()
         raise PrimenbError(f"{', '.join(missing)}: not a trace and not a base model of the traces given")
     _bind(targets, server)
-    return server
+    return server, True
 
 
 def _bind(targets: list[Target], server: client.Server) -> None:
-    from primenb.serve.client import _safe
-
     for t in targets:
         if t.trace is not None:
-            hits = [m for m in server.models if m.endswith(f"-adapter-{_safe(t.trace.name)}-{t.trace.id[:8]}")]
-            hits = hits or [m for m in server.models if m.endswith(f"-adapter-{_safe(t.trace.name)}")]
-            t.model_id = hits[-1]
+            found = server.model_of(t.trace, t.stage)
+            if found is None:
+                raise PrimenbError(f"{server.url} does not serve {t.label}")
+            t.model_id = found
 
 
 def _env_args(env_id: str, given: dict[str, Any], traces: list[Any]) -> dict[str, Any]:
@@ -144,14 +160,6 @@ def _max_tokens(traces: list[Any]) -> int:
     return max([_default_tokens(t) for t in traces] or [64])
 
 
-def _ci95(values: list[float]) -> tuple[float, float, float]:
-    mean = statistics.fmean(values) if values else float("nan")
-    if len(values) < 2:
-        return mean, mean, mean
-    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
-
-
 async def _ask(aclient: Any, model: str, prompt: str, *, chat: bool, kw: dict[str, Any]) -> tuple[str, int]:
     if chat:
         r = await aclient.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}], **kw)
@@ -169,27 +177,73 @@ def evaluate(
     rollouts: int = 1,
     temperature: float = 0.0,
     max_tokens: int | None = None,
+    seed: int = 0,
+    pass_reward: float = 1.0,
+    keep_server: bool = False,
     store: bool = True,
 ) -> EvalResult:
-    """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows."""
+    """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows: ``rollouts``
+    independent samples of each, seeded from ``seed``. One trace alone is compared against the
+    model it was trained on. A server this eval had to start is stopped at the end unless
+    ``keep_server``."""
     import pandas as pd
 
     from primenb.envs import get_environment
 
     if num_examples < 1 or rollouts < 1:
         raise PrimenbError("-n and -r must be at least 1")
-    targets, todo = _targets(models, client.servers())
+    targets = _targets(models, client.servers())
     traces = [t.trace for t in targets if t.trace is not None]
     env_args = _env_args(env, dict(args or {}), traces)
     environment = get_environment(env, **env_args)
     rows = environment.eval_rows()[:num_examples]
     if not rows:
         raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")
-    server = _server_for(targets, todo)
-    shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
+    server, started = _server_for(targets)
+    try:
+        summary, samples = _evaluate_on(
+            server, targets, env, env_args, environment, rows, rollouts, temperature, max_tokens, seed
+        )
+    finally:
+        if started and not keep_server:
+            server.stop()
+    for row in summary:
+        row.update(pass_rates_of(samples, row["model"], rollouts, pass_reward))
+    table = pd.DataFrame(summary)
+    frame = pd.DataFrame(samples)
+    baseline = next((t.model_id for t in targets if t.role == "baseline"), None)
+    note = ""
+    if started:
+        note = f"; started {server.url} for this eval" + (" and kept it" if keep_server else " and stopped it")
+    out = EvalResult(env, table, frame, server.url, evaluator=summary[0]["evaluator"], baseline=baseline, seed=seed)
+    out.server_note = note
     private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
-    evaluator = "verifiers" if _verifiers_installed() else "primenb"
+    if store:
+        for target, row in zip(targets, summary, strict=True):
+            if target.trace is not None and target.stage == "final":
+                out.stored.append(_store(target.trace, env, row, samples, target.model_id, private, temperature))
+    return out
 
+
+def pass_rates_of(samples: list[dict[str, Any]], model: str, rollouts: int, threshold: float) -> dict[str, float]:
+    return eval_stats.pass_rates([s for s in samples if s["model"] == model], rollouts, threshold)
+
+
+def _evaluate_on(
+    server: client.Server,
+    targets: list[Target],
+    env: str,
+    env_args: dict[str, Any],
+    environment: Any,
+    rows: list[dict[str, Any]],
+    rollouts: int,
+    temperature: float,
+    max_tokens: int | None,
+    seed: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    traces = [t.trace for t in targets if t.trace is not None]
+    shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
+    evaluator = "verifiers" if _verifiers_installed() else "primenb"
     summary: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     for target in targets:
@@ -197,21 +251,24 @@ def evaluate(
         tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
         if evaluator == "verifiers":
             records, wall = _verifiers_rollouts(
-                server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature
+                server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature, seed
             )
         else:
-            records, wall = _primenb_rollouts(server, target, environment, rows, rollouts, tokens, temperature)
+            records, wall = _primenb_rollouts(server, target, environment, rows, rollouts, tokens, temperature, seed)
         rewards = [r["reward"] for r in records]
-        mean, lo, hi = _ci95(rewards)
+        mean, lo, hi = eval_stats.interval(records)
         names = list(dict.fromkeys(n for r in records for n in r["rewards"]))
         summary.append(
             {
                 "model": target.model_id,
+                "role": target.role,
                 "reward_mean": mean,
                 "reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
                 "ci95_low": lo,
                 "ci95_high": hi,
                 "n": len(rewards),
+                "examples": len(eval_stats.per_example(records)),
+                "rollouts": rollouts,
                 **{f"reward/{n}": statistics.fmean(r["rewards"].get(n, 0.0) for r in records) for n in names},
                 "tokens_per_s": sum(r["tokens"] for r in records) / wall if wall > 0 else float("nan"),
                 "wall_s": wall,
@@ -223,6 +280,7 @@ def evaluate(
                 "model": target.model_id,
                 "example": r["example"],
                 "rollout": r["rollout"],
+                "seed": r["seed"],
                 "prompt": _escaped(r["prompt"]),
                 "completion": _escaped(r["completion"]),
                 "answer": _escaped(r["answer"]),
@@ -230,14 +288,7 @@ def evaluate(
             }
             for r in records
         )
-    table = pd.DataFrame(summary)
-    frame = pd.DataFrame(samples)
-    result = EvalResult(env, table, frame, server.url, evaluator=evaluator)
-    if store:
-        for target, row in zip(targets, summary, strict=True):
-            if target.trace is not None:
-                result.stored.append(_store(target.trace, env, row, samples, target.model_id, private, temperature))
-    return result
+    return summary, samples
 
 
 def _escaped(text: Any) -> str:
@@ -260,6 +311,7 @@ def _verifiers_rollouts(
     rollouts: int,
     tokens: int,
     temperature: float,
+    seed: int,
 ) -> tuple[list[dict[str, Any]], float]:
     """verifiers' own evaluation (`primenb.serve.vf_eval`) with the served URL as its client."""
     from primenb.serve import vf_eval
@@ -273,6 +325,7 @@ def _verifiers_rollouts(
         num_examples=num_examples,
         rollouts=rollouts,
         sampling={"temperature": temperature, "max_tokens": tokens},
+        seed=seed,
         # a model shown raw text gets the environment's prompt format, as the engine shows it
         text_prompt=card.get("prompt_format") == "raw",
     )
@@ -295,6 +348,7 @@ def _primenb_rollouts(
     rollouts: int,
     tokens: int,
     temperature: float,
+    seed: int,
 ) -> tuple[list[dict[str, Any]], float]:
     """Without verifiers: the `openai` client and the environment's reward functions, scored
     exactly as the engine's evaluator scores."""
@@ -302,17 +356,17 @@ def _primenb_rollouts(
 
     prompts = [str(environment.format_prompt(r["prompt"], chat=False)) for r in rows]
     key = client._headers(server).get("Authorization", "Bearer none")[7:]
+    seeds = [eval_stats.rollout_seed(seed, i % len(rows), i // len(rows)) for i in range(len(rows) * rollouts)]
 
     async def run() -> tuple[list[tuple[str, int]], float]:
         aclient = openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=600)
         kw: dict[str, Any] = {"max_tokens": tokens, "temperature": temperature}
-        sem = asyncio.Semaphore(8)
+        sem = asyncio.Semaphore(MAX_IN_FLIGHT)
 
         async def ask(i: int) -> tuple[str, int]:
             async with sem:
-                seed = i if temperature > 0 else None
                 prompt = prompts[i % len(prompts)]
-                return await _ask(aclient, target.model_id, prompt, chat=False, kw={**kw, "seed": seed})
+                return await _ask(aclient, target.model_id, prompt, chat=False, kw={**kw, "seed": seeds[i]})
 
         t0 = time.perf_counter()
         answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * rollouts)))
@@ -340,6 +394,7 @@ def _primenb_rollouts(
             "rewards": {n: v[i] for n, v in per_func.items()},
             "reward": rewards[i],
             "tokens": answers[i][1],
+            "seed": seeds[i],
         }
         for i in range(len(texts))
     ], wall

@@ -19,7 +19,15 @@ def split(words: list[str]) -> tuple[str, list[str]]:
 
 
 def serve_start(args: argparse.Namespace) -> client.Server:
-    return client.start(args.traces, base=args.base, port=args.port, host=args.host, api_key_var=args.api_key_var)
+    return client.start(
+        args.traces,
+        base=args.base,
+        port=args.port,
+        host=args.host,
+        api_key_var=args.api_key_var,
+        max_batch=args.max_batch,
+        max_queue=args.max_queue,
+    )
 
 
 def serve_add(args: argparse.Namespace) -> list[str]:
@@ -58,6 +66,9 @@ def eval_run(args: argparse.Namespace) -> Any:
         rollouts=args.rollouts,
         temperature=args.temperature,
         max_tokens=args.max_tokens,
+        seed=args.seed,
+        pass_reward=args.pass_reward,
+        keep_server=args.keep_server,
     )
 
 

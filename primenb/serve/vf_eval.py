@@ -35,6 +35,7 @@ from verifiers.v1.runtimes import ProgramResult
 
 from primenb.errors import PrimenbError
 from primenb.serve.aio import run_async
+from primenb.serve.eval_stats import rollout_seed
 
 PLUGIN = "primenb_verifiers_eval"
 
@@ -208,12 +209,14 @@ def rollouts(
     num_examples: int,
     rollouts: int,
     sampling: dict[str, Any],
+    seed: int = 0,
     text_prompt: bool = False,
-    max_concurrent: int = 8,
+    max_concurrent: int = 64,
 ) -> tuple[list[dict[str, Any]], float]:
     """Run verifiers' evaluation of ``taskset`` for one served model: one record per rollout
-    (``example``, ``rollout``, ``prompt``, ``completion``, ``answer``, ``rewards`` by name, the
-    weighted ``reward``, ``tokens``), in example order per rollout, and the wall time.
+    (``example``, ``rollout``, ``seed``, ``prompt``, ``completion``, ``answer``, ``rewards`` by name,
+    the weighted ``reward``, ``tokens``), in example order per rollout, and the wall time. Each
+    rollout samples with its own seed (`eval_stats.rollout_seed`): independent, and repeatable.
 
     The config is verifiers' own ``EvalConfig`` (what ``vf-eval`` parses); the rollouts run as its
     runner runs them (``Env.serving`` / ``slots`` / ``run_slot``), without its run directory or
@@ -239,9 +242,9 @@ def rollouts(
         push=False,
     )
     t0 = time.perf_counter()
-    episodes = run_async(_episodes(config))
+    episodes, seeds = run_async(_episodes(config, seed))
     wall = time.perf_counter() - t0
-    return _records(episodes), wall
+    return _records(episodes, seeds), wall
 
 
 def _keep_runtime_folders_home() -> None:
@@ -255,19 +258,29 @@ def _keep_runtime_folders_home() -> None:
         runtime.CACHE_DIR = prime_home() / "cache" / "verifiers"
 
 
-async def _episodes(config: EvalConfig) -> list[Any]:
+async def _episodes(config: EvalConfig, seed: int) -> tuple[list[Any], list[int]]:
+    """Every rollout, each with a context whose sampling carries that rollout's seed (the harness's
+    request passes it through verifiers' interception to the server)."""
     from verifiers.v1.utils.loaders import load_environment
 
     env = load_environment(config.env)
     tasks = list(env.taskset.select(config.select))
-    ctx = vf.ModelContext(model=config.model, client=config.client, sampling=config.sampling)
     gate = asyncio.Semaphore(config.max_concurrent or 8)
+    plan = []
+    for order, task in enumerate(tasks):
+        example = task.data.idx if task.data.idx is not None else order
+        for rollout, slot in enumerate(env.slots(task, config.num_rollouts)):
+            rseed = rollout_seed(seed, example, rollout)
+            sampling = type(config.sampling).model_validate(
+                {**config.sampling.model_dump(exclude_none=True), "seed": rseed}
+            )
+            plan.append((slot, vf.ModelContext(model=config.model, client=config.client, sampling=sampling), rseed))
     async with env.serving():
-        slots = [slot for task in tasks for slot in env.slots(task, config.num_rollouts)]
-        return list(await asyncio.gather(*(env.run_slot(slot, ctx, gate) for slot in slots)))
+        episodes = await asyncio.gather(*(env.run_slot(slot, ctx, gate) for slot, ctx, _ in plan))
+    return list(episodes), [rseed for _, _, rseed in plan]
 
 
-def _records(episodes: list[Any]) -> list[dict[str, Any]]:
+def _records(episodes: list[Any], seeds: list[int]) -> list[dict[str, Any]]:
     failed = [e for e in episodes if not e.ok]
     if failed:
         errors = [err for e in failed for err in (*e.errors, *(x for t in e.traces for x in t.errors))]
@@ -275,7 +288,7 @@ def _records(episodes: list[Any]) -> list[dict[str, Any]]:
         raise PrimenbError(f"verifiers' evaluation: {len(failed)} of {len(episodes)} rollouts failed (first: {first})")
     seen: dict[int, int] = {}
     out = []
-    for order, episode in enumerate(episodes):
+    for order, (episode, seed) in enumerate(zip(episodes, seeds, strict=True)):
         data = episode.task.data
         example = data.idx if data.idx is not None else order
         rollout = seen.get(example, 0)
@@ -287,6 +300,7 @@ def _records(episodes: list[Any]) -> list[dict[str, Any]]:
             {
                 "example": example,
                 "rollout": rollout,
+                "seed": seed,
                 "prompt": getattr(data, "text_prompt", "") or data.prompt_text,
                 "completion": (replies[-1].content or "") if replies else "",
                 "answer": str(_answer(data)),

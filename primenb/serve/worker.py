@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.serve import registry
 
-STOP_LINGER_S = 1.0
+STOP_LINGER_S = 1.0  # after the last request: late clients get a clear 503, not a reset
+STOP_GRACE_S = 1.0  # requests still decoding when stopped get this long, then end with "abort"
 
 
 def load_into(pool: Any, spec: dict[str, Any]) -> Any:
@@ -27,10 +29,12 @@ def load_into(pool: Any, spec: dict[str, Any]) -> Any:
     return pool.add_checkpoint(
         spec["id"],
         spec["checkpoint"],
-        model_name=str(spec.get("model_name") or "primenb/tiny-byte"),
+        model_name=str(spec.get("model_name") or DEFAULT_MODEL),
         seed=int(spec.get("seed") or 0),
         text_template=spec.get("text_template"),
         trace=spec.get("trace"),
+        parent=spec.get("parent"),
+        stage=str(spec.get("stage") or "final"),
     )
 
 
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from primenb.engine.serve_errors import ServeError
+    from primenb.engine.batching import Scheduler
     from primenb.engine.serving import ModelPool
     from primenb.serve.app import State, build_app
 
@@ -74,15 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for model in spec["models"]:
             load_into(pool, model)
-    except (ServeError, Exception) as exc:  # the caller shows this message; nothing is served
-        return fail(f"{type(exc).__name__}: {exc}" if not isinstance(exc, ServeError) else str(exc))
+    except Exception as exc:  # the caller shows this message; nothing is served
+        return fail(f"{type(exc).__name__}: {exc}" if type(exc).__name__ != "ServeError" else str(exc))
 
-    state = State(pool, api_key=key, loader=lambda s: load_into(pool, s))
+    scheduler = Scheduler(pool, max_batch=int(spec.get("max_batch") or 32), max_queue=int(spec.get("max_queue") or 256))
+    state = State(scheduler, api_key=key, loader=lambda s: load_into(pool, s), host=host, port=port)
+    state.refresh_cards()
+    scheduler.start()
     app = build_app(state)
 
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=30)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     url = f"http://{registry.url_host(host)}:{port}/v1"
     record = {
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": host,
         "port": port,
         "url": url,
-        "models": list(pool.entries),
+        "models": list(state.cards),
         "started": time.time(),
         "api_key_var": spec.get("api_key_var"),
     }
@@ -99,13 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     async def watch() -> None:
         since = None
         while not server.should_exit:
-            if state.stopping:
+            if scheduler.stopping:
                 since = since or time.monotonic()
-                # linger a moment after the last request: late clients get a clear 503, not a reset
-                if state.inflight == 0 and time.monotonic() - since > STOP_LINGER_S:
+                waited = time.monotonic() - since
+                if scheduler.busy and waited > STOP_GRACE_S:
+                    scheduler.abort_all()  # a stop answers in a second or two, whatever is decoding
+                if not scheduler.busy and waited > STOP_LINGER_S:
                     server.should_exit = True
-            registry.update_models(os.getpid(), list(pool.entries))
-            await asyncio.sleep(0.2)
+            registry.update_models(os.getpid(), list(state.cards))
+            await asyncio.sleep(0.1)
 
     async def run() -> None:
         task = asyncio.create_task(watch())
@@ -119,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     # uvicorn re-raises the SIGTERM it caught once it has stopped; with Python's default handler
     # that kills the process before the `finally` below drops its registry record (a server on
     # an SSH host has no one else to drop it). Ours only asks it to stop.
-    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    signal.signal(signal.SIGTERM, lambda *_: scheduler.stop_admitting())
     try:
         asyncio.run(run())
     finally:
         registry.remove(os.getpid())
-        state.executor.shutdown(wait=False, cancel_futures=True)
+        scheduler.close()
     return 0
 
 

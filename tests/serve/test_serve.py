@@ -23,7 +23,8 @@ from primenb.serve import client
 pytestmark = pytest.mark.slow  # trains tiny models and starts server processes
 
 BASE = "primenb/tiny-byte"
-ADA, ADB, FULL = (f"{BASE}-adapter-{n}" for n in ("ada", "adb", "full"))
+ADA, ADB = (f"{BASE}-adapter-{n}" for n in ("ada", "adb"))
+FULL = f"{BASE}-ft-full"  # a full fine-tune is not an adapter
 
 
 def _post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -148,7 +149,7 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server: cli
     assert huge.usage is not None and huge.usage.completion_tokens <= 2048 - 2041  # clamped to the context left
     with pytest.raises(openai.BadRequestError, match="maximum context length is 2048"):
         c.completions.create(model=ADA, prompt="x" * 5000, max_tokens=4)
-    with pytest.raises(client.ServeError, match="does not exist"):  # a deleted checkpoint dir
+    with pytest.raises(client.ServeError, match="not a folder"):  # a deleted checkpoint dir
         client._admin(server, "POST", "/admin/models", {"id": "gone", "checkpoint": str(Path(url).parent / "nowhere")})
     assert greedy(c, ADA, "hello=")  # still serving
 

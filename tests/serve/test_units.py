@@ -4,6 +4,9 @@ pool, the key rules, model ids from hostile trace names, and eval samples under 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,30 +15,20 @@ import pytest
 from starlette.testclient import TestClient
 
 from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_requests import Admitted, Delta, Done, Failed, Finished, GenRequest
 from primenb.serve import registry
 from primenb.serve.app import State, build_app
 from primenb.serve.client import _safe
 
 
 class EchoPool:
-    """Answers with the prompt reversed; a 10-token context."""
+    """One model, ``m``, with a 10-token context (a character is a token)."""
 
     def __init__(self) -> None:
-        self.entries = {"m": SimpleNamespace(id="m", kind="base", trace=None)}
-
-    def entry(self, served_id: str) -> Any:
-        if served_id not in self.entries:
-            raise ServeError(f"The model {served_id!r} does not exist.", 404, "model")
-        return self.entries[served_id]
-
-    def render(self, entry: Any, prompt: Any) -> tuple[str, bool]:
-        return (prompt if isinstance(prompt, str) else prompt[-1]["content"]), False
+        self.entries = {"m": SimpleNamespace(id="m", kind="base", trace=None, root="m", parent=None)}
 
     def prompt_format(self, entry: Any) -> str:
-        return "raw"  # render shows the last user message as is
-
-    def count(self, entry: Any, text: str, templated: bool) -> int:
-        return len(text)
+        return "raw"
 
     def context_limit(self, entry: Any) -> int:
         return 10
@@ -43,31 +36,86 @@ class EchoPool:
     def weight_bytes(self) -> int:
         return 0
 
-    def generate(
-        self, entry: Any, text: str, templated: bool, *, max_tokens: int, n: int, on_text: Any = None, **_: Any
-    ) -> list[dict[str, Any]]:
-        out = text[::-1][:max_tokens]
-        if on_text is not None:
+
+class EchoScheduler:
+    """Stands in for `primenb.engine.batching.Scheduler`: answers each row with the prompt reversed,
+    one character per event, on a thread of its own (as the real one emits from its thread)."""
+
+    def __init__(self) -> None:
+        self.pool = EchoPool()
+        self.stopping = False
+        self.full = False
+        self.removed: list[str] = []
+
+    def submit(self, req: GenRequest) -> None:
+        if self.stopping:
+            raise ServeError("stopping", 503)
+        if self.full:
+            raise ServeError("queue full", 429, code="rate_limit_exceeded")
+        threading.Thread(target=self._run, args=(req,), daemon=True).start()
+
+    def _run(self, req: GenRequest) -> None:
+        text = req.prompt if isinstance(req.prompt, str) else str(req.prompt[-1]["content"])  # type: ignore[index]
+        if text.startswith("slow"):  # admitted after the other prompts of its call have finished
+            time.sleep(0.3)
+        if len(text) >= 10:
+            req.emit(Failed(ServeError("too long", 400, "prompt", "context_length_exceeded")))
+            return
+        req.emit(Admitted(len(text), req.seed))
+        out = text[::-1][: min(req.sampling.max_tokens or 99, 10 - len(text))]
+        for i in range(req.sampling.n):
             for ch in out:
-                on_text(0, ch)
-        return [{"text": out, "finish_reason": "stop", "completion_tokens": len(out), "prompt_tokens": len(text)}] * n
+                req.emit(Delta(i, ch))
+            req.emit(Finished(i, "stop", len(out)))
+        req.emit(Done(len(text), len(out) * req.sampling.n))
+
+    def call(self, fn: Any, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def remove(self, served_id: str) -> None:
+        self.removed.append(served_id)
+
+    def stats(self) -> dict[str, Any]:
+        return {"requests": 0, "inflight": 0}
+
+    def stop_admitting(self) -> None:
+        self.stopping = True
 
 
-def app(key: str | None = None) -> TestClient:
-    return TestClient(build_app(State(EchoPool(), api_key=key, loader=lambda s: None)))
+PORT = 8123
+URL = f"http://127.0.0.1:{PORT}"
+
+
+def app(key: str | None = None, loader: Any = None) -> TestClient:
+    state = State(EchoScheduler(), api_key=key, loader=loader or (lambda s: None), port=PORT)
+    state.refresh_cards()
+    return TestClient(build_app(state), base_url=URL)
 
 
 def test_openai_shapes_and_errors() -> None:
     c = app()
     card = c.get("/v1/models").json()["data"][0]
-    assert card["id"] == "m" and card["primenb"]["prompt_format"] == "raw"
+    assert card["id"] == "m" and card["primenb"]["prompt_format"] == "raw" and card["max_model_len"] == 10
     r = c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "abc"}]})
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "cba"
     assert r.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
-    r = c.post("/v1/completions", json={"model": "m", "prompt": "abc", "stream": True})
-    lines = [line for line in r.text.splitlines() if line.startswith("data: ")]
-    assert lines[-1] == "data: [DONE]"
-    assert "".join(json.loads(x[6:])["choices"][0]["text"] for x in lines[:-1]) == "cba"
+    r = c.post(
+        "/v1/completions",
+        json={"model": "m", "prompt": "abc", "stream": True, "stream_options": {"include_usage": True}},
+    )
+    docs = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+    assert r.text.rstrip().endswith("data: [DONE]")
+    assert "".join(d["choices"][0]["text"] for d in docs[:-1]) == "cba"
+    assert all(d["usage"] is None for d in docs[:-1]) and docs[-1]["usage"]["completion_tokens"] == 3
+    r = c.post("/v1/completions", json={"model": "m", "prompt": ["ab", "cd"], "n": 2})
+    assert [ch["text"] for ch in r.json()["choices"]] == ["ba", "ba", "dc", "dc"]
+    r = c.post("/v1/completions", json={"model": "m", "prompt": ["ab", "slowc"]})
+    assert [ch["text"] for ch in r.json()["choices"]] == ["ba", "cwols"]
     cases = [
         ({"model": "nope", "prompt": "a"}, 404, "model"),
         ({"model": "m"}, 400, "prompt"),
@@ -76,15 +124,30 @@ def test_openai_shapes_and_errors() -> None:
         ({"model": "m", "prompt": "a", "stop": [1]}, 400, "stop"),
         ({"model": "m", "prompt": "a", "max_tokens": -1}, 400, "max_tokens"),
         ({"model": "m", "prompt": "x" * 10}, 400, "prompt"),  # over the 10-token context
+        ({"model": "m", "prompt": "a", "stream": "false"}, 400, "stream"),
+        ({"model": "m", "prompt": "a", "seed": 2**64}, 400, "seed"),
+        ({"model": "m", "prompt": "a", "suffix": "z"}, 400, "suffix"),
+        ({"model": "m", "prompt": "a", "frobnicate": 1}, 400, "frobnicate"),
+        ({"model": "m", "prompt": "a", "stream_options": "yes", "stream": True}, 400, "stream_options"),
     ]
     for body, status, param in cases:
         r = c.post("/v1/completions", json=body)
         assert r.status_code == status and r.json()["error"]["param"] == param, (body, r.text)
-    r = c.post("/v1/completions", content=b"{oops")
+    r = c.post("/v1/completions", content=b"{oops", headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
     assert c.get("/v2/whatever").json()["error"]["type"] == "not_found_error"
     r = c.post("/v1/completions", json={"model": "m", "prompt": "abc", "max_tokens": 10**9})
     assert r.status_code == 200 and r.json()["choices"][0]["text"] == "cba"  # clamped, not refused
+
+
+def test_a_full_queue_answers_429_with_retry_after_and_stopping_503() -> None:
+    c = app()
+    c.app.state.scheduler.full = True  # type: ignore[attr-defined]
+    r = c.post("/v1/completions", json={"model": "m", "prompt": "ab"})
+    assert r.status_code == 429 and r.headers["retry-after"] == "1" and r.json()["error"]["type"] == "rate_limit_error"
+    c.app.state.scheduler.stopping = True  # type: ignore[attr-defined]
+    r = c.post("/v1/completions", json={"model": "m", "prompt": "ab"})
+    assert r.status_code == 503 and c.get("/health").status_code == 503
 
 
 def test_key_checked_on_every_route() -> None:

@@ -1,0 +1,136 @@
+"""What the HTTP layer hands the scheduler, and what comes back: one generation request with its
+sampling parameters, and the events it emits while its rows decode. No torch here, so the
+Starlette app (`primenb.serve.app`) builds and reads these without importing the ML stack.
+
+The scheduler thread emits; the event loop consumes. ``emit`` is the only bridge between them
+(the app sets it to a ``call_soon_threadsafe`` into an ``asyncio.Queue``), and ``cancel`` the only
+way back (a flag the scheduler reads before every decode step).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from primenb.engine.serve_errors import ServeError
+
+# Below this a temperature means greedy decoding (dividing logits by 1e-300 overflows to inf/nan).
+GREEDY_BELOW = 1e-5
+Prompt = str | list[dict[str, Any]] | list[int]
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Per-request decoding settings, validated by the HTTP layer before they get here."""
+
+    max_tokens: int | None  # None: up to the context left
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    n: int = 1
+    logprobs: bool = False
+    top_logprobs: int = 0
+    echo: bool = False  # /v1/completions: the prompt goes in front of the text (with logprobs: its own)
+    ignore_eos: bool = False  # vLLM's: decode max_tokens whatever the model says (benchmarks)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < GREEDY_BELOW
+
+
+@dataclass
+class TokenLogprob:
+    """One generated (or, with ``echo``, prompt) token: its text, its log-probability under the model
+    (``None`` for the first prompt token, which nothing predicts) and the most likely alternatives."""
+
+    token: str
+    logprob: float | None
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+# -- events (scheduler thread -> event loop) -------------------------------------------------------
+
+
+@dataclass
+class Admitted:
+    """Tokenised and queued for a slot; the prompt fits. A streamed response starts here."""
+
+    prompt_tokens: int
+    seed: int  # the seed the request samples with (its own, or a fresh one): reproducible later
+
+
+@dataclass
+class Delta:
+    index: int
+    text: str
+    logprobs: list[TokenLogprob] | None = None
+
+
+@dataclass
+class Finished:
+    index: int
+    reason: str  # "stop" | "length" | "abort"
+    completion_tokens: int
+
+
+@dataclass
+class Failed:
+    error: ServeError
+
+
+@dataclass
+class Done:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+Event = Admitted | Delta | Finished | Failed | Done
+
+
+class GenRequest:
+    """One request: ``n`` rows of one prompt on one served model. ``prompt`` is a string, a list of
+    chat messages (both rendered and tokenised on the scheduler's thread) or token ids."""
+
+    def __init__(self, model: str, prompt: Prompt, sampling: Sampling) -> None:
+        self.model = model
+        self.prompt = prompt
+        self.sampling = sampling
+        # without a seed every request draws a fresh one: two seedless requests never share a sample
+        self.seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
+        self.created = time.monotonic()
+        self.emit: Callable[[Event], None] = lambda _event: None
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """The client went away: the scheduler drops this request's rows before its next step."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+
+__all__ = [
+    "GREEDY_BELOW",
+    "SEED_MAX",
+    "SEED_MIN",
+    "Admitted",
+    "Delta",
+    "Done",
+    "Event",
+    "Failed",
+    "Finished",
+    "GenRequest",
+    "Sampling",
+    "TokenLogprob",
+]

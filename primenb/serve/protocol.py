@@ -1,0 +1,294 @@
+"""The requests the server takes, as pydantic models of OpenAI's documented fields (and vLLM's
+``top_k`` and LoRA-adapter bodies). Strict: a field it does not honour is refused with a 400 that
+names it, never accepted and ignored; numbers are numbers and booleans are booleans.
+
+Each OpenAI field is in one of three groups, which `tests/serve/test_protocol.py` holds complete
+against the `openai` package's own parameter types:
+- honoured: it changes what the server does (sampling, stop, logprobs, echo, n, ...);
+- metadata: it never changes the output by OpenAI's own definition (``user``, ``metadata``,
+  cache keys), so it is accepted and not used;
+- refused unless off: tools, response formats, audio, ... accepted only as null or their
+  "off" value, otherwise a 400 that says the server cannot do it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
+
+from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
+
+MAX_ID = 256  # characters of a model id
+MAX_PROMPTS = 64  # prompts in one /v1/completions request
+MAX_STOP = 4
+COMPLETIONS_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+# what a served model id may be: a hub-style name, no spaces, quotes or URL syntax
+SERVED_ID = r"^[A-Za-z0-9][A-Za-z0-9._/:+@-]*$"
+
+Number = StrictFloat | StrictInt
+StopText = Annotated[StrictStr, Field(max_length=1000)]
+ModelId = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
+ServedId = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID, pattern=SERVED_ID)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: StrictStr
+
+
+class Message(_Strict):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: StrictStr | list[TextPart]
+    name: StrictStr | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        role = "system" if self.role == "developer" else self.role  # OpenAI's newer name for system
+        msg = {"role": role, "content": text}
+        if self.name:
+            msg["name"] = self.name
+        return msg
+
+
+class StreamOptions(_Strict):
+    include_usage: StrictBool | None = None
+    include_obfuscation: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _no_obfuscation(self) -> StreamOptions:
+        if self.include_obfuscation:
+            raise ValueError("include_obfuscation is not supported by this server: leave it unset")
+        return self
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text"]
+
+
+def _off(value: Any) -> bool:
+    return value is None or value == [] or value == {} or value is False
+
+
+class _Common(_Strict):
+    model: ModelId
+    temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[Number, Field(ge=0, le=1)] | None = None
+    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None  # vLLM's extension; -1 and 0 mean off
+    ignore_eos: StrictBool | None = None  # vLLM's extension: always decode max_tokens (benchmarks)
+    n: Annotated[StrictInt, Field(ge=1, le=128)] | None = None
+    stop: StopText | Annotated[list[StopText], Field(max_length=MAX_STOP)] | None = None
+    seed: Annotated[StrictInt, Field(ge=SEED_MIN, le=SEED_MAX)] | None = None
+    stream: StrictBool | None = None
+    stream_options: StreamOptions | None = None
+    presence_penalty: Annotated[Number, Field(ge=-2, le=2)] | None = None
+    frequency_penalty: Annotated[Number, Field(ge=-2, le=2)] | None = None
+    logit_bias: dict[StrictStr, Annotated[Number, Field(ge=-100, le=100)]] | None = None
+    # metadata: never changes the output, by OpenAI's own definition
+    user: StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self) -> _Common:
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    def _sampling(self, max_tokens: int | None, **extra: Any) -> Sampling:
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        bias: dict[int, float] = {}
+        for key, value in (self.logit_bias or {}).items():
+            if not key.isdigit() or len(key) > 9:
+                raise ServeError(f"logit_bias keys are token ids (digits); got {key[:40]!r}.", 400, "logit_bias")
+            bias[int(key)] = float(value)
+        return Sampling(
+            max_tokens=max_tokens,
+            temperature=1.0 if self.temperature is None else float(self.temperature),
+            top_p=1.0 if self.top_p is None else float(self.top_p),
+            top_k=max(0, self.top_k or 0),
+            presence_penalty=float(self.presence_penalty or 0.0),
+            frequency_penalty=float(self.frequency_penalty or 0.0),
+            logit_bias=bias,
+            stop=tuple(s for s in stop if s),
+            seed=self.seed,
+            n=self.n or 1,
+            ignore_eos=bool(self.ignore_eos),
+            **extra,
+        )
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+# Chat fields the server cannot honour: each is accepted only as null (or its "off" value).
+CHAT_REFUSED = {
+    "tools": "tool calling",
+    "tool_choice": "tool calling",
+    "functions": "function calling",
+    "function_call": "function calling",
+    "audio": "audio output",
+    "modalities": "output modalities other than text",
+    "prediction": "predicted outputs",
+    "web_search_options": "web search",
+    "reasoning_effort": "reasoning effort",
+    "verbosity": "verbosity",
+    "moderation": "moderation",
+    "prompt_cache_options": "prompt cache options",
+    "prompt_cache_retention": "prompt cache retention",
+    "store": "storing completions",
+    "service_tier": "service tiers",
+}
+# ... and what each field's "off" value is, besides null
+_CHAT_OFF: dict[str, tuple[Any, ...]] = {
+    "tool_choice": ("none",),
+    "function_call": ("none",),
+    "modalities": (["text"],),
+    "store": (False,),
+    "service_tier": ("auto", "default"),
+}
+CHAT_METADATA = ("user", "metadata", "prompt_cache_key", "safety_identifier", "parallel_tool_calls")
+
+
+class ChatRequest(_Common):
+    messages: Annotated[list[Message], Field(min_length=1)]
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_completion_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: Annotated[StrictInt, Field(ge=0, le=20)] | None = None
+    response_format: ResponseFormat | None = None
+    metadata: dict[StrictStr, StrictStr] | None = None
+    prompt_cache_key: StrictStr | None = None
+    safety_identifier: StrictStr | None = None
+    parallel_tool_calls: StrictBool | None = None  # only means something with tools, which are refused
+    tools: Any = None
+    tool_choice: Any = None
+    functions: Any = None
+    function_call: Any = None
+    audio: Any = None
+    modalities: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    reasoning_effort: Any = None
+    verbosity: Any = None
+    moderation: Any = None
+    prompt_cache_options: Any = None
+    prompt_cache_retention: Any = None
+    store: Any = None
+    service_tier: Any = None
+
+    @model_validator(mode="after")
+    def _logprobs(self) -> ChatRequest:
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    def refused(self) -> ServeError | None:
+        for name, what in CHAT_REFUSED.items():
+            value = getattr(self, name)
+            if not (_off(value) or value in _CHAT_OFF.get(name, ())):
+                return ServeError(
+                    f"'{name}' asks for {what}, which this server does not support (primenb serves plain "
+                    "text generation); remove the field or set it to null.",
+                    400,
+                    name,
+                    "unsupported_parameter",
+                )
+        return None
+
+    def sampling(self) -> Sampling:
+        asked = self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+        return self._sampling(asked, logprobs=bool(self.logprobs), top_logprobs=self.top_logprobs or 0)
+
+    def prompt(self) -> list[dict[str, Any]]:
+        return [m.as_dict() for m in self.messages]
+
+
+TokenIds = Annotated[list[Annotated[StrictInt, Field(ge=0)]], Field(min_length=1)]
+
+
+class CompletionRequest(_Common):
+    prompt: (
+        StrictStr
+        | Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_PROMPTS)]
+        | TokenIds
+        | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_PROMPTS)]
+    )
+    max_tokens: Annotated[StrictInt, Field(ge=0)] | None = None
+    logprobs: Annotated[StrictInt, Field(ge=0, le=5)] | None = None
+    echo: StrictBool | None = None
+    best_of: Annotated[StrictInt, Field(ge=1)] | None = None
+    suffix: StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _checks(self) -> CompletionRequest:
+        if self.max_tokens == 0 and not self.echo:
+            raise ValueError("max_tokens 0 only makes sense with echo: true (the prompt's own logprobs)")
+        return self
+
+    def refused(self) -> ServeError | None:
+        if self.suffix:
+            return ServeError("'suffix' (insertion) is not supported by this server.", 400, "suffix")
+        if self.best_of is not None and self.best_of != (self.n or 1):
+            return ServeError("'best_of' other than n is not supported by this server.", 400, "best_of")
+        return None
+
+    def sampling(self) -> Sampling:
+        asked = COMPLETIONS_MAX_TOKENS if self.max_tokens is None else self.max_tokens
+        wants = self.logprobs is not None
+        return self._sampling(asked, logprobs=wants, top_logprobs=self.logprobs or 0, echo=bool(self.echo))
+
+    def prompts(self) -> list[str | list[int]]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if all(isinstance(x, int) for x in p):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]
+
+
+class AddModel(_Strict):
+    """``POST /admin/models``: serve a checkpoint (from a run directory) under ``id``."""
+
+    id: ServedId
+    checkpoint: Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+    model_name: ModelId | None = None
+    seed: Annotated[StrictInt, Field(ge=0, le=2**32 - 1)] = 0
+    text_template: Annotated[StrictStr, Field(max_length=10_000)] | None = None
+    trace: Annotated[StrictStr, Field(max_length=64)] | None = None
+    trace_name: Annotated[StrictStr, Field(max_length=MAX_ID)] | None = None
+    parent: ModelId | None = None
+    stage: Literal["final", "sft_warmup"] = "final"  # a trace's own model, or the warm-up it was trained on
+    kind: Literal["checkpoint"] = "checkpoint"
+
+
+class LoadLora(_Strict):
+    """vLLM's ``POST /v1/load_lora_adapter`` body."""
+
+    lora_name: ServedId
+    lora_path: Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+    load_inplace: StrictBool | None = None
+
+
+class UnloadLora(_Strict):
+    """vLLM's ``POST /v1/unload_lora_adapter`` body."""
+
+    lora_name: ModelId
+    lora_int_id: StrictInt | None = None
+
+
+__all__ = [
+    "CHAT_METADATA",
+    "CHAT_REFUSED",
+    "MAX_ID",
+    "AddModel",
+    "ChatRequest",
+    "CompletionRequest",
+    "LoadLora",
+    "Message",
+    "UnloadLora",
+]

@@ -1,0 +1,151 @@
+"""The request contract, without a model: every OpenAI field is either honoured, accepted as
+metadata, or refused by name; no body whatever makes the server answer 500; and only its own
+origin, on its own host, with a JSON content type, reaches a route."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai.types import completion_create_params
+from openai.types.chat import completion_create_params as chat_params
+
+from primenb.serve.protocol import CHAT_METADATA, CHAT_REFUSED, ChatRequest, CompletionRequest
+
+from .test_units import PORT, URL, app
+
+
+def _openai_fields(params: Any) -> set[str]:
+    return set(params.CompletionCreateParamsBase.__annotations__) | {"stream"}
+
+
+def test_every_openai_field_is_known() -> None:
+    """A field the `openai` package can send is never 'unknown' here: it is honoured, metadata, or
+    refused with a reason (this fails when a new openai release adds one)."""
+    chat = _openai_fields(chat_params)
+    assert chat <= set(ChatRequest.model_fields), chat - set(ChatRequest.model_fields)
+    legacy = _openai_fields(completion_create_params)
+    assert legacy <= set(CompletionRequest.model_fields), legacy - set(CompletionRequest.model_fields)
+    assert set(CHAT_REFUSED) | set(CHAT_METADATA) <= chat
+
+
+@pytest.mark.parametrize("field", sorted(CHAT_REFUSED))
+def test_unhonoured_chat_fields_are_refused_by_name(field: str) -> None:
+    c = app()
+    body = {"model": "m", "messages": [{"role": "user", "content": "ab"}], field: {"type": "json_object"}}
+    r = c.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+    off = {**body, field: None}
+    assert c.post("/v1/chat/completions", json=off).status_code == 200  # null: the field is off
+
+
+BAD_BODIES = [
+    {"model": "m", "messages": [{"role": "user"}]},
+    {"model": "m", "messages": [{"role": "robot", "content": "a"}]},
+    {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+    {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
+    {"model": "m", "messages": [{"role": "tool", "content": "a", "tool_call_id": "1"}]},
+    {"model": "m", "messages": []},
+    {"model": "m", "messages": [{"role": "user", "content": "a"}], "temperature": 1e300},
+    {"model": "m", "messages": [{"role": "user", "content": "a"}], "presence_penalty": 9},
+    {"model": "m", "messages": [{"role": "user", "content": "a"}], "top_logprobs": 3},
+    {"model": "m", "messages": [{"role": "user", "content": "a"}], "logit_bias": {"abc": 1}},
+    {"model": "m", "messages": [{"role": "user", "content": "a"}], "stream_options": {"include_usage": True}},
+    {"model": "x" * 100_000, "messages": [{"role": "user", "content": "a"}]},
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES, ids=range(len(BAD_BODIES)))
+def test_bad_requests_are_4xx(body: dict[str, Any]) -> None:
+    r = app().post("/v1/chat/completions", json=body)
+    assert r.status_code in (400, 404) and r.json()["error"]["message"], r.text
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model":"m","prompt":"\\ud800"}',  # a lone surrogate
+        b"[" * 100_000 + b"]" * 100_000,  # nesting past any parser's stack
+        b'{"model":"m","prompt":"a","temperature":1e-300}',  # greedy, not a division overflow
+        b"\xff\xfe{}",
+        b"",
+    ],
+)
+def test_hostile_bytes_are_4xx_or_answered(raw: bytes) -> None:
+    r = app().post("/v1/completions", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code in (200, 400), r.text
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+FIELDS = sorted(set(ChatRequest.model_fields) | set(CompletionRequest.model_fields))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fields=st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=5), chat=st.booleans())
+def test_no_body_makes_a_500(fields: dict[str, Any], chat: bool) -> None:
+    """Any mix of known fields with any JSON values: a 4xx naming the problem, or an answer."""
+    body = {"model": "m", **({"messages": [{"role": "user", "content": "ab"}]} if chat else {"prompt": "ab"}), **fields}
+    raw = json.dumps(body)  # Infinity and NaN written as Python writes them: not JSON, a 400
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    r = CLIENT.post(path, content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code in (200, 400, 404), (body, r.status_code, r.text)
+    if r.status_code != 200:
+        assert r.json()["error"]["message"]
+
+
+CLIENT = app()
+
+
+def test_only_this_server_s_origin_and_host_get_through() -> None:
+    c = app()
+    body = {"model": "m", "prompt": "ab"}
+    assert c.post("/v1/completions", json=body, headers={"Origin": URL}).status_code == 200
+    for origin in ("http://evil.example", "null", f"http://127.0.0.1:{PORT + 1}", f"https://127.0.0.1:{PORT}"):
+        r = c.post("/v1/completions", json=body, headers={"Origin": origin})
+        assert r.status_code == 403, origin
+    for host in ("evil.example", f"evil.example:{PORT}", f"127.0.0.1.evil:{PORT}", "", f"[::1].evil:{PORT}"):
+        assert c.get("/v1/models", headers={"Host": host}).status_code == 403, host  # DNS rebinding
+    for host in (f"localhost:{PORT}", f"[::1]:{PORT}", "127.0.0.1:2999"):  # 2999: an SSH forward's port
+        assert c.get("/v1/models", headers={"Host": host}).status_code == 200, host
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""):
+        r = c.post("/admin/shutdown", content=b"{}", headers={"Content-Type": kind})
+        assert r.status_code == 415, kind  # what a cross-site form can send
+    r = c.get("/v1/chat/completions")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    big = json.dumps({"model": "m", "prompt": "a" * (5 << 20)})
+    assert c.post("/v1/completions", content=big, headers={"Content-Type": "application/json"}).status_code == 413
+
+
+def test_admin_routes_load_only_run_checkpoints(tmp_path: Path) -> None:
+    loaded: list[dict[str, Any]] = []
+    c = app(loader=loaded.append)
+    outside = tmp_path / "somewhere"
+    outside.mkdir()
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "step_3"
+    ckpt.mkdir(parents=True)
+    (ckpt / "adapter_config.json").write_text("{}")
+    for path in (str(outside), "/etc", str(run), str(ckpt / ".." / ".." / ".." / "somewhere")):
+        r = c.post("/admin/models", json={"id": "x", "checkpoint": path})
+        assert r.status_code in (403, 404), (path, r.text)
+    (ckpt.parent / "link").symlink_to(outside)
+    assert c.post("/admin/models", json={"id": "x", "checkpoint": str(ckpt.parent / "link")}).status_code == 403
+    assert not loaded
+    for bad_id in ("x" * 300, "a b", "../x", "x?keep", ""):
+        r = c.post("/admin/models", json={"id": bad_id, "checkpoint": str(ckpt)})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "id", bad_id
+    (run / "status.json").write_text("{}")
+    r = c.post("/v1/load_lora_adapter", json={"lora_name": "my-lora", "lora_path": str(ckpt)})
+    assert loaded and loaded[-1]["id"] == "my-lora" and loaded[-1]["checkpoint"] == str(ckpt.resolve())
+    assert "added successfully" in r.text
+    r = c.post("/v1/unload_lora_adapter", json={"lora_name": "my-lora"})
+    assert r.status_code == 200 and "removed successfully" in r.text
+    assert c.get("/health").status_code == 200 and c.get("/version").json()["engine"] == "primenb"
