@@ -1,7 +1,8 @@
 """The batching server against its ceiling, side by side in one run, on the embedded default.
 
 Trains three tiny LoRA adapters of one base (a few SFT steps each), serves them, and prints:
-- bare batched ``generate`` of the same base + adapter in this process, batch 8 (the ceiling);
+- bare batched ``generate`` of the same base + adapter in this process, batch 8 (the ceiling), and
+  transformers' own continuous batching (``generate_batch``) on the base, for the choice of engine;
 - the server at 1, 8 and 32 concurrent clients on one adapter, and 8 clients over 3 adapters:
   tokens/s, p50/p95 request latency, median time to first token (streaming);
 - the time from a dropped stream to its freed row, in seconds and in decode steps;
@@ -70,6 +71,22 @@ def bare_batched(ckpt: Path, batch: int = 8) -> float:
             )
             tokens += (out.shape[1] - enc["input_ids"].shape[1]) * len(prompts)
     return tokens / (time.perf_counter() - t0)
+
+
+def transformers_cb() -> float:
+    """tokens/s of transformers' own continuous batching (``generate_batch``) on the base model, all
+    ``REQUESTS`` prompts at once. It has no LoRA routing per request and no per-request seed, so it
+    could not serve primenb's adapters; measured for the docs' choice of engine."""
+    from transformers import GenerationConfig
+
+    from primenb.engine.models import build_byte_tokenizer, build_tiny_model
+
+    model, tok = build_tiny_model("primenb/tiny-byte", 0).eval(), build_byte_tokenizer()
+    prompts = [tok(PROMPTS[i % len(PROMPTS)])["input_ids"] for i in range(REQUESTS)]
+    config = GenerationConfig(max_new_tokens=TOKENS, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    t0 = time.perf_counter()
+    out = model.generate_batch(prompts, generation_config=config, max_new_tokens=TOKENS)
+    return sum(len(o.generated_tokens) for o in out.values()) / (time.perf_counter() - t0)
 
 
 def served(url: str, models: list[str], clients: int) -> tuple[float, list[float], list[float]]:
@@ -180,15 +197,18 @@ def main() -> int:
     server = client.start(list(runs))
     results: dict[str, list[tuple[float, list[float], list[float]]]] = {name: [] for name, _, _ in levels}
     bare: list[float] = []
+    cb: list[float] = []
     try:
         served(server.url, [ada], 8)  # warm up
         for _ in range(ROUNDS):
             bare.append(bare_batched(ckpt))
+            cb.append(transformers_cb())
             for name, models, clients in levels:
                 results[name].append(served(server.url, models, clients))
         tps = {name: statistics.median(r[0] for r in rs) for name, rs in results.items()}
         print(f"{'':38} {'tokens/s':>9} {'p50 s':>7} {'p95 s':>7} {'TTFT p50 s':>10}")
         print(f"{'bare batched generate, batch 8':38} {statistics.median(bare):9.1f}")
+        print(f"{'transformers generate_batch (base, all)':38} {statistics.median(cb):9.1f}")
         for name, rs in results.items():
             lat = [x for r in rs for x in r[1]]
             ttft = [x for r in rs for x in r[2]]

@@ -304,13 +304,16 @@ class Scheduler:
     def _step(self, group: _Group) -> None:
         model = self.pool.model_for(group.key)
         peft = hasattr(model, "peft_config")
+        device = group.mask.device if group.mask is not None else _device(model)
         decoded: torch.Tensor | None = None
         if group.rows:
             assert group.mask is not None
-            ids = torch.tensor([[r.next_token] for r in group.rows])
-            mask = torch.cat([group.mask, torch.ones(len(group.rows), 1, dtype=group.mask.dtype)], dim=1)
-            pos = torch.tensor([[r.pos] for r in group.rows])
-            decoded = _forward(model, ids, mask, pos, group.cache, [r.adapter for r in group.rows] if peft else None)
+            ids = torch.tensor([[r.next_token] for r in group.rows], device=device)
+            ones = torch.ones(len(group.rows), 1, dtype=group.mask.dtype, device=device)
+            mask = torch.cat([group.mask, ones], dim=1)
+            pos = torch.tensor([[r.pos] for r in group.rows], device=device)
+            adapters = [r.adapter for r in group.rows] if peft else None
+            decoded = _forward(model, ids, mask, pos, group.cache, adapters).float().cpu()  # sampled on the CPU
             group.mask = mask
             for r in group.rows:
                 r.pos += 1
@@ -352,17 +355,17 @@ class Scheduler:
                 rows += live
         if not prompts:
             return [], None
+        device = _device(model)
         width = max(len(p.ids) for _, p in prompts)
-        ids = torch.tensor([[0] * (width - len(p.ids)) + p.ids for _, p in prompts])
-        mask = torch.tensor([[0] * (width - len(p.ids)) + [1] * len(p.ids) for _, p in prompts])
+        ids = torch.tensor([[0] * (width - len(p.ids)) + p.ids for _, p in prompts], device=device)
+        mask = torch.tensor([[0] * (width - len(p.ids)) + [1] * len(p.ids) for _, p in prompts], device=device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=model.config)
         adapters = [p.entry.adapter or BASE_ROW for _, p in prompts] if peft else None
-        logits = _forward(model, ids, mask, pos, cache, adapters)
-        index = torch.tensor(expand)
-        if len(expand) != len(prompts) or expand != list(range(len(prompts))):
-            cache.batch_select_indices(index)
-            mask, logits = mask[index], logits[index]
+        logits = _forward(model, ids, mask, pos, cache, adapters).float().cpu()
+        if expand != list(range(len(prompts))):  # n > 1: each prompt's cache copied to its rows
+            cache.batch_select_indices(torch.tensor(expand, device=device))
+            mask, logits = mask[torch.tensor(expand, device=device)], logits[torch.tensor(expand)]
         _stack(group, cache, mask)
         return rows, logits
 
@@ -386,12 +389,12 @@ class Scheduler:
         logprobs: list[TokenLogprob] | None = None
         if req.sampling.logprobs:
             tok = self.pool.tokenizer_for(prepared.entry)
-            ids = torch.tensor([prepared.ids])
+            ids = torch.tensor([prepared.ids], device=_device(model))
             mask = torch.ones_like(ids)
-            pos = torch.arange(ids.shape[1])[None]
+            pos = torch.arange(ids.shape[1], device=ids.device)[None]
             adapters = [prepared.entry.adapter or BASE_ROW] if peft else None
             full = _forward(model, ids, mask, pos, DynamicCache(config=model.config), adapters, last_only=False)
-            lp = torch.log_softmax(full[0].float(), dim=-1)
+            lp = torch.log_softmax(full[0].float().cpu(), dim=-1)
             logprobs = [TokenLogprob(token_text(tok, prepared.ids[0]), None)]
             for i, token in enumerate(prepared.ids[1:]):
                 logprobs.append(logprob_entry(lp[i], token, req.sampling.top_logprobs, tok))
@@ -441,7 +444,7 @@ class Scheduler:
             group.cache, group.mask = None, None
             return
         assert group.mask is not None
-        group.cache.batch_select_indices(torch.tensor(keep))
+        group.cache.batch_select_indices(torch.tensor(keep, device=group.mask.device))
         group.mask = group.mask[keep]
         _trim(group)
 
@@ -552,7 +555,7 @@ def _forward(
         "attention_mask": mask,
         "position_ids": pos,
         "use_cache": True,
-        "cache_position": torch.arange(past, past + ids.shape[1]),
+        "cache_position": torch.arange(past, past + ids.shape[1], device=ids.device),
         _cache_kw(model): cache,
     }
     if last_only:
@@ -561,6 +564,10 @@ def _forward(
         kwargs["adapter_names"] = adapters
     logits = model(**kwargs).logits
     return logits[:, -1] if last_only else logits
+
+
+def _device(model: Any) -> torch.device:
+    return next(model.parameters()).device
 
 
 def _stack(group: _Group, cache: Any, mask: torch.Tensor) -> None:

@@ -69,9 +69,13 @@ def _base_desc(model_name: str, seed: int) -> dict[str, Any]:
 
 
 class ModelPool:
-    """Served ids and the weights behind them. Not thread-safe: call it from one thread."""
+    """Served ids and the weights behind them, on ``device`` (default: the GPU when there is one).
+    Not thread-safe: call it from one thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str | None = None) -> None:
+        import torch
+
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.bases: dict[str, _Weights] = {}
         self.entries: dict[str, Entry] = {}
 
@@ -83,7 +87,7 @@ class ModelPool:
                 model, tok = load_base(desc)
             except ModelLoadError as exc:
                 raise ServeError(str(exc), 400) from exc
-            model.eval()
+            model.to(self.device).eval()
             self.bases[key] = _Weights(key, model, _fix_tokenizer(tok, model))
         return self.bases[key]
 

@@ -66,8 +66,11 @@ def _text_template(sources: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def finetune_kind(trace: Any) -> str:
-    """``lora`` (an adapter) or ``full`` (weights of its own), as the run recorded it."""
+def finetune_kind(trace: Any, checkpoint: Path | None = None) -> str:
+    """``lora`` (an adapter) or ``full`` (weights of its own): what the checkpoint holds when it is
+    here, else what the run recorded."""
+    if checkpoint is not None and checkpoint.is_dir():
+        return "lora" if (checkpoint / "adapter_config.json").is_file() else "full"
     kind = trace.get("finetune")
     if kind in ("lora", "full"):
         return str(kind)
@@ -114,7 +117,7 @@ def model_specs(
         trace = get(ref)
         info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
         model_name = info.model_id
-        kind = finetune_kind(trace)
+        kind = finetune_kind(trace, None if host is not None else Path(info.checkpoint))
         common = {
             "kind": "checkpoint",
             "model_name": model_name,
@@ -188,7 +191,8 @@ class Server:
 
     def snippet(self) -> str:
         key = f'os.environ["{self.api_key_var}"]' if self.api_key_var else '"none"'
-        model = next((m for m in self.models if "-adapter-" in m), self.models[0] if self.models else "MODEL")
+        trained = [m for m in self.models if any(f"-{infix}-" in m for infix in ID_INFIX.values())]
+        model = trained[0] if trained else (self.models[0] if self.models else "MODEL")
         return (
             f'client = openai.OpenAI(base_url="{self.url}", api_key={key})\n'
             f'client.chat.completions.create(model="{model}", messages=[{{"role": "user", "content": "hello"}}])'

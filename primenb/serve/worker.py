@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from primenb.engine.serving import ModelPool
     from primenb.serve.app import State, build_app
 
-    pool = ModelPool()
+    pool = ModelPool(device=os.environ.get("PRIMENB_SERVE_DEVICE") or None)  # default: the GPU if any
     try:
         for model in spec["models"]:
             load_into(pool, model)

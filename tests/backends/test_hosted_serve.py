@@ -52,7 +52,7 @@ def test_hosted_trace_is_fetched_and_served_here(
         assert srv.remote is None  # served on this machine
         assert (run.dir / "checkpoints" / "step_4" / "config.json").exists()  # fetched as load does
         c = openai.OpenAI(base_url=srv.url, api_key="unused")
-        served = f"{trace['model']['id']}-adapter-hosted-a"
+        served = f"{trace['model']['id']}-ft-hosted-a"  # the stand-in checkpoint is a full model
         assert served in [m.id for m in c.models.list()]
         chat = c.chat.completions.create(
             model=served, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0

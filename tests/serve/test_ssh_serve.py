@@ -29,7 +29,7 @@ from tests.backends.conftest import workdir as workdir
 
 pytestmark = pytest.mark.slow  # a real run over ssh, then a server process on the "host"
 
-MODEL = "primenb/tiny-byte-xs-adapter-far"
+MODEL = "primenb/tiny-byte-xs-ft-far"  # a full fine-tune (the run trains no LoRA)
 
 
 def _alive(pid: int) -> bool:
