@@ -39,6 +39,7 @@ from primenb.engine.serve_requests import (
     Admitted,
     Delta,
     Done,
+    Event,
     Failed,
     Finished,
     GenRequest,
@@ -120,6 +121,7 @@ class Scheduler:
         self._groups: dict[str, _Group] = {}
         self._live: dict[int, _Live] = {}
         self._retired: list[Entry] = []  # removed while rows still decode on them
+        self._outbox: dict[int, tuple[GenRequest, list[Event]]] = {}  # this step's events, per request
         self.stopping = False
         self._closed = False
         self._abort = False
@@ -215,6 +217,7 @@ class Scheduler:
                         self._fail(req, ServeError("The server stopped before this request ran.", 503))
                     self._waiting.clear()
                     self._abort_rows()
+                    self._flush()
                 if self._closed and not calls:
                     return
             for fn, args, future in calls:
@@ -222,21 +225,33 @@ class Scheduler:
                     future.set_result(fn(*args))
                 except BaseException as exc:  # the caller gets it; the scheduler goes on
                     future.set_exception(exc)
+            self._flush()  # a removal fails the requests queued for the model
             try:
                 self._iterate()
             except Exception as exc:  # a bug or an OOM in one step must not end the server
                 log.exception("decode step failed")
                 self._fail_everything(ServeError(f"generation failed: {type(exc).__name__}", 500))
+                self._flush()
 
     def _iterate(self) -> None:
         self._drop_cancelled()
         self._admit()
+        self._flush()  # admissions and refusals first: a stream starts before its first step
         for group in list(self._groups.values()):
             if group.rows or group.joiners:
                 self._step(group)
             if not group.rows and not group.joiners:
                 self._groups.pop(group.key, None)
         self._release_retired()
+        self._flush()
+
+    def _emit(self, req: GenRequest, event: Event) -> None:
+        self._outbox.setdefault(id(req), (req, []))[1].append(event)
+
+    def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, {}
+        for req, events in outbox.values():
+            req.emit_all(events)
 
     # admission
     def _prepare(self, req: GenRequest) -> _Prepared:
@@ -281,7 +296,7 @@ class Scheduler:
                     self._unqueue(req)
                     self._fail(req, exc)
                     continue
-                req.emit(Admitted(len(prepared.ids), req.seed))
+                self._emit(req, Admitted(len(prepared.ids), req.seed))
             n = req.sampling.n
             group = self._groups.get(prepared.entry.base_key)
             if rows + n > self.max_batch or (group is not None and group.rows and not group.mergeable):
@@ -399,7 +414,7 @@ class Scheduler:
             for i, token in enumerate(prepared.ids[1:]):
                 logprobs.append(logprob_entry(lp[i], token, req.sampling.top_logprobs, tok))
         for i in range(req.sampling.n):
-            req.emit(Delta(i, prepared.prompt_text, logprobs))
+            self._emit(req, Delta(i, prepared.prompt_text, logprobs))
 
     def _advance(self, row: _Row, logits: torch.Tensor) -> None:
         token, lp = row.sampler.choose(logits, row.tokenizer)
@@ -410,7 +425,7 @@ class Scheduler:
         delta = row.text.push(token)
         row.next_token = token
         if delta or lp is not None:
-            row.req.emit(Delta(row.index, delta, [lp] if lp is not None else None))
+            self._emit(row.req, Delta(row.index, delta, [lp] if lp is not None else None))
         if row.text.stopped:
             self._finish(row, "stop")
         elif row.generated >= row.max_tokens:
@@ -422,8 +437,8 @@ class Scheduler:
         row.finished = True
         rest = row.text.close() if reason != "abort" else ""
         if rest:
-            row.req.emit(Delta(row.index, rest))
-        row.req.emit(Finished(row.index, reason, row.generated))
+            self._emit(row.req, Delta(row.index, rest))
+        self._emit(row.req, Finished(row.index, reason, row.generated))
         live = self._live.get(id(row.req))
         if live is None:
             return
@@ -433,7 +448,7 @@ class Scheduler:
             del self._live[id(row.req)]
             self.requests += 1
             self.completion_tokens += live.completion_tokens
-            row.req.emit(Done(live.prompt_tokens, live.completion_tokens))
+            self._emit(row.req, Done(live.prompt_tokens, live.completion_tokens))
 
     def _drop_finished(self, group: _Group) -> None:
         keep = [i for i, r in enumerate(group.rows) if not r.finished]
@@ -468,7 +483,7 @@ class Scheduler:
     def _fail(self, req: GenRequest, error: ServeError) -> None:
         self._prepared.pop(id(req), None)
         self._live.pop(id(req), None)
-        req.emit(Failed(error))
+        self._emit(req, Failed(error))
 
     def _fail_everything(self, error: ServeError) -> None:
         for group in self._groups.values():

@@ -2,9 +2,9 @@
 sampling parameters, and the events it emits while its rows decode. No torch here, so the
 Starlette app (`primenb.serve.app`) builds and reads these without importing the ML stack.
 
-The scheduler thread emits; the event loop consumes. ``emit`` is the only bridge between them
-(the app sets it to a ``call_soon_threadsafe`` into an ``asyncio.Queue``), and ``cancel`` the only
-way back (a flag the scheduler reads before every decode step).
+The scheduler thread emits; the event loop consumes. ``emit_all`` is the only bridge between them
+(the app sets it to one ``call_soon_threadsafe`` per step into an ``asyncio.Queue``), and ``cancel``
+the only way back (a flag the scheduler reads before every decode step).
 """
 
 from __future__ import annotations
@@ -109,7 +109,14 @@ class GenRequest:
         self.seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
         self.created = time.monotonic()
         self.emit: Callable[[Event], None] = lambda _event: None
+        # what the scheduler calls, once per step with that step's events: the HTTP layer sets it
+        # to one hop onto its event loop (a hop per token per row would cost a wake-up each)
+        self.emit_all: Callable[[list[Event]], None] = self._one_by_one
         self._cancelled = threading.Event()
+
+    def _one_by_one(self, events: list[Event]) -> None:
+        for event in events:
+            self.emit(event)
 
     def cancel(self) -> None:
         """The client went away: the scheduler drops this request's rows before its next step."""

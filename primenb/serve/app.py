@@ -157,12 +157,17 @@ async def cancellable(request: Request, work: Awaitable[Response]) -> Response:
 
 
 def _emitter(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[tuple[int, Event]], i: int) -> Any:
-    """``req.emit`` for request ``i``: called on the scheduler's thread, queued on the event loop."""
+    """``req.emit_all`` for request ``i``: called on the scheduler's thread once per step, one hop
+    onto the event loop with that step's events."""
 
-    def emit(event: Event) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, (i, event))
+    def put(events: list[Event]) -> None:
+        for event in events:
+            queue.put_nowait((i, event))
 
-    return emit
+    def emit_all(events: list[Event]) -> None:
+        loop.call_soon_threadsafe(put, events)
+
+    return emit_all
 
 
 class _Run:
@@ -174,7 +179,7 @@ class _Run:
         self.queue: asyncio.Queue[tuple[int, Event]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         for i, req in enumerate(requests):
-            req.emit = _emitter(loop, self.queue, i)
+            req.emit_all = _emitter(loop, self.queue, i)
         self.pending = len(requests)
         self.prompt_tokens = 0
         self.seeds: list[int] = []

@@ -41,6 +41,9 @@ def list_(args: argparse.Namespace, face: Face) -> Any:
     if getattr(args, "json", False):
         face.say(as_json(table))
         return None
+    if not table.rows:  # a header-only table says less than this
+        face.say("no primenb server is running; start one with %prime_serve TRACE (or: primenb serve TRACE)")
+        return None
     return table
 
 

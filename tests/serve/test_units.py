@@ -59,15 +59,14 @@ class EchoScheduler:
         if text.startswith("slow"):  # admitted after the other prompts of its call have finished
             time.sleep(0.3)
         if len(text) >= 10:
-            req.emit(Failed(ServeError("too long", 400, "prompt", "context_length_exceeded")))
+            req.emit_all([Failed(ServeError("too long", 400, "prompt", "context_length_exceeded"))])
             return
-        req.emit(Admitted(len(text), req.seed))
+        req.emit_all([Admitted(len(text), req.seed)])
         out = text[::-1][: min(req.sampling.max_tokens or 99, 10 - len(text))]
         for i in range(req.sampling.n):
-            for ch in out:
-                req.emit(Delta(i, ch))
-            req.emit(Finished(i, "stop", len(out)))
-        req.emit(Done(len(text), len(out) * req.sampling.n))
+            req.emit_all([Delta(i, ch) for ch in out])  # one step's worth of events at a time
+            req.emit_all([Finished(i, "stop", len(out))])
+        req.emit_all([Done(len(text), len(out) * req.sampling.n)])
 
     def call(self, fn: Any, *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -253,3 +252,17 @@ def test_hostile_registry_records_never_break_a_client_nor_signal_another_progra
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_listing_no_servers_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from primenb.verbs import serve
+
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
+    said: list[str] = []
+    face = SimpleNamespace(say=said.append)
+    assert serve.list_(argparse.Namespace(json=False), face) is None  # type: ignore[arg-type]
+    assert said == ["no primenb server is running; start one with %prime_serve TRACE (or: primenb serve TRACE)"]
+    serve.list_(argparse.Namespace(json=True), face)  # type: ignore[arg-type]
+    assert json.loads(said[-1]) == []
