@@ -575,10 +575,27 @@ def _forward(
     }
     if last_only:
         kwargs["logits_to_keep"] = 1
-    if adapters is not None:
-        kwargs["adapter_names"] = adapters
-    logits = model(**kwargs).logits
+    with _adapters(model, adapters, kwargs):
+        logits = model(**kwargs).logits
     return logits[:, -1] if last_only else logits
+
+
+def _adapters(model: Any, adapters: list[str] | None, kwargs: dict[str, Any]) -> Any:
+    """How a step picks its adapters. Rows of several: PEFT's mixed batch (``adapter_names``, a hook
+    on every LoRA layer per forward); rows of one adapter: that adapter made active (no hooks, the
+    same arithmetic); rows of the base alone: the adapters disabled."""
+    names = set(adapters or ())
+    if not names:
+        return contextlib.nullcontext()
+    if names == {BASE_ROW}:
+        return model.disable_adapter()
+    if len(names) == 1:
+        name = names.pop()
+        if model.active_adapter != name:
+            model.set_adapter(name)
+        return contextlib.nullcontext()
+    kwargs["adapter_names"] = adapters
+    return contextlib.nullcontext()
 
 
 def _device(model: Any) -> torch.device:

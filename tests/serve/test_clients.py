@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -140,3 +141,25 @@ def test_eval_rollouts_are_independent_seeded_and_summarised_over_examples(serve
     assert row["pass@1"] <= row["pass@2"] <= row["pass@3"]
     again = evaluate(["ada"], "reverse-text", **kw)
     assert list(again.samples["completion"]) == list(result.samples["completion"])  # reproducible
+
+
+def test_an_eval_stops_the_server_it_started_unless_asked_to_keep_it(server: client.Server) -> None:
+    from primenb.serve.evaluate import evaluate
+
+    other = "primenb/tiny-byte-s"  # a base the session's server does not serve: the eval starts one
+    before = {s.pid for s in client.servers()}
+    result = evaluate([other], "reverse-text", num_examples=2, max_tokens=4, store=False)
+    assert "and stopped it" in repr(result)
+    assert {s.pid for s in client.servers()} == before
+    kept = evaluate([other], "reverse-text", num_examples=2, max_tokens=4, store=False, keep_server=True)
+    new = [s for s in client.servers() if s.pid not in before]
+    try:
+        assert "and kept it" in repr(kept) and len(new) == 1 and other in new[0].models
+    finally:
+        for s in new:
+            s.stop()
+    assert {s.pid for s in client.servers()} == before
+    end = time.monotonic() + 30  # the starter's thread reaps it: gone, not a zombie
+    while any(Path(f"/proc/{s.pid}").exists() for s in new) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{s.pid}").exists() for s in new)
