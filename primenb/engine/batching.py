@@ -17,10 +17,8 @@ removing adapters (``call``), decoding. The HTTP layer only submits requests and
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -28,11 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
 from primenb.engine.detok import TextStream
+from primenb.engine.kvbatch import BASE_ROW, device_of, forward, stack, stackable, trim
 from primenb.engine.sampling import RowSampler, logprob_entry, row_generator, token_text
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import (
@@ -49,7 +46,6 @@ from primenb.engine.serving import Entry, ModelPool
 
 log = logging.getLogger("primenb.serve")
 
-BASE_ROW = "__base__"  # PEFT's name for "no adapter" in a mixed batch
 # A prompt this many characters per token of context cannot fit whatever the tokenizer: refused
 # without tokenising it (a 4 MB prompt would hold the scheduler for seconds).
 MAX_CHARS_PER_TOKEN = 32
@@ -168,14 +164,6 @@ class Scheduler:
             self._calls.append((fn, args, future))
             self._cond.notify()
         return future
-
-    def wake(self) -> None:
-        with self._cond:
-            self._cond.notify()
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiting)
 
     @property
     def busy(self) -> bool:
@@ -319,7 +307,7 @@ class Scheduler:
     def _step(self, group: _Group) -> None:
         model = self.pool.model_for(group.key)
         peft = hasattr(model, "peft_config")
-        device = group.mask.device if group.mask is not None else _device(model)
+        device = group.mask.device if group.mask is not None else device_of(model)
         decoded: torch.Tensor | None = None
         if group.rows:
             assert group.mask is not None
@@ -328,7 +316,7 @@ class Scheduler:
             mask = torch.cat([group.mask, ones], dim=1)
             pos = torch.tensor([[r.pos] for r in group.rows], device=device)
             adapters = [r.adapter for r in group.rows] if peft else None
-            decoded = _forward(model, ids, mask, pos, group.cache, adapters).float().cpu()  # sampled on the CPU
+            decoded = forward(model, ids, mask, pos, group.cache, adapters).float().cpu()  # sampled on the CPU
             group.mask = mask
             for r in group.rows:
                 r.pos += 1
@@ -370,18 +358,20 @@ class Scheduler:
                 rows += live
         if not prompts:
             return [], None
-        device = _device(model)
+        device = device_of(model)
         width = max(len(p.ids) for _, p in prompts)
         ids = torch.tensor([[0] * (width - len(p.ids)) + p.ids for _, p in prompts], device=device)
         mask = torch.tensor([[0] * (width - len(p.ids)) + [1] * len(p.ids) for _, p in prompts], device=device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=model.config)
         adapters = [p.entry.adapter or BASE_ROW for _, p in prompts] if peft else None
-        logits = _forward(model, ids, mask, pos, cache, adapters).float().cpu()
+        logits = forward(model, ids, mask, pos, cache, adapters).float().cpu()
         if expand != list(range(len(prompts))):  # n > 1: each prompt's cache copied to its rows
             cache.batch_select_indices(torch.tensor(expand, device=device))
             mask, logits = mask[torch.tensor(expand, device=device)], logits[torch.tensor(expand)]
-        _stack(group, cache, mask)
+        if group.cache is None:
+            group.mergeable = stackable(cache)
+        group.cache, group.mask = stack(group.cache, group.mask, cache, mask)
         return rows, logits
 
     def _new_row(self, req: GenRequest, prepared: _Prepared, index: int) -> _Row:
@@ -404,11 +394,11 @@ class Scheduler:
         logprobs: list[TokenLogprob] | None = None
         if req.sampling.logprobs:
             tok = self.pool.tokenizer_for(prepared.entry)
-            ids = torch.tensor([prepared.ids], device=_device(model))
+            ids = torch.tensor([prepared.ids], device=device_of(model))
             mask = torch.ones_like(ids)
             pos = torch.arange(ids.shape[1], device=ids.device)[None]
             adapters = [prepared.entry.adapter or BASE_ROW] if peft else None
-            full = _forward(model, ids, mask, pos, DynamicCache(config=model.config), adapters, last_only=False)
+            full = forward(model, ids, mask, pos, DynamicCache(config=model.config), adapters, last_only=False)
             lp = torch.log_softmax(full[0].float().cpu(), dim=-1)
             logprobs = [TokenLogprob(token_text(tok, prepared.ids[0]), None)]
             for i, token in enumerate(prepared.ids[1:]):
@@ -461,7 +451,8 @@ class Scheduler:
         assert group.mask is not None
         group.cache.batch_select_indices(torch.tensor(keep, device=group.mask.device))
         group.mask = group.mask[keep]
-        _trim(group)
+        if group.mergeable:
+            group.mask = trim(group.cache, group.mask)
 
     def _drop_cancelled(self) -> None:
         for group in self._groups.values():
@@ -540,105 +531,4 @@ def _too_long(limit: int, given: str, param: str) -> ServeError:
     )
 
 
-_CACHE_KW: dict[type, str] = {}
-
-
-def _cache_kw(model: Any) -> str:
-    """``cache`` (transformers >= 5.2x) or ``past_key_values`` (earlier), as the model's forward names it."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    kind = type(inner)
-    if kind not in _CACHE_KW:
-        params = inspect.signature(inner.forward).parameters
-        _CACHE_KW[kind] = "cache" if "cache" in params else "past_key_values"
-    return _CACHE_KW[kind]
-
-
-def _forward(
-    model: Any,
-    ids: torch.Tensor,
-    mask: torch.Tensor,
-    pos: torch.Tensor,
-    cache: Any,
-    adapters: list[str] | None,
-    *,
-    last_only: bool = True,
-) -> torch.Tensor:
-    """Logits of the last position of each row (``[rows, vocab]``), or of every position."""
-    past = cache.get_seq_length()
-    kwargs: dict[str, Any] = {
-        "input_ids": ids,
-        "attention_mask": mask,
-        "position_ids": pos,
-        "use_cache": True,
-        "cache_position": torch.arange(past, past + ids.shape[1], device=ids.device),
-        _cache_kw(model): cache,
-    }
-    if last_only:
-        kwargs["logits_to_keep"] = 1
-    with _adapters(model, adapters, kwargs):
-        logits = model(**kwargs).logits
-    return logits[:, -1] if last_only else logits
-
-
-def _adapters(model: Any, adapters: list[str] | None, kwargs: dict[str, Any]) -> Any:
-    """How a step picks its adapters. Rows of several: PEFT's mixed batch (``adapter_names``, a hook
-    on every LoRA layer per forward); rows of one adapter: that adapter made active (no hooks, the
-    same arithmetic); rows of the base alone: the adapters disabled."""
-    names = set(adapters or ())
-    if not names:
-        return contextlib.nullcontext()
-    if names == {BASE_ROW}:
-        return model.disable_adapter()
-    if len(names) == 1:
-        name = names.pop()
-        if model.active_adapter != name:
-            model.set_adapter(name)
-        return contextlib.nullcontext()
-    kwargs["adapter_names"] = adapters
-    return contextlib.nullcontext()
-
-
-def _device(model: Any) -> torch.device:
-    return next(model.parameters()).device
-
-
-def _stack(group: _Group, cache: Any, mask: torch.Tensor) -> None:
-    """Put newly prefilled rows under the running ones: both caches padded on the left to one length."""
-    mergeable = all(type(layer) is DynamicLayer for layer in cache.layers)
-    if group.cache is None or group.mask is None:
-        group.cache, group.mask, group.mergeable = cache, mask, mergeable
-        return
-    old, new = group.mask.shape[1], mask.shape[1]
-    width = max(old, new)
-    for a, b in zip(group.cache.layers, cache.layers, strict=True):
-        a.keys = torch.cat([_pad_left(a.keys, width - old), _pad_left(b.keys, width - new)])
-        a.values = torch.cat([_pad_left(a.values, width - old), _pad_left(b.values, width - new)])
-    group.mask = torch.cat([F.pad(group.mask, (width - old, 0)), F.pad(mask, (width - new, 0))])
-
-
-def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
-    return F.pad(t, (0, 0, n, 0)) if n else t  # [rows, heads, length, dim]: pad the length
-
-
-def _trim(group: _Group) -> None:
-    """Drop the leading cache columns that every remaining row pads (their long neighbours left)."""
-    assert group.mask is not None
-    used = group.mask.sum(0).nonzero()
-    start = int(used[0]) if used.numel() else 0
-    if start == 0 or not group.mergeable:
-        return
-    for layer in group.cache.layers:
-        layer.keys = layer.keys[:, :, start:]
-        layer.values = layer.values[:, :, start:]
-    group.mask = group.mask[:, start:]
-
-
-def wait_idle(scheduler: Scheduler, timeout: float) -> bool:
-    """Wait until nothing is queued or decoding (a drain before stopping); ``False`` on timeout."""
-    end = time.monotonic() + timeout
-    while scheduler.busy and time.monotonic() < end:
-        time.sleep(0.02)
-    return not scheduler.busy
-
-
-__all__ = ["Scheduler", "wait_idle"]
+__all__ = ["Scheduler"]
