@@ -104,7 +104,7 @@ def test_openai_streams_logprobs_and_sampled_requests_are_independent(server: cl
 def test_a_dropped_stream_and_a_client_timeout_free_their_rows(server: client.Server) -> None:
     _wait_idle(server)
     before = server.stats()
-    body = {"model": ADA, "prompt": "hello=", "max_tokens": 1900, "temperature": 1.0, "stream": True}
+    body = {"model": ADA, "prompt": "hello=", "max_tokens": 1900, "stream": True, "ignore_eos": True}
     with httpx.Client(timeout=60) as h, h.stream("POST", f"{server.url}/completions", json=body) as r:
         for line in r.iter_lines():
             if line.startswith("data: {"):
@@ -112,7 +112,7 @@ def test_a_dropped_stream_and_a_client_timeout_free_their_rows(server: client.Se
     _wait_idle(server)  # the rows left: nothing decodes for nobody
     slow = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=1.0)
     with pytest.raises(openai.APITimeoutError):
-        slow.completions.create(model=ADA, prompt="hello=", max_tokens=1900, temperature=1.0)
+        slow.completions.create(model=ADA, prompt="hello=", max_tokens=1900, extra_body={"ignore_eos": True})
     _wait_idle(server)
     after = server.stats()
     assert after["requests"] - before["requests"] == 2
