@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import Any
@@ -24,6 +23,7 @@ from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import keys_at, loc_to_path
 from primenb.config.synonyms import suggest
+from primenb.config.tomlread import TOMLDecodeError, read_toml
 from primenb.protocol.fields import Mode, detect_mode
 
 # a key right before `=`; the lookbehind starts a match only at a word's first character, so a
@@ -71,7 +71,7 @@ def read_source(source: str | FsPath) -> tuple[str, str]:
 
 
 def decode_toml(data: bytes, name: str) -> str:
-    """TOML files are UTF-8 (the spec, and upstream's tomllib): anything else gets a clear message."""
+    """TOML files are UTF-8 (the spec, and upstream's tomli): anything else gets a clear message."""
     from primenb.errors import PrimenbError
 
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -96,7 +96,7 @@ def validate(
     warning, not an error, and is left out of the validated model (forward compatibility)."""
     try:
         return _validate(text, source=source, mode=mode, first_line=first_line, lenient=lenient)
-    except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
+    except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomli and pydantic recurse
         d = Diagnostic(
             "error",
             "syntax",
@@ -140,8 +140,8 @@ def _drop_unknown(root: type[BaseModel], data: dict[str, Any]) -> list[Path]:
 def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, lenient: bool = False) -> Outcome:
     lines = text.splitlines()
     try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        raw = read_toml(text)
+    except TOMLDecodeError as exc:
         syntax = _in_editor([_syntax(exc, lines)], first_line)
         return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
@@ -295,7 +295,7 @@ def _path_of(dotted: str) -> list[str | int]:
     return out
 
 
-def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
+def _syntax(exc: TOMLDecodeError, lines: list[str]) -> Diagnostic:
     msg = str(exc)
     m = _TOML_POS.search(msg)
     line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)

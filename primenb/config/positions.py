@@ -1,6 +1,6 @@
 """Where each key and table of a TOML text sits, so diagnostics can quote the right line.
 
-`tomllib` gives values but no positions, so this scanner walks the text once and records,
+`tomli` gives values but no positions, so this scanner walks the text once and records,
 for every TOML path (a tuple of keys and array-of-tables indices), the line and columns of
 its key (or table header) and where its value starts.
 """
@@ -140,7 +140,7 @@ def _skip_value(lines: list[str], n: int, col: int) -> int:
                 break
             i += 1
         if in_str in ('"', "'"):
-            in_str = None  # an unterminated basic string ends at the line (tomllib reports it)
+            in_str = None  # an unterminated basic string ends at the line (tomli reports it)
         if depth <= 0 and in_str is None:
             return n
         n += 1
