@@ -43,6 +43,7 @@ class Verdict:
     errors: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
     absent: bool = False  # the first error names a place neither in the file nor upstream's
+    data: dict[str, Any] = field(default_factory=dict)  # the file as upstream read it
 
     @property
     def primenb_ok(self) -> bool:
@@ -62,18 +63,23 @@ class Verdict:
             return "false-pass"
         if not self.upstream_paths:
             return "agree"  # upstream names no place (a TOML syntax error, a message of its own)
-        if path_matches(self.errors[0]["path"], self.upstream_paths):
+        if path_matches(self.errors[0]["path"], self.upstream_paths, self.data):
             return "agree"
         # upstream's list was cut short: primenb's first may be one it did not print
-        if self.truncated and any(path_matches(e["path"], self.upstream_paths) for e in self.errors):
+        if self.truncated and any(path_matches(e["path"], self.upstream_paths, self.data) for e in self.errors):
             return "agree"
         return "path-mismatch"
+
+
+# pydantic's label for the union member that failed (`literal['policy']`,
+# `function-after[require-explicit-endpoint(), FrozenModelConfig]`): it names no key of the file
+_MEMBER_LABEL = re.compile(r"\.?[a-z][a-z-]*\[(?!\d+\])[^\]]*\]")
 
 
 def _split(flag: str) -> tuple[str | int, ...]:
     """`orchestrator.train.source[0].env.agent` -> ("orchestrator", "train", "source", 0, "env", "agent")."""
     parts: list[str | int] = []
-    for piece in re.findall(r"\[(\d+)\]|([^.\[\]]+)", flag):
+    for piece in re.findall(r"\[(\d+)\]|([^.\[\]]+)", _MEMBER_LABEL.sub("", flag)):
         idx, key = piece
         parts.append(int(idx) if idx else key.replace("-", "_"))
     return tuple(parts)
@@ -91,7 +97,7 @@ def upstream_paths(message: str, data: dict[str, Any]) -> list[tuple[str | int, 
     top-level `model.name`: the shared place the file holds counts as the same place."""
     out = []
     for line in message.splitlines():
-        m = _FLAG.match(line.strip())
+        m = _FLAG.match(line.lstrip())  # not rstrip: a quoted key may end in a space (`"lr "`)
         if not m:
             continue
         loc = _split(m.group(1)) if m.group(1) else ()
@@ -118,6 +124,7 @@ def _strip_tags(loc: tuple[str | int, ...], data: Any) -> tuple[str | int, ...]:
     """Keep the segments that exist in the data (plus a final missing/extra key); drop tag names."""
     path: list[str | int] = []
     cur = data
+    loc = join_keys(loc, data)
     for i, part in enumerate(loc):
         if _has(cur, part):
             path.append(part)
@@ -131,9 +138,29 @@ def _strip_tags(loc: tuple[str | int, ...], data: Any) -> tuple[str | int, ...]:
     return tuple(path)
 
 
-def path_matches(primenb_path: str, upstream: list[tuple[str | int, ...]]) -> bool:
+def join_keys(loc: tuple[str | int, ...], data: Any) -> tuple[str | int, ...]:
+    """Both tools print a quoted key that holds a dot (`"sampling.max_completion_tokens"`)
+    unquoted: parts that together name one key of the file are that key."""
+    out: list[str | int] = []
+    cur = data
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        if isinstance(cur, dict) and isinstance(part, str) and part not in cur:
+            for j in range(len(loc), i + 1, -1):
+                joined = ".".join(str(p) for p in loc[i:j])
+                if joined in cur:
+                    part, i = joined, j - 1
+                    break
+        out.append(part)
+        cur = cur[part] if _has(cur, part) else None
+        i += 1
+    return tuple(out)
+
+
+def path_matches(primenb_path: str, upstream: list[tuple[str | int, ...]], data: Any = None) -> bool:
     """primenb's error lies at or inside one of the places upstream names."""
-    mine = _split(primenb_path) if primenb_path else ()
+    mine = join_keys(_split(primenb_path), data) if primenb_path else ()
     return any(mine[: len(u)] == u for u in upstream)
 
 
@@ -149,7 +176,7 @@ SETS = ("mutations", "mutations-2", "mutations-3")
 
 def path_in_file(path: str, data: dict[str, Any], upstream: list[tuple[str | int, ...]]) -> bool:
     """An error's path names a place in the file (its last key may be the missing one) or upstream's."""
-    loc = _split(path) if path else ()
+    loc = join_keys(_split(path), data) if path else ()
     if any(loc == u for u in upstream):
         return True
     cur: Any = data
@@ -172,6 +199,7 @@ def mutation_verdicts(name: str) -> list[Verdict]:
             data = tomli.loads(file.read_text())
         except tomli.TOMLDecodeError:
             data = {}
+        v.data = data
         v.upstream_paths = upstream_paths(row["upstream_error"], data)
         v.truncated = truncated(row["upstream_error"])
         v.errors = _check(file, row["mode"])
