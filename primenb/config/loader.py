@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from primenb.config.credentials import credentials
 from primenb.config.diagnostics import Diagnostic, Report, format_path
 from primenb.config.limits import local_limits, value_problems
 from primenb.config.locate import located as _at  # also used by the platform rules (config/hosted.py)
@@ -17,7 +18,7 @@ from primenb.config.locate import value_end as _value_end
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
-from primenb.config.rules import RL_CHECKS, SFT_CHECKS, rl_rules, secrets, sft_rules
+from primenb.config.rules import RL_CHECKS, SFT_CHECKS, rl_rules, sft_rules
 from primenb.config.salvage import run_checks, salvage
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
@@ -146,10 +147,15 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
         return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
+    # the secret rule first, on the text as written: no mode, migration or lenient drop lowers it
+    found = [_at(pos, {}, p.path, "error", p.code, p.message, p.hint) for p in credentials(raw)]
+    for v in value_problems(raw):  # any key: 2**64, inf (upstream takes them: warnings)
+        if v.code != "secret":
+            found.append(_at(pos, {}, v.path, v.severity, v.code, v.message, v.hint, on_value=True))
     chosen = mode
     mode = mode or detect_mode(raw)
     migration = migrate(raw, pos, mode)
-    diagnostics = list(migration.diagnostics)
+    diagnostics = list(migration.diagnostics) + found
     if chosen is None:
         diagnostics += _mode_note(raw, mode, pos)
     if migration.hosted_shape:
@@ -172,10 +178,6 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
                     "fine for a platform running a newer prime-rl; the local engine ignores it",
                 )
             )
-    for p in secrets(data):
-        diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
-    for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
-        diagnostics.append(_at(pos, migration.origins, v.path, "error", v.code, v.message, v.hint, on_value=True))
     try:
         root.model_validate(data)
         invalid: ValidationError | None = None
@@ -219,11 +221,13 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
             limited = {format_path(lim.path) for lim in limits} | {
                 format_path(origins.get(lim.path, lim.path)) for lim in limits
             }
-            diagnostics = [
+            diagnostics = [  # one warning per place: the engine's own limit says most
                 d
                 for d in diagnostics
                 if not (
-                    d.severity == "warning" and not d.code.startswith("local-") and _same_place(d, limited, origins)
+                    d.severity == "warning"
+                    and (not d.code.startswith("local-") or d in found)
+                    and _same_place(d, limited, origins)
                 )
             ]
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)

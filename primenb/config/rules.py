@@ -9,7 +9,6 @@ from typing import Any
 
 from primenb.config.positions import Path
 from primenb.config.schema import RLConfig, SFTConfig
-from primenb.protocol.hashing import is_secret_name
 
 
 @dataclass
@@ -505,45 +504,6 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
             f"resume.dir must end in step_<N> (got `{r.dir}`)",
             "point it at a checkpoint folder, e.g. outputs/my-run/checkpoints/step_10",
         )
-
-
-# the variable each service's library reads, by the table a secret sits in
-_SERVICE_VARS = {
-    ("wandb", "api_key"): "WANDB_API_KEY",
-    ("hf", "token"): "HF_TOKEN",
-    ("prime", "api_key"): "PRIME_API_KEY",
-}
-
-
-def _env_var(at: Path, key: str, table: Any) -> str:
-    """The environment variable that replaces a secret written at `at.key`: the key itself when it
-    is one (`[env_vars] WANDB_API_KEY`), the table's own `<key>_var` setting (`api_key_var`), the
-    service's variable (`[monitors.wandb] api_key` -> WANDB_API_KEY), else TABLE_KEY in capitals."""
-    if re.fullmatch(r"[A-Z][A-Z0-9_]*", key):
-        return key
-    named = table.get(f"{key}_var") if isinstance(table, dict) else None
-    if isinstance(named, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", named):
-        return named
-    parent = next((p for p in reversed(at) if isinstance(p, str)), "")
-    known = _SERVICE_VARS.get((parent, key))
-    if known:
-        return known
-    return re.sub(r"[^A-Z0-9_]", "_", f"{parent}_{key}".upper()).strip("_") if parent else key.upper()
-
-
-def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
-    """Secret-looking keys with a value, anywhere in the raw config (checked before the schema)."""
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    for key, value in items:
-        if isinstance(key, str) and is_secret_name(key) and isinstance(value, str) and value:
-            yield Problem(
-                at + (key,),
-                f"`{key}` looks like a secret; secrets never go in a config file",
-                f"remove it and export {_env_var(at, key, data)} in the environment that launches the run",
-                code="secret",
-            )
-        elif isinstance(value, (dict, list)):
-            yield from secrets(value, at + (key,))
 
 
 def _fmt(path: Path) -> str:

@@ -137,7 +137,7 @@ def test_plugin_check_verdict_is_kept_per_machine_and_gives_the_same_verdict(mon
 
 
 def test_secret_hint_names_the_variable_the_service_reads():
-    from primenb.config.rules import secrets
+    from primenb.config.credentials import credentials as secrets
 
     data = {
         "monitors": {"wandb": {"api_key": "abc"}},

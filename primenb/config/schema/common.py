@@ -82,6 +82,10 @@ class TypedUnion:
 
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
+# primenb's own integers (`[primenb]`) feed torch and SQLite: 64-bit, unlike upstream's, which
+# take any size (a located warning there, `limits.value_problems`)
+OwnNonNegInt = Annotated[int, Field(ge=0, le=2**63 - 1)]
+OwnPosInt = Annotated[int, Field(ge=1, le=2**63 - 1)]
 # Bounds upstream does not check (it takes max_steps = 0 or seq_len = -1): warnings only.
 SanePosInt = Annotated[int, _sane_min(1)]
 SaneNonNegInt = Annotated[int, _sane_min(0)]
@@ -293,7 +297,7 @@ Scheduler: TypeAlias = Annotated[ConstantScheduler | LinearScheduler | CosineSch
 class PrimenbMonitorSettings(Section):
     refresh_seconds: Annotated[float, Field(ge=0.1)] = 0.5
     metrics: list[str] = ["reward", "loss"]
-    max_points: Annotated[int, Field(ge=100)] = 2000
+    max_points: Annotated[int, Field(ge=100, le=2**63 - 1)] = 2000
 
 
 class PrimenbPrivacySettings(Section):
@@ -309,16 +313,16 @@ class PrimenbSettings(Section):
     backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
     # keys prime-rl 0.4.0 does not know become warnings (a platform running a newer prime-rl)
     lenient: bool = False
-    seed: NonNegInt = 0
-    logging_steps: PosInt = 1
-    sample_every: PosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time
+    seed: OwnNonNegInt = 0
+    logging_steps: OwnPosInt = 1
+    sample_every: OwnPosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time
     init_from: str | None = None
     # A continuation (set by `%prime_harness apply`): init_from's step. The run trains steps
     # start_step+1 .. max_steps and numbers its metrics and checkpoints on from there.
-    start_step: NonNegInt = 0
+    start_step: OwnNonNegInt = 0
     # Before RL, train this many SFT steps on the environment's reference answers: a random-init
     # model (the embedded default) otherwise rarely samples a rewarded completion.
-    sft_warmup_steps: NonNegInt = 0
+    sft_warmup_steps: OwnNonNegInt = 0
     # RL: the run fails when a reward function fails (raises, or returns no finite number) on more
     # than this share of the completions it has scored so far; below it, failures score 0.0.
     reward_error_limit: Annotated[float, Field(ge=0, le=1)] = 0.5
