@@ -438,7 +438,7 @@ def _schema_errors(
             message = f"must be {op} {bound}, got {value}"
             hint = ""
         else:
-            message, hint = err["msg"], ""
+            message, hint = err["msg"].removeprefix("Value error, "), ""
         d = _at(
             pos,
             origins,

@@ -80,6 +80,33 @@ class TypedUnion:
         return handler.generate_schema(Annotated[Union[tagged], Discriminator(pick)])  # noqa: UP007
 
 
+# variables the prime-rl launcher sets itself (GPU partitioning, the shared W&B run): a component's
+# `env_vars` may not set them (upstream's `reject_protected_env_vars`)
+PROTECTED_ENV_VARS = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "PRL_RUN_ID",
+        "PRL_RUN_NAME",
+        "WANDB_RUN_ID",
+        "WANDB_SHARED_MODE",
+        "WANDB_SHARED_LABEL",
+        "WANDB_SHARED_PRIMARY",
+        "WANDB_SHARED_FINISHER",
+    }
+)
+
+
+def _unprotected(env_vars: dict[str, str]) -> dict[str, str]:
+    clobbered = sorted(PROTECTED_ENV_VARS & env_vars.keys())
+    if clobbered:
+        raise ValueError(
+            f"env_vars cannot set {', '.join(clobbered)}: the prime-rl launcher sets "
+            f"{'it' if len(clobbered) == 1 else 'them'} itself"
+        )
+    return env_vars
+
+
+EnvVars: TypeAlias = Annotated[dict[str, str], AfterValidator(_unprotected)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 # primenb's own integers (`[primenb]`) feed torch and SQLite: 64-bit, unlike upstream's, which

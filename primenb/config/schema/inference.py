@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Field
 
 from primenb.config.schema.common import (
+    EnvVars,
     LogConfig,
     OpenSection,
     PosInt,
@@ -94,8 +95,8 @@ class InferenceDisaggregated(Section):
     decode_nodes_per_replica: PosInt = 1
     prefill_port: int = 8100
     decode_port: int = 8200
-    prefill_env_vars: dict[str, str] = {}
-    decode_env_vars: dict[str, str] = {}
+    prefill_env_vars: EnvVars = {}
+    decode_env_vars: EnvVars = {}
     prefill_vllm_overrides: dict[str, Any] = {}
     decode_vllm_overrides: dict[str, Any] = {}
 
@@ -115,7 +116,7 @@ class InferenceConfig(Section):
     backend_port: int = 8100
     vllm: VLLMConfig = VLLMConfig()
     log: InferenceLogConfig = InferenceLogConfig()
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     use_deep_gemm: bool = False
     weight_broadcast: WeightBroadcast | None = None
     kv_cache_offload: KVCacheOffloadConfig | None = None

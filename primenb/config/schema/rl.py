@@ -6,6 +6,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from primenb.config.schema.common import (
     CkptConfig,
+    EnvVars,
     LogConfig,
     NonNegInt,
     PosInt,
@@ -53,7 +54,7 @@ class RLConfig(Section):
     trainer: TrainerConfig
     orchestrator: OrchestratorConfig
     inference: InferenceConfig | None = None
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     run: RunConfig = RunConfig()
     output_dir: str = "outputs"
     clean: bool = False

@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field
 from primenb.config.schema.common import (
     AdamWConfig,
     ConstantScheduler,
+    EnvVars,
     GCConfig,
     HeartbeatConfig,
     MonitorsConfig,
@@ -108,7 +109,7 @@ SFTDeployment: TypeAlias = Annotated[SFTSingleNode | SFTMultiNode, typed_union("
 
 class SFTConfig(Section):
     model: ModelConfig = ModelConfig()
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     tokenizer: TokenizerConfig | None = None
     renderer: RendererConfig = RendererConfig(name="auto")
     data: SFTData = SFTDataConfig()
