@@ -19,7 +19,7 @@ from typing import Any
 
 from primenb.config.limits import value_problems
 from primenb.config.positions import Path
-from primenb.config.rules import Problem
+from primenb.config.problem import Problem
 from primenb.protocol.hashing import is_secret_name
 
 # `${HF_TOKEN}`: the whole value names an environment variable
@@ -40,11 +40,12 @@ def credentials(data: Any) -> Iterator[Problem]:
         for key, value in items:
             secret = isinstance(key, str) and is_secret_name(key) and isinstance(value, str) and value
             if secret and not is_placeholder(value):
+                var = _env_var(at, key, node)
                 yield Problem(
                     at + (key,),
                     f"`{key}` looks like a secret; secrets never go in a config file",
-                    f"remove it and export {_env_var(at, key, node)} in the environment that launches the run "
-                    f'(a placeholder such as `{key} = "${{{_env_var(at, key, node)}}}"` holds no secret and is accepted)',
+                    f"remove it and export {var} in the environment that launches the run (a placeholder "
+                    f'such as `{key} = "${{{var}}}"` holds no secret and is accepted)',
                     code="secret",
                 )
             elif isinstance(value, (dict, list)):

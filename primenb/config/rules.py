@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
+from primenb.config.model_rules import clipping_notes, model_rules, router_replay_rule
 from primenb.config.positions import Path
+from primenb.config.problem import Check, Problem
+from primenb.config.renderer_check import rl_renderer, sft_renderer
 from primenb.config.schema import RLConfig, SFTConfig
-
-
-@dataclass
-class Problem:
-    path: Path
-    message: str
-    hint: str = ""
-    code: str = "rule"
-    severity: str = "error"
-
-
-# Each check reads a few fields and may yield problems. They run one by one, so when a config
-# has schema errors a check whose inputs are invalid is skipped alone (`primenb.config.salvage`).
-Check = Callable[[Any], Iterator[Problem]]
 
 
 def rl_rules(c: RLConfig) -> Iterator[Problem]:
@@ -123,7 +111,10 @@ def _rl_scheduler(c: Any) -> Iterator[Problem]:
 
 
 def _rl_model(c: Any) -> Iterator[Problem]:
-    yield from _model_rules(c.trainer.model, c.trainer.optim, ("trainer", "model"))
+    t = c.trainer
+    yield from model_rules(t.model, t.optim, ("trainer", "model"))
+    yield from clipping_notes(t.model, t.optim, ("trainer", "optim"))
+    yield from router_replay_rule(t, ("trainer",))
 
 
 def _rl_trace_path(c: Any) -> Iterator[Problem]:
@@ -276,7 +267,8 @@ def _sft_scheduler(c: Any) -> Iterator[Problem]:
 
 
 def _sft_model(c: Any) -> Iterator[Problem]:
-    yield from _model_rules(c.model, c.optim, ("model",))
+    yield from model_rules(c.model, c.optim, ("model",))
+    yield from clipping_notes(c.model, c.optim, ("optim",))
 
 
 def _sft_trace_path(c: Any) -> Iterator[Problem]:
@@ -459,13 +451,6 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
             )
 
 
-def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
-    if model.full_offload is not None and optim.type not in ("adamw", "sign_sgd"):
-        yield Problem(at + ("full_offload",), f"full_offload supports only adamw and sign_sgd, not {optim.type}")
-    if optim.type == "muon" and model.fsdp_cpu_offload:
-        yield Problem(at + ("fsdp_cpu_offload",), "the muon optimizer does not support fsdp_cpu_offload")
-
-
 def _scheduler_rules(s: Any, max_steps: int | None, at: Path) -> Iterator[Problem]:
     if s.type == "linear":
         if s.warmup_steps == 0 and s.decay_steps == 0:
@@ -531,6 +516,7 @@ RL_CHECKS: tuple[Check, ...] = (
     _resume,
     _rl_resume_match,
     _rl_vlm,
+    rl_renderer,
 )
 SFT_CHECKS: tuple[Check, ...] = (
     _sft_batch,
@@ -545,4 +531,5 @@ SFT_CHECKS: tuple[Check, ...] = (
     _sft_trace_path,
     _resume,
     _sft_vlm,
+    sft_renderer,
 )
