@@ -277,26 +277,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "renderer tables are checked by the renderers package's own union (config/vfcheck.py)",
     (
         "rl",
-        "orchestrator.train.source[].curriculum",
-        "closed",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.train.source[].curriculum.sampler",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.train.source[].curriculum.sampler",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.train.source[].curriculum.sampler",
-        "tags",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "orchestrator.train.source[].env",
         "closed",
     ): "env tables are checked by verifiers' own classes (config/vfcheck.py), not by this schema",

@@ -72,7 +72,7 @@ class AlgoBase(Section):
     @model_validator(mode="after")
     def _source_fits_loss(self) -> AlgoBase:
         frozen = self.sampling.source != "policy"
-        name = self.model_fields["type"].default
+        name = type(self).model_fields["type"].default
         if self.on_policy and frozen:
             raise ValueError(
                 f"algorithm '{name}' trains on the policy's own sampling logprobs, but sampling.source "
