@@ -38,8 +38,9 @@ def credentials(data: Any) -> Iterator[Problem]:
         at, node = stack.pop()
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for key, value in items:
-            secret = isinstance(key, str) and is_secret_name(key) and isinstance(value, str) and value
-            if secret and not is_placeholder(value):
+            if isinstance(key, str) and is_secret_name(key) and isinstance(value, str) and value:
+                if is_placeholder(value):
+                    continue
                 var = _env_var(at, key, node)
                 yield Problem(
                     at + (key,),

@@ -95,7 +95,7 @@ class Config:
             deployment = (
                 f"single node: {dep.num_train_gpus} train + {dep.num_infer_gpus} inference GPU(s)"
                 if dep.type == "single_node"
-                else f"multi node: {dep.num_train_nodes} train + {dep.num_infer_nodes} inference nodes"
+                else f"multi node: {dep.num_train_nodes} train + {dep.num_infer_nodes or 'derived'} inference nodes"
             )
             lr = m.trainer.optim.lr
         return {

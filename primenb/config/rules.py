@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from primenb.config.deploy_rules import infer_nodes, inference_rules, rl_deploy_rules, sft_eval_rules
 from primenb.config.model_rules import clipping_notes, model_rules, router_replay_rule
 from primenb.config.positions import Path
 from primenb.config.problem import Check, Problem
@@ -193,16 +194,20 @@ def _sft_vlm(c: Any) -> Iterator[Problem]:
 
 
 def _sft_batch(c: Any) -> Iterator[Problem]:
-    d = c.data
+    for at, d in _sft_datasets(c):
+        yield from _batch_rules(d, at)
+
+
+def _batch_rules(d: Any, at: Path) -> Iterator[Problem]:
     if d.micro_batch_size > d.batch_size:
         yield Problem(
-            ("data", "micro_batch_size"),
+            at + ("micro_batch_size",),
             f"micro_batch_size ({d.micro_batch_size}) is larger than batch_size ({d.batch_size})",
             "lower micro_batch_size or raise batch_size",
         )
     elif d.batch_size % d.micro_batch_size:
         yield Problem(
-            ("data", "batch_size"),
+            at + ("batch_size",),
             f"batch_size ({d.batch_size}) must be divisible by micro_batch_size ({d.micro_batch_size})",
             f"try batch_size = {d.batch_size - d.batch_size % d.micro_batch_size or d.micro_batch_size}",
         )
@@ -225,9 +230,31 @@ def _sft_subsets(c: Any) -> Iterator[Problem]:
 
 
 def _sft_seq_len(c: Any) -> Iterator[Problem]:
-    d = c.data
-    if d.seq_len % c.model.cp:
-        yield Problem(("data", "seq_len"), f"seq_len ({d.seq_len}) must be divisible by model.cp ({c.model.cp})")
+    for at, d in _sft_datasets(c):
+        if d.seq_len % c.model.cp:
+            yield Problem(at + ("seq_len",), f"seq_len ({d.seq_len}) must be divisible by model.cp ({c.model.cp})")
+        if c.model.cp > 1 and d.micro_batch_size != 1:
+            yield Problem(
+                at + ("micro_batch_size",),
+                f"micro_batch_size must be 1 with context parallelism (model.cp = {c.model.cp})",
+                "set micro_batch_size = 1",
+            )
+        if c.model.vlm is not None and d.micro_batch_size != 1:
+            yield Problem(at + ("micro_batch_size",), "VLM SFT needs micro_batch_size = 1", "set micro_batch_size = 1")
+
+
+def _sft_datasets(c: Any) -> Iterator[tuple[Path, Any]]:
+    """The training data and the validation data (when `[val.data]` is set)."""
+    yield ("data",), c.data
+    if c.val is not None and c.val.data is not None:
+        yield ("val", "data"), c.val.data
+
+
+def _sft_infra(c: Any) -> Iterator[Problem]:
+    yield from inference_rules(c.inference)
+    yield from sft_eval_rules(c)
+    if c.eval is not None:
+        yield from _inflight_bounds(c.eval.concurrency, ("eval", "concurrency"))
 
 
 def _sft_inference(c: Any) -> Iterator[Problem]:
@@ -316,18 +343,25 @@ def _rl_inflight(c: Any) -> Iterator[Problem]:
             at + ("max_inflight",),
             f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})",
         )
-    if cc.initial_inflight is not None:
-        if cc.initial_inflight < o.group_size:
-            yield Problem(
-                at + ("initial_inflight",),
-                f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
-            )
-        if cc.max_inflight is not None and cc.initial_inflight > cc.max_inflight:
-            yield Problem(
-                at + ("initial_inflight",),
-                f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
-            )
-    if cc.max_inflight is not None and cc.min_inflight > cc.max_inflight:
+    if cc.initial_inflight is not None and cc.initial_inflight < o.group_size:
+        yield Problem(
+            at + ("initial_inflight",),
+            f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
+        )
+    yield from _inflight_bounds(cc, at)
+
+
+def _inflight_bounds(cc: Any, at: Path) -> Iterator[Problem]:
+    """`ConcurrencyConfig.validate_bounds`: initial and min below max (an RL orchestrator's, an
+    SFT online eval's)."""
+    if cc.max_inflight is None:
+        return
+    if cc.initial_inflight is not None and cc.initial_inflight > cc.max_inflight:
+        yield Problem(
+            at + ("initial_inflight",),
+            f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
+        )
+    if cc.min_inflight > cc.max_inflight:
         yield Problem(
             at + ("min_inflight",),
             f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})",
@@ -414,7 +448,6 @@ def _slurm_rule(slurm: Any) -> Iterator[Problem]:
 
 def _deployment_rules(c: Any) -> Iterator[Problem]:
     dep = c.deployment
-    tp = c.inference.vllm.tensor_parallel_size if c.inference else 1
     if dep.type == "single_node":
         yield from _single_node_rules(dep, dep.num_infer_gpus, c.inference)
         wb = c.weight_broadcast or c.trainer.weight_broadcast
@@ -425,14 +458,23 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
                 'use type = "filesystem"',
             )
     else:
+        nodes, disagrees = infer_nodes(c)
+        if disagrees:
+            yield disagrees
         yield from _slurm_rule(c.slurm)
-        if dep.num_infer_nodes > 0 and c.inference is None:
+        if nodes > 0 and c.inference is None:
             yield Problem(
                 ("deployment", "num_infer_nodes"),
-                f"num_infer_nodes = {dep.num_infer_nodes} needs an [inference] table",
+                f"num_infer_nodes = {nodes} needs an [inference] table",
                 "add [inference]",
             )
-        if dep.num_infer_nodes == 0 and c.trainer.data.fake is None:
+        if nodes == 0 and c.inference is not None:
+            yield Problem(
+                ("deployment", "num_infer_nodes"),
+                "num_infer_nodes = 0 leaves the [inference] table without nodes",
+                "set num_infer_nodes above 0, or drop [inference]",
+            )
+        if nodes == 0 and c.trainer.data.fake is None:
             yield Problem(
                 ("deployment", "num_infer_nodes"),
                 "num_infer_nodes = 0 needs trainer.data.fake",
@@ -444,11 +486,37 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
                 f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
                 f"({dep.nodes_per_fsdp_group})",
             )
-        if dep.gpus_per_node % tp:
-            yield Problem(
-                ("inference", "vllm", "tensor_parallel_size"),
-                f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp})",
-            )
+        inference = c.inference
+        expert_parallel = inference is not None and inference.vllm.enable_expert_parallel
+        if expert_parallel and inference.deployment.type != "disaggregated":
+            yield from _expert_parallel(dep, nodes, inference.vllm)
+
+
+def _expert_parallel(dep: Any, nodes: int, vllm: Any) -> Iterator[Problem]:
+    """Multi-node expert-parallel inference: the engine layout follows the nodes exactly."""
+    tp = vllm.tensor_parallel_size
+    at: Path = ("inference", "vllm")
+    if dep.gpus_per_node % tp:
+        yield Problem(
+            at + ("tensor_parallel_size",),
+            f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp}) "
+            "for multi-node expert-parallel inference",
+        )
+        return
+    total = nodes * dep.gpus_per_node
+    if vllm.data_parallel_size * tp != total:
+        yield Problem(
+            at + ("data_parallel_size",),
+            f"data_parallel_size * tensor_parallel_size ({vllm.data_parallel_size} * {tp}) must match the "
+            f"inference GPUs ({total}) for multi-node expert-parallel inference",
+        )
+    local = dep.gpus_per_node // tp
+    if vllm.data_parallel_size_local is not None and vllm.data_parallel_size_local != local:
+        yield Problem(
+            at + ("data_parallel_size_local",),
+            f"data_parallel_size_local must be gpus_per_node / tensor_parallel_size ({local})",
+            "drop it: it is derived",
+        )
 
 
 def _scheduler_rules(s: Any, max_steps: int | None, at: Path) -> Iterator[Problem]:
@@ -517,6 +585,7 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_resume_match,
     _rl_vlm,
     rl_renderer,
+    rl_deploy_rules,
 )
 SFT_CHECKS: tuple[Check, ...] = (
     _sft_batch,
@@ -531,5 +600,6 @@ SFT_CHECKS: tuple[Check, ...] = (
     _sft_trace_path,
     _resume,
     _sft_vlm,
+    _sft_infra,
     sft_renderer,
 )

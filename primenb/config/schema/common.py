@@ -164,10 +164,15 @@ class SharedMonitorsConfig(Section):
 
 
 class MonitorsConfig(Section):
-    """Monitors of a sub-config: the file monitor is on by default."""
+    """Monitors of a trainer (RL's or SFT's): the file monitor is on by default."""
 
     wandb: WandbConfig | None = None
     file: FileMonitorConfig | None = FileMonitorConfig()
+
+
+class OrchestratorMonitorsConfig(MonitorsConfig):
+    """The orchestrator also reports to the Prime platform."""
+
     prime: PrimeMonitorConfig | None = None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from primenb.config.schema.common import (
     EnvVars,
@@ -49,18 +49,24 @@ class LlmdRouterConfig(Section):
 RouterConfig: TypeAlias = Annotated[VllmRouterConfig | LlmdRouterConfig, typed_union(None)]
 
 
+# the ranks vLLM serves LoRA adapters of (upstream rounds max_lora_rank up to one of them)
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
 class VLLMConfig(OpenSection):
     model: str = "Qwen/Qwen3-0.6B"
-    dtype: str = "auto"
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
     max_model_len: SanePosInt | None = None
     enforce_eager: bool = False
     trust_remote_code: bool = False
     chat_template: str | None = None
     tool_call_parser: str | None = "auto"
     reasoning_parser: str | None = "auto"
+    rope_scaling: dict[str, Any] | str | None = None
     tensor_parallel_size: SanePosInt = 1
     data_parallel_size: PosInt = 1
     data_parallel_size_local: PosInt | None = None
+    data_parallel_rpc_port: Annotated[int, Field(ge=1, le=65535)] = 13345
     api_server_count: Annotated[int, Field(ge=0)] = 1
     seed: int = 0
     gpu_memory_utilization: float = 0.9  # upstream bounds it nowhere (vLLM refuses at start)
@@ -70,9 +76,24 @@ class VLLMConfig(OpenSection):
     max_loras: SanePosInt = 8
     max_cpu_loras: SanePosInt = 100
     max_lora_rank: SanePosInt | None = None
+    lora_target_modules: list[str] | None = None
     enable_expert_parallel: bool = False
+    all2all_backend: Literal[
+        "allgather_reducescatter",
+        "deepep_high_throughput",
+        "deepep_low_latency",
+        "flashinfer_nvlink_one_sided",
+        "flashinfer_nvlink_two_sided",
+    ] = "allgather_reducescatter"
     enable_eplb: bool = False
+    enable_dbo: bool = False
     enable_return_routed_experts: bool = False
+
+    @model_validator(mode="after")
+    def _lora_rank(self) -> VLLMConfig:
+        if self.max_lora_rank is not None and self.max_lora_rank > max(VLLM_LORA_RANKS):
+            raise ValueError(f"max_lora_rank = {self.max_lora_rank} exceeds vLLM's maximum of {max(VLLM_LORA_RANKS)}")
+        return self
 
 
 class InferenceSingleNode(Section):
@@ -107,7 +128,16 @@ InferenceDeployment: TypeAlias = Annotated[
 
 
 class KVCacheOffloadConfig(OpenSection):
+    """Tiers (`cpu`, `disk`) are checked by shape only; a cpu tier is required (upstream's
+    `valid_tiers`: disk-only offload is not supported by either backend)."""
+
     type: Literal["native", "mooncake"] = "native"
+
+    @model_validator(mode="after")
+    def _cpu_tier(self) -> KVCacheOffloadConfig:
+        if (self.model_extra or {}).get("cpu") is None:
+            raise ValueError("kv_cache_offload needs a cpu tier (disk-only offload is not supported)")
+        return self
 
 
 class InferenceConfig(Section):

@@ -11,9 +11,9 @@ from primenb.config.schema.common import (
     CkptConfig,
     EnvVars,
     HeartbeatConfig,
-    MonitorsConfig,
     NonNegInt,
     OpenSection,
+    OrchestratorMonitorsConfig,
     PosInt,
     ResumeConfig,
     RolloutTransport,
@@ -202,7 +202,7 @@ class OrchestratorConfig(Section):
     tokenizer: TokenizerConfig | None = None
     renderer: RendererConfig = RendererConfig(name="auto")
     log: OrchestratorLogConfig = OrchestratorLogConfig()
-    monitors: MonitorsConfig = MonitorsConfig()
+    monitors: OrchestratorMonitorsConfig = OrchestratorMonitorsConfig()
     ckpt: OrchestratorCkptConfig | None = None
     resume: ResumeConfig | None = None
     weight_broadcast: WeightBroadcast | None = None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 
 from primenb.config.schema.common import (
     AdamWConfig,
@@ -98,6 +98,15 @@ class SFTSingleNode(Section):
 
 class SFTMultiNode(Section):
     type: Literal["multi_node"] = "multi_node"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_gpu_counts(cls, data: Any) -> Any:
+        """Upstream drops a single node's GPU counts from a multi_node table (normalize_deployment)."""
+        if isinstance(data, dict) and ("num_train_gpus" in data or "num_infer_gpus" in data):
+            return {k: v for k, v in data.items() if k not in ("num_train_gpus", "num_infer_gpus")}
+        return data
+
     gpus_per_node: SanePosInt = 8
     num_train_nodes: PosInt = 2
     num_infer_nodes: NonNegInt = 0
