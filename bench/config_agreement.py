@@ -28,6 +28,7 @@ DATA = ROOT / "tests" / "data" / "upstream"
 _UNION_MEMBERS = """
 single_node multi_node sft fake adamw sgd muon sign_sgd filesystem nccl nixl zmq grpo echo max_rl rae hierarchical_grpo
 opd opsd prime subprocess docker podman apptainer modal e2b default ipo custom constant linear cosine
+native mooncake disaggregated vllm_router llm_d standard difficulty_pool advantage_range fp8 mxfp8
 """
 _TAGS = set(_UNION_MEMBERS.split())
 _FLAG = re.compile(r"^--(.+)$|^<root>$")  # member names hold spaces: `function-after[f(), M]`
@@ -63,10 +64,12 @@ class Verdict:
             return "false-pass"
         if not self.upstream_paths:
             return "agree"  # upstream names no place (a TOML syntax error, a message of its own)
-        if path_matches(self.errors[0]["path"], self.upstream_paths, self.data):
+        if path_matches(self.errors[0]["path"], self.upstream_paths, self.data, self.mode):
             return "agree"
         # upstream's list was cut short: primenb's first may be one it did not print
-        if self.truncated and any(path_matches(e["path"], self.upstream_paths, self.data) for e in self.errors):
+        if self.truncated and any(
+            path_matches(e["path"], self.upstream_paths, self.data, self.mode) for e in self.errors
+        ):
             return "agree"
         return "path-mismatch"
 
@@ -158,10 +161,15 @@ def join_keys(loc: tuple[str | int, ...], data: Any) -> tuple[str | int, ...]:
     return tuple(out)
 
 
-def path_matches(primenb_path: str, upstream: list[tuple[str | int, ...]], data: Any = None) -> bool:
-    """primenb's error lies at or inside one of the places upstream names."""
+def path_matches(primenb_path: str, upstream: list[tuple[str | int, ...]], data: Any = None, mode: str = "rl") -> bool:
+    """primenb's error lies at or inside one of the places upstream names. A shared key the file
+    writes (`[model] name`) is also the sub-config keys upstream copies it into before validating
+    (`orchestrator.model.name`, prime-rl's propagate_shared_fields): upstream names those."""
+    from primenb.config.propagate import fed_by
+
     mine = join_keys(_split(primenb_path), data) if primenb_path else ()
-    return any(mine[: len(u)] == u for u in upstream)
+    places = [mine, *fed_by(mine, mode)] if mine else [mine]
+    return any(p[: len(u)] == u for p in places for u in upstream)
 
 
 def _check(path: Path, mode: str) -> list[dict[str, Any]]:

@@ -491,6 +491,19 @@ def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path], firs
                 on_value=True,
             )
         )
+    for r in prop.replaced:
+        out.append(
+            _at(
+                pos,
+                origins,
+                r.path,
+                "warning",
+                "conflict",
+                f"[{format_path(r.path)}] is replaced by the shared [{format_path(r.shared)}]: prime-rl sets every "
+                "component's table from it",
+                f"drop [{format_path(r.path)}], or set the shared [{format_path(r.shared)}] to what you want",
+            )
+        )
     return out
 
 

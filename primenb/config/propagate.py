@@ -31,12 +31,16 @@ _TABLES: list[tuple[TablePath, list[TablePath]]] = [
     (("monitors", "wandb"), [("trainer", "monitors", "wandb"), ("orchestrator", "monitors", "wandb")]),
     (("tokenizer",), [("trainer", "tokenizer"), ("orchestrator", "tokenizer")]),
     (("log",), [("trainer", "log"), ("orchestrator", "log"), ("inference", "log")]),
+    (("rollout_transport",), [("trainer", "rollout_transport"), ("orchestrator", "rollout_transport")]),
+    (("slurm",), [("inference", "slurm")]),
+]
+# prime-rl does not fill these: it sets every component's table from the shared one, replacing
+# what a sub-config wrote (`auto_setup_weight_broadcast`)
+_REPLACED: list[tuple[TablePath, list[TablePath]]] = [
     (
         ("weight_broadcast",),
         [("trainer", "weight_broadcast"), ("orchestrator", "weight_broadcast"), ("inference", "weight_broadcast")],
     ),
-    (("rollout_transport",), [("trainer", "rollout_transport"), ("orchestrator", "rollout_transport")]),
-    (("slurm",), [("inference", "slurm")]),
 ]
 
 
@@ -46,7 +50,7 @@ def fed_by(path: Path, mode: str) -> list[Path]:
     if mode == "sft":
         return [("inference", "vllm", "model")] if ("model", "name")[: len(path)] == path[:2] else []
     out: list[Path] = []
-    links = _SCALARS + _TABLES + [(("trainer", "model", "lora"), [("orchestrator", "model", "lora")])]
+    links = _SCALARS + _TABLES + _REPLACED + [(("trainer", "model", "lora"), [("orchestrator", "model", "lora")])]
     links += [(("orchestrator", "token_batch_size"), [("orchestrator", "batch_size")])]  # the 128 default
     for shared, targets in links:
         if shared[: len(path)] == path:  # path is the shared value or a table above it
@@ -69,6 +73,7 @@ class Propagated:
     data: dict[str, Any]
     origins: dict[Path, Path] = field(default_factory=dict)
     conflicts: list[Conflict] = field(default_factory=list)
+    replaced: list[Conflict] = field(default_factory=list)  # sub-config tables the shared one replaced
 
 
 def _lookup(data: dict[str, Any], path: Path) -> tuple[bool, Any]:
@@ -130,6 +135,18 @@ def propagate_rl(raw: dict[str, Any]) -> Propagated:
                 continue
             for key, value in table.items():
                 fill(shared + (key,), target + (key,), value)
+    for shared, targets in _REPLACED:
+        present, table = _lookup(data, shared)
+        if not present or not isinstance(table, dict):
+            continue
+        for target in targets:
+            if target[0] == "inference" and not has_inference:
+                continue
+            t_present, t_table = _lookup(data, target)
+            if t_present and t_table != table:
+                out.replaced.append(Conflict(target, shared, t_table, table))
+            _set(data, target, copy.deepcopy(table))
+            out.origins[target] = shared
     _lora(data, out)
     orch = data.setdefault("orchestrator", {})
     if isinstance(orch, dict) and "batch_size" not in orch and "token_batch_size" not in orch:

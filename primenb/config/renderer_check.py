@@ -73,6 +73,9 @@ def rl_renderer(c: Any) -> Iterator[Problem]:
     if o.renderer.name != "auto":
         return
     model_id, at = _model_id(o.model, o.tokenizer, ("orchestrator",))
+    shared = c.tokenizer if at[-2] == "tokenizer" else c.model
+    if shared is not None and shared.name == model_id:
+        at = at[1:]  # the shared [model] / [tokenizer] name the file writes
     if _resolves(model_id):
         return
     yield Problem(
