@@ -1,16 +1,35 @@
 """How often primenb's config verdict agrees with prime-rl's own loader.
 
-Runs every file of `tests/data/upstream/` (upstream's 67 configs, the 416 mutations of
-`mutations/` and the 520 harder ones of `mutations-2/`, with the verdicts prime-rl-configs 0.4.0 +
-verifiers 0.4.0 gave) through the path of `primenb validate --json --rl|--sft FILE`, and counts:
+Runs every file of `tests/data/upstream/` (upstream's 67 configs, and the mutations of
+`mutations/` (416), `mutations-2/` (520, harder) and `mutations-3/` (520, hand edits), with the
+verdicts prime-rl-configs 0.4.0 + verifiers 0.4.0 + tomli 2.5 gave) through the path of
+`primenb validate --json --rl|--sft FILE`, and counts per row one of:
 
-* false errors: upstream accepts, primenb reports an error;
-* false passes: upstream rejects, primenb reports no error;
-* path mismatches: both reject, but primenb's first error is not inside what upstream names;
-* absent paths: primenb's first error names a place that is neither in the file nor upstream's.
+* agree: upstream accepts and primenb reports no error (warnings are fine); or upstream rejects,
+  primenb reports an error, and primenb's first error lies at or inside a place upstream names;
+* false error: upstream accepts, primenb reports an error;
+* false pass: upstream rejects, primenb reports no error;
+* path mismatch: both reject, but primenb's first error is not inside what upstream names;
+* depends (upstream's configs only): the corpus marks upstream's verdict as depending on an
+  environment package it did not have (`accepted_as: null`); counted apart, with how many of
+  them primenb reports an error for.
 
-`python bench/config_agreement.py [-v] [mutations|mutations-2]` prints the counts and a table
-by kind of change (the first word of each mutation) per set; with -v every disagreement.
+The scoring rules that read upstream's message (each a fact of how upstream prints a place):
+
+1. upstream names no place (a TOML syntax error, "harness ... not found"): any error agrees;
+2. its `--a.b[0].c` flags are TOML paths, kebab-case for snake_case keys;
+3. union member names in them are no keys (`--data.sft.name`, `--deployment.single-node`), nor
+   are pydantic's labels of the member that failed (`literal['policy']`, `function-after[...]`);
+4. a quoted key that holds a dot or ends in a space is one key (both tools print it unquoted);
+5. shared tables: upstream copies `[model]`, `[ckpt]`, `[slurm]`, ... into the sub-configs before
+   validating, so `trainer.model.name` in its message is the file's `[model] name`, and primenb's
+   error at a shared key is at every sub-config place upstream copies it into;
+6. when upstream's list is cut short (it counts more errors than it prints), any of primenb's
+   errors at a listed place agrees.
+
+Also counted: first error paths that name a place neither in the file nor upstream's.
+`python bench/config_agreement.py [-v] [mutations|mutations-2|mutations-3]` prints the counts
+and a table by kind of change (the first word of each mutation) per set; -v every disagreement.
 """
 
 from __future__ import annotations
@@ -57,8 +76,10 @@ class Verdict:
 
     @property
     def kind(self) -> str:
-        """agree | false-error | false-pass | path-mismatch"""
-        if self.upstream_ok is None or self.upstream_ok:
+        """agree | false-error | false-pass | path-mismatch | depends"""
+        if self.upstream_ok is None:
+            return "depends"  # upstream's verdict needs an environment package it did not have
+        if self.upstream_ok:
             return "false-error" if self.errors else "agree"
         if not self.errors:
             return "false-pass"
@@ -249,11 +270,13 @@ def summary(vs: list[Verdict]) -> dict[str, Any]:
     return {
         "configs": len(configs),
         "config_false_errors": sum(v.kind == "false-error" for v in configs),
+        "configs_depending_on_env_packages": sum(v.kind == "depends" for v in configs),
+        "of_them_with_a_primenb_error": sum(v.kind == "depends" and bool(v.errors) for v in configs),
         "mutations": len(muts),
         "mutation_false_errors": kinds.count("false-error"),
         "mutation_false_passes": kinds.count("false-pass"),
         "mutation_path_mismatches": kinds.count("path-mismatch"),
-        "mutation_verdict_agreement": sum((v.upstream_ok is not False) == v.primenb_ok for v in muts) / len(muts),
+        "mutation_verdict_agreement": sum(v.upstream_ok == v.primenb_ok for v in muts) / len(muts),
         "mutation_agreement_with_paths": kinds.count("agree") / len(muts),
         "path_agreement_on_rejected": (sum(v.kind == "agree" for v in rejected) / len(rejected) if rejected else 1.0),
         "first_paths_absent_from_file": sum(v.absent for v in muts),
@@ -283,7 +306,7 @@ def main() -> None:
             print(f"  {k:32}: {val:.4f}" if isinstance(val, float) else f"  {k:32}: {val}")
     if "-v" in sys.argv:
         for v in vs:
-            if v.kind == "agree" and not v.absent:
+            if (v.kind == "agree" and not v.absent) or (v.kind == "depends" and not v.errors):
                 continue
             first = v.errors[0] if v.errors else {}
             print(f"{v.kind if v.kind != 'agree' else 'absent-path':14} {v.name:60} {v.note}")

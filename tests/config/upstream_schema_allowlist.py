@@ -12,16 +12,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "the shared [ckpt] is copied into [trainer.ckpt] and [orchestrator.ckpt], which bound it (>= 1)",
     (
         "rl",
-        "deployment<multi_node>.num_infer_nodes",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "deployment<multi_node>.num_infer_nodes",
-        "default",
-    ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "rl",
         "inference.kv_cache_offload",
         "tags",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
@@ -45,41 +35,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "inference.output_dir",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "rl",
-        "inference.vllm.all2all_backend",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.data_parallel_rpc_port",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.dtype",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.dtype",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.enable_dbo",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.lora_target_modules",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.rope_scaling",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
         "inference.weight_broadcast",
@@ -427,11 +382,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "trainer.monitors.prime",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "trainer.output_dir",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -662,41 +612,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "sft",
-        "inference.vllm.all2all_backend",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.data_parallel_rpc_port",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.dtype",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.dtype",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.enable_dbo",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.lora_target_modules",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.rope_scaling",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "inference.weight_broadcast",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -745,11 +660,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "model.quantization<mxfp8>.ignore_patterns",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "sft",
-        "monitors.prime",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
         "primenb",
