@@ -442,26 +442,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "sft",
-        "data<fake>.input_ids",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "data<fake>.num_workers",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "data<fake>.seed",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "data<sft>.probabilities[]",
-        "exclusiveMinimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "eval.client.admin_base_url",
         "type",
     ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",

@@ -55,7 +55,7 @@ class SFTDataConfig(Section):
     name: str = "PrimeIntellect/Reverse-Text-SFT"
     subsets: list[str] | None = None
     splits: list[str] | None = None
-    probabilities: list[Annotated[float, Field(gt=0)]] | None = None
+    probabilities: list[float] | None = None
     stopping_strategy: Literal["all_exhausted", "first_exhausted"] = "all_exhausted"
     shuffle: bool = True
     seed: int = 0
@@ -71,7 +71,10 @@ class FakeSFTDataConfig(Section):
     batch_size: PosInt = 2
     seq_len: PosInt = 128
     micro_batch_size: PosInt = 1
+    num_workers: PosInt = 1
     length: Literal["fixed", "variable"] = "fixed"
+    input_ids: Literal["increasing", "random"] = "increasing"
+    seed: int = 0
 
 
 SFTData: TypeAlias = Annotated[SFTDataConfig | FakeSFTDataConfig, typed_union("sft")]
