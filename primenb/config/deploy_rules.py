@@ -105,10 +105,10 @@ def infer_nodes(c: Any) -> tuple[int, Problem | None]:
         derived = 1
     if dep.num_infer_nodes is None:
         return derived, None
-    if inference is not None and inference.deployment.type == "multi_node" and dep.num_infer_nodes != derived:
+    if d is not None and d.type in ("multi_node", "disaggregated") and dep.num_infer_nodes != derived:
         return dep.num_infer_nodes, Problem(
             ("deployment", "num_infer_nodes"),
-            f"num_infer_nodes ({dep.num_infer_nodes}) must equal inference.deployment.num_nodes ({derived})",
+            f"num_infer_nodes ({dep.num_infer_nodes}) must equal the {d.type} inference deployment's nodes ({derived})",
             "drop num_infer_nodes (it follows the inference deployment), or make them equal",
         )
     return dep.num_infer_nodes, None

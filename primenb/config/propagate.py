@@ -147,11 +147,25 @@ def propagate_rl(raw: dict[str, Any]) -> Propagated:
                 out.replaced.append(Conflict(target, shared, t_table, table))
             _set(data, target, copy.deepcopy(table))
             out.origins[target] = shared
+    _chat_template(data, out)
     _lora(data, out)
     orch = data.setdefault("orchestrator", {})
     if isinstance(orch, dict) and "batch_size" not in orch and "token_batch_size" not in orch:
         orch["batch_size"] = 128  # upstream's default when neither is set
     return out
+
+
+def _chat_template(data: dict[str, Any], out: Propagated) -> None:
+    """vLLM serves the chat template the trainer's tokenizer uses (shared or the trainer's own)."""
+    present, template = _lookup(data, ("trainer", "tokenizer", "chat_template"))
+    inference = data.get("inference")
+    if not present or template is None or not isinstance(inference, dict):
+        return
+    vllm = inference.setdefault("vllm", {})
+    if isinstance(vllm, dict) and "chat_template" not in vllm:
+        vllm["chat_template"] = template
+        origin = out.origins.get(("trainer", "tokenizer", "chat_template"), ("trainer", "tokenizer", "chat_template"))
+        out.origins[("inference", "vllm", "chat_template")] = origin
 
 
 def _lora(data: dict[str, Any], out: Propagated) -> None:
@@ -174,7 +188,8 @@ def _lora(data: dict[str, Any], out: Propagated) -> None:
     if isinstance(data.get("inference"), dict):
         vllm = data["inference"].setdefault("vllm", {})
         vllm.setdefault("enable_lora", True)
-        vllm.setdefault("max_lora_rank", rank)
+        if isinstance(rank, int) and rank <= 512:  # upstream sets it after vLLM's own check (vLLM's max)
+            vllm.setdefault("max_lora_rank", rank)
 
 
 def propagate_sft(raw: dict[str, Any]) -> Propagated:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
 from primenb.config.deploy_rules import infer_nodes, inference_rules, rl_deploy_rules, sft_eval_rules
@@ -155,6 +156,27 @@ def _rl_quantized(c: Any) -> Iterator[Problem]:
 
 def _resume(c: Any) -> Iterator[Problem]:
     yield from _resume_rules(c.resume, ("resume",))
+    if c.resume is None and hasattr(c, "trainer"):  # RL sub-configs' own tables (the shared one fills them)
+        yield from _resume_rules(c.trainer.resume, ("trainer", "resume"))
+        yield from _resume_rules(c.orchestrator.resume, ("orchestrator", "resume"))
+
+
+def _rl_chat_template(c: Any) -> Iterator[Problem]:
+    """`validate_shared_tokenizer`: one chat template for trainer, orchestrator and inference."""
+    trainer = c.trainer.tokenizer.chat_template if c.trainer.tokenizer else None
+    orchestrator = c.orchestrator.tokenizer.chat_template if c.orchestrator.tokenizer else None
+    if trainer != orchestrator:
+        yield Problem(
+            ("orchestrator", "tokenizer", "chat_template"),
+            "trainer and orchestrator tokenizers use different chat templates",
+            "set chat_template once in the shared [tokenizer] table",
+        )
+    elif c.inference is not None and c.inference.vllm.chat_template != trainer:
+        yield Problem(
+            ("inference", "vllm", "chat_template"),
+            "inference serves another chat template than the trainer's tokenizer uses",
+            "set chat_template once in the shared [tokenizer] table (it fills inference.vllm too)",
+        )
 
 
 def _rl_resume_match(c: Any) -> Iterator[Problem]:
@@ -214,8 +236,9 @@ def _batch_rules(d: Any, at: Path) -> Iterator[Problem]:
 
 
 def _sft_subsets(c: Any) -> Iterator[Problem]:
-    d = c.data
-    if d.type == "sft":
+    for at, d in _sft_datasets(c):
+        if d.type != "sft":
+            continue
         lengths = {
             k: len(v)
             for k, v in (("subsets", d.subsets), ("splits", d.splits), ("probabilities", d.probabilities))
@@ -223,7 +246,7 @@ def _sft_subsets(c: Any) -> Iterator[Problem]:
         }
         if len(set(lengths.values())) > 1:
             yield Problem(
-                ("data", next(iter(lengths))),
+                at + (next(iter(lengths)),),
                 "subsets, splits and probabilities must have the same length "
                 + ", ".join(f"({k}: {n})" for k, n in lengths.items()),
             )
@@ -287,6 +310,16 @@ def _sft_deployment(c: Any) -> Iterator[Problem]:
         yield from _single_node_rules(dep, infer, c.inference)
     else:
         yield from _slurm_rule(c.slurm)
+        yield from _fsdp_groups(dep)
+
+
+def _fsdp_groups(dep: Any) -> Iterator[Problem]:
+    if dep.nodes_per_fsdp_group and dep.num_train_nodes % dep.nodes_per_fsdp_group:
+        yield Problem(
+            ("deployment", "nodes_per_fsdp_group"),
+            f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
+            f"({dep.nodes_per_fsdp_group})",
+        )
 
 
 def _sft_scheduler(c: Any) -> Iterator[Problem]:
@@ -480,12 +513,7 @@ def _deployment_rules(c: Any) -> Iterator[Problem]:
                 "num_infer_nodes = 0 needs trainer.data.fake",
                 "add [trainer.data.fake], or give inference at least one node",
             )
-        if dep.nodes_per_fsdp_group and dep.num_train_nodes % dep.nodes_per_fsdp_group:
-            yield Problem(
-                ("deployment", "nodes_per_fsdp_group"),
-                f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
-                f"({dep.nodes_per_fsdp_group})",
-            )
+        yield from _fsdp_groups(dep)
         inference = c.inference
         expert_parallel = inference is not None and inference.vllm.enable_expert_parallel
         if expert_parallel and inference.deployment.type != "disaggregated":
@@ -551,7 +579,7 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
         return
     if r.step is not None and r.dir is not None:
         yield Problem(at + ("dir",), "set either resume.step or resume.dir, not both")
-    if r.dir is not None and not re.search(r"step_\d+/?$", r.dir):
+    if r.dir is not None and not re.fullmatch(r"step_\d+", PurePosixPath(r.dir).name):
         yield Problem(
             at + ("dir",),
             f"resume.dir must end in step_<N> (got `{r.dir}`)",
@@ -583,6 +611,7 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_quantized,
     _resume,
     _rl_resume_match,
+    _rl_chat_template,
     _rl_vlm,
     rl_renderer,
     rl_deploy_rules,

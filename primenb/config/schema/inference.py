@@ -36,6 +36,23 @@ class VllmRouterConfig(Section):
     policy: str = "consistent_hash"
 
 
+LLMD_SCORERS = frozenset(
+    {
+        "prefix-cache-scorer",
+        "precise-prefix-cache-scorer",
+        "queue-scorer",
+        "kv-cache-utilization-scorer",
+        "active-request-scorer",
+        "load-aware-scorer",
+        "running-requests-size-scorer",
+        "token-load-scorer",
+        "latency-scorer",
+        "session-affinity-scorer",
+        "lora-affinity-scorer",
+    }
+)
+
+
 class LlmdRouterConfig(Section):
     type: Literal["llm-d"] = "llm-d"
     scorers: dict[str, float] = {"active-request-scorer": 2.0, "prefix-cache-scorer": 3.0}
@@ -43,6 +60,14 @@ class LlmdRouterConfig(Section):
     decode_scorer_overrides: dict[str, float] = {}
     non_cached_tokens: int = 16
     decode_sidecar_port: int = 8300
+
+    @model_validator(mode="after")
+    def _known_scorers(self) -> LlmdRouterConfig:
+        named = set(self.scorers) | set(self.prefill_scorer_overrides) | set(self.decode_scorer_overrides)
+        unknown = sorted(named - LLMD_SCORERS)
+        if unknown:
+            raise ValueError(f"unknown llm-d scorer(s) {unknown}; known: {', '.join(sorted(LLMD_SCORERS))}")
+        return self
 
 
 # `[inference.router]` is optional upstream: a table without `type` is refused (no default member)
