@@ -25,7 +25,7 @@ from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import keys_at, loc_to_path
 from primenb.config.synonyms import suggest
 from primenb.config.tomlread import TOMLDecodeError, read_toml
-from primenb.protocol.fields import Mode, detect_mode
+from primenb.protocol.fields import MISSING, Mode, detect_mode, lookup
 
 # a key right before `=`; the lookbehind starts a match only at a word's first character, so a
 # 5 MB line is scanned once (without it every position restarted the scan: quadratic)
@@ -382,7 +382,7 @@ def _schema_errors(
 ) -> list[Diagnostic]:
     out = []
     errors = exc.errors()
-    paths = [loc_to_path(e["loc"], data) for e in errors]
+    paths = [_validator_place(loc_to_path(e["loc"], data), e["type"], data) for e in errors]
     for n, err in enumerate(errors):
         path = paths[n]
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
@@ -451,6 +451,14 @@ def _schema_errors(
         )
         out.append(d)
     return out
+
+
+def _validator_place(path: Path, kind: str, data: dict[str, Any]) -> Path:
+    """A model validator's error names its table; a last part the data lacks is the union
+    member's tag (`orchestrator.algo.sft`), not a key."""
+    if kind == "value_error" and path and lookup(data, path) is MISSING:
+        return path[:-1]
+    return path
 
 
 def _type_hint(kind: str, value: Any) -> str:
