@@ -55,6 +55,11 @@ def _model_id(model: Any, tokenizer: Any, at: Path) -> tuple[str, Path]:
     return model.name, at + ("model", "name")
 
 
+def _shown(model_id: str) -> str:
+    """The id as a message can print it: control characters (an `\\e[0m` escape) spelled out."""
+    return model_id if model_id.isprintable() else repr(model_id)[1:-1]
+
+
 def _resolves(model_id: str) -> bool:
     return model_id in renderer_map() or model_id.startswith(EMBEDDED_PREFIX)
 
@@ -80,7 +85,7 @@ def rl_renderer(c: Any) -> Iterator[Problem]:
         return
     yield Problem(
         at,
-        f"renderer `auto` cannot resolve `{model_id}`: it is not in the renderers package's "
+        f"renderer `auto` cannot resolve `{_shown(model_id)}`: it is not in the renderers package's "
         "MODEL_RENDERER_MAP, and prime-rl refuses to fall back to DefaultRenderer silently",
         _near(model_id) + 'set [orchestrator.renderer] name = "default" (a fine-tune or mirror with its own chat '
         "template) or the renderer of its model family (`qwen3`, `prime-qwen3`, ...)",
@@ -96,12 +101,12 @@ def sft_renderer(c: Any) -> Iterator[Problem]:
             ("renderer", "name"),
             "SFT needs a typed renderer (sampled-token and content attribution); "
             '`name = "default"` selects DefaultRenderer',
-            f"name the renderer of `{model_id}`'s family (`qwen3`, ...) when its chat template matches",
+            f"name the renderer of `{_shown(model_id)}`'s family (`qwen3`, ...) when its chat template matches",
         )
     elif c.renderer.name == "auto" and not _resolves(model_id):
         yield Problem(
             at,
-            f"SFT needs a typed renderer, and renderer `auto` finds none for `{model_id}` (not in the "
+            f"SFT needs a typed renderer, and renderer `auto` finds none for `{_shown(model_id)}` (not in the "
             "renderers package's MODEL_RENDERER_MAP)",
             _near(model_id) + "set [renderer] name = the renderer of its model family when its chat template matches",
         )

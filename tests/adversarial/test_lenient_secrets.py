@@ -121,5 +121,5 @@ def test_config_refuses_a_text_with_a_credential_whatever_built_it() -> None:
     token (a caller that skipped validation) refuses to exist."""
     valid = load_config(rl_text())
     leaked = rl_text().replace("[primenb]\n", '[primenb]\nnote = "https://me:pw@host/x"\n', 1)
-    with pytest.raises(PrimenbError, match="credential at primenb.note"):
+    with pytest.raises(PrimenbError, match=r"credential at primenb\.note"):
         Config(valid.model, mode=valid.mode, text=leaked, report=valid.report)
