@@ -4,6 +4,7 @@ sub-configs where they are unset; a sub-config value that disagrees is an error.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,47 +113,48 @@ def propagate_rl(raw: dict[str, Any]) -> Propagated:
         if present:
             for target in targets:
                 fill(shared, target, value)
-    for shared, targets in _TABLES:
-        present, table = _lookup(data, shared)
-        if not present or not isinstance(table, dict):
-            continue
-        for target in targets:
-            if target[0] == "inference" and not has_inference:
-                continue
-            t_present, t_table = _lookup(data, target)
-            if not t_present:
-                _set(data, target, {})
-                out.origins[target] = shared
-            elif not isinstance(t_table, dict):
-                continue
-            elif not t_table and shared == ("slurm",):
-                # [inference.slurm] is the very class of the shared [slurm]: upstream refuses both set
-                # ("pick one place"), even empty; an empty [orchestrator.ckpt] beside [ckpt] it takes
-                out.conflicts.append(Conflict(target, shared, t_table, table))
-                continue
-            if "type" in table and isinstance(t_table, dict) and t_table.get("type", table["type"]) != table["type"]:
-                out.conflicts.append(Conflict(target + ("type",), shared + ("type",), t_table["type"], table["type"]))
-                continue
-            for key, value in table.items():
-                fill(shared + (key,), target + (key,), value)
-    for shared, targets in _REPLACED:
-        present, table = _lookup(data, shared)
-        if not present or not isinstance(table, dict):
-            continue
-        for target in targets:
-            if target[0] == "inference" and not has_inference:
-                continue
-            t_present, t_table = _lookup(data, target)
-            if t_present and t_table != table:
-                out.replaced.append(Conflict(target, shared, t_table, table))
-            _set(data, target, copy.deepcopy(table))
+    for shared, table, target in _written_tables(data, _TABLES, has_inference):
+        t_present, t_table = _lookup(data, target)
+        if not t_present:
+            _set(data, target, {})
             out.origins[target] = shared
+        elif not isinstance(t_table, dict):
+            continue
+        elif not t_table and shared == ("slurm",):
+            # [inference.slurm] is the very class of the shared [slurm]: upstream refuses both set
+            # ("pick one place"), even empty; an empty [orchestrator.ckpt] beside [ckpt] it takes
+            out.conflicts.append(Conflict(target, shared, t_table, table))
+            continue
+        if "type" in table and isinstance(t_table, dict) and t_table.get("type", table["type"]) != table["type"]:
+            out.conflicts.append(Conflict(target + ("type",), shared + ("type",), t_table["type"], table["type"]))
+            continue
+        for key, value in table.items():
+            fill(shared + (key,), target + (key,), value)
+    for shared, table, target in _written_tables(data, _REPLACED, has_inference):
+        t_present, t_table = _lookup(data, target)
+        if t_present and t_table != table:
+            out.replaced.append(Conflict(target, shared, t_table, table))
+        _set(data, target, copy.deepcopy(table))
+        out.origins[target] = shared
     _chat_template(data, out)
     _lora(data, out)
     orch = data.setdefault("orchestrator", {})
     if isinstance(orch, dict) and "batch_size" not in orch and "token_batch_size" not in orch:
         orch["batch_size"] = 128  # upstream's default when neither is set
     return out
+
+
+def _written_tables(
+    data: dict[str, Any], links: list[tuple[TablePath, list[TablePath]]], has_inference: bool
+) -> Iterator[tuple[TablePath, dict[str, Any], TablePath]]:
+    """(shared path, its table, a sub-config path it reaches) for each shared table the file writes."""
+    for shared, targets in links:
+        present, table = _lookup(data, shared)
+        if not present or not isinstance(table, dict):
+            continue
+        for target in targets:
+            if target[0] != "inference" or has_inference:
+                yield shared, table, target
 
 
 def _chat_template(data: dict[str, Any], out: Propagated) -> None:
