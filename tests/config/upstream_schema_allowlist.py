@@ -12,11 +12,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "the shared [ckpt] is copied into [trainer.ckpt] and [orchestrator.ckpt], which bound it (>= 1)",
     (
         "rl",
-        "inference.kv_cache_offload",
-        "tags",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "inference.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -567,11 +562,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "sft",
-        "inference.kv_cache_offload",
-        "tags",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "inference.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -686,4 +676,44 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "weight_broadcast<nixl>.session_id",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
+    (
+        "rl",
+        "inference.kv_cache_offload<native>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "rl",
+        "inference.kv_cache_offload<native>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
+    (
+        "rl",
+        "inference.kv_cache_offload<mooncake>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "rl",
+        "inference.kv_cache_offload<mooncake>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
+    (
+        "sft",
+        "inference.kv_cache_offload<native>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "sft",
+        "inference.kv_cache_offload<native>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
+    (
+        "sft",
+        "inference.kv_cache_offload<mooncake>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "sft",
+        "inference.kv_cache_offload<mooncake>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
 }

@@ -62,7 +62,9 @@ def _candidates(annotation: Any) -> list[Any]:
             value = args[1] if len(args) == 2 else str
             models = _unwrap(value)[0]
             values = _candidates(value) or ([_filled(models[0])] if models else [])
-            out += [{"x_test": v} for v in values[:2]] + [{}]
+            key = args[0] if len(args) == 2 else str
+            name = get_args(key)[0] if get_origin(key) is Literal else "x_test"  # typed keys: a known one
+            out += [{name: v} for v in values[:2]] + [{}]
         elif kind is Any:
             out += ["x-test"]
     return out

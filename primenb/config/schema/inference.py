@@ -36,38 +36,29 @@ class VllmRouterConfig(Section):
     policy: str = "consistent_hash"
 
 
-LLMD_SCORERS = frozenset(
-    {
-        "prefix-cache-scorer",
-        "precise-prefix-cache-scorer",
-        "queue-scorer",
-        "kv-cache-utilization-scorer",
-        "active-request-scorer",
-        "load-aware-scorer",
-        "running-requests-size-scorer",
-        "token-load-scorer",
-        "latency-scorer",
-        "session-affinity-scorer",
-        "lora-affinity-scorer",
-    }
-)
+# the scorers the llm-d router knows (upstream's `validate_scorers`: any other name is refused)
+LlmdScorer = Literal[
+    "prefix-cache-scorer",
+    "precise-prefix-cache-scorer",
+    "queue-scorer",
+    "kv-cache-utilization-scorer",
+    "active-request-scorer",
+    "load-aware-scorer",
+    "running-requests-size-scorer",
+    "token-load-scorer",
+    "latency-scorer",
+    "session-affinity-scorer",
+    "lora-affinity-scorer",
+]
 
 
 class LlmdRouterConfig(Section):
     type: Literal["llm-d"] = "llm-d"
-    scorers: dict[str, float] = {"active-request-scorer": 2.0, "prefix-cache-scorer": 3.0}
-    prefill_scorer_overrides: dict[str, float] = {"kv-cache-utilization-scorer": 2.0, "queue-scorer": 2.0}
-    decode_scorer_overrides: dict[str, float] = {}
+    scorers: dict[LlmdScorer, float] = {"active-request-scorer": 2.0, "prefix-cache-scorer": 3.0}
+    prefill_scorer_overrides: dict[LlmdScorer, float] = {"kv-cache-utilization-scorer": 2.0, "queue-scorer": 2.0}
+    decode_scorer_overrides: dict[LlmdScorer, float] = {}
     non_cached_tokens: int = 16
     decode_sidecar_port: int = 8300
-
-    @model_validator(mode="after")
-    def _known_scorers(self) -> LlmdRouterConfig:
-        named = set(self.scorers) | set(self.prefill_scorer_overrides) | set(self.decode_scorer_overrides)
-        unknown = sorted(named - LLMD_SCORERS)
-        if unknown:
-            raise ValueError(f"unknown llm-d scorer(s) {unknown}; known: {', '.join(sorted(LLMD_SCORERS))}")
-        return self
 
 
 # `[inference.router]` is optional upstream: a table without `type` is refused (no default member)
@@ -152,17 +143,29 @@ InferenceDeployment: TypeAlias = Annotated[
 ]
 
 
-class KVCacheOffloadConfig(OpenSection):
-    """Tiers (`cpu`, `disk`) are checked by shape only; a cpu tier is required (upstream's
-    `valid_tiers`: disk-only offload is not supported by either backend)."""
+class CPUOffloadTier(Section):
+    num_bytes: Annotated[int, Field(gt=0)]
 
-    type: Literal["native", "mooncake"] = "native"
 
-    @model_validator(mode="after")
-    def _cpu_tier(self) -> KVCacheOffloadConfig:
-        if (self.model_extra or {}).get("cpu") is None:
-            raise ValueError("kv_cache_offload needs a cpu tier (disk-only offload is not supported)")
-        return self
+class DiskOffloadTier(Section):
+    path: str
+
+
+class NativeKVCacheOffload(Section):
+    type: Literal["native"] = "native"
+    # required here: upstream's `valid_tiers` refuses a table without a cpu tier (disk-only
+    # offload is supported by neither backend); a missing key names it exactly
+    cpu: CPUOffloadTier
+    disk: DiskOffloadTier | None = None
+
+
+class MooncakeKVCacheOffload(NativeKVCacheOffload):
+    type: Literal["mooncake"] = "mooncake"  # type: ignore[assignment]
+    device_name: str = ""
+
+
+# optional upstream, so a written table names its `type`
+KVCacheOffload: TypeAlias = Annotated[NativeKVCacheOffload | MooncakeKVCacheOffload, typed_union(None)]
 
 
 class InferenceConfig(Section):
@@ -174,7 +177,7 @@ class InferenceConfig(Section):
     env_vars: EnvVars = {}
     use_deep_gemm: bool = False
     weight_broadcast: WeightBroadcast | None = None
-    kv_cache_offload: KVCacheOffloadConfig | None = None
+    kv_cache_offload: KVCacheOffload | None = None
     deployment: InferenceDeployment = InferenceSingleNode()
     slurm: SlurmConfig | None = None
     output_dir: str | None = None
