@@ -193,4 +193,131 @@ def sft_eval_rules(c: Any) -> Iterator[Problem]:
             )
 
 
-__all__ = ["infer_nodes", "inference_rules", "rl_deploy_rules", "sft_eval_rules"]
+def sft_deployment(c: Any) -> Iterator[Problem]:
+    dep = c.deployment
+    if dep.type == "single_node":
+        infer = dep.num_infer_gpus if c.inference is not None else 0  # SFT serves only online evals
+        yield from _single_node_rules(dep, infer, c.inference)
+    else:
+        yield from _slurm_rule(c.slurm)
+        yield from _fsdp_groups(dep)
+
+
+def _fsdp_groups(dep: Any) -> Iterator[Problem]:
+    if dep.nodes_per_fsdp_group and dep.num_train_nodes % dep.nodes_per_fsdp_group:
+        yield Problem(
+            ("deployment", "nodes_per_fsdp_group"),
+            f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
+            f"({dep.nodes_per_fsdp_group})",
+        )
+
+
+def _single_node_rules(dep: Any, infer: int, inference: Any) -> Iterator[Problem]:
+    """GPU counts of a single-node deployment (RL and SFT alike)."""
+    if dep.num_train_gpus + infer > dep.gpus_per_node:
+        yield Problem(
+            ("deployment", "num_infer_gpus" if infer else "num_train_gpus"),
+            f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node "
+            f"({dep.gpus_per_node})",
+            "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment",
+        )
+    tp = inference.vllm.tensor_parallel_size if inference is not None else 1
+    if infer % tp:
+        yield Problem(
+            ("inference", "vllm", "tensor_parallel_size"),
+            f"Number of inference GPUs ({infer}) must be divisible by the tensor parallel size ({tp})",
+            f"use a tensor_parallel_size that divides {infer}, or change num_infer_gpus",
+        )
+
+
+def _slurm_rule(slurm: Any) -> Iterator[Problem]:
+    if slurm is None:
+        yield Problem(
+            ("deployment", "type"),
+            "a multi_node deployment needs a [slurm] table",
+            'add [slurm] with at least job_name, or use type = "single_node"',
+        )
+
+
+def rl_deployment(c: Any) -> Iterator[Problem]:
+    dep = c.deployment
+    if dep.type == "single_node":
+        yield from _single_node_rules(dep, dep.num_infer_gpus, c.inference)
+        wb = c.weight_broadcast or c.trainer.weight_broadcast
+        if wb is not None and wb.type == "nccl" and dep.num_train_gpus + dep.num_infer_gpus < 2:
+            yield Problem(
+                ("weight_broadcast", "type"),
+                "NCCL weight broadcast on one node needs at least 2 GPUs",
+                'use type = "filesystem"',
+            )
+    else:
+        nodes, disagrees = infer_nodes(c)
+        if disagrees:
+            yield disagrees
+        yield from _slurm_rule(c.slurm)
+        if nodes > 0 and c.inference is None:
+            yield Problem(
+                ("deployment", "num_infer_nodes"),
+                f"num_infer_nodes = {nodes} needs an [inference] table",
+                "add [inference]",
+            )
+        if nodes == 0 and c.inference is not None:
+            yield Problem(
+                ("deployment", "num_infer_nodes"),
+                "num_infer_nodes = 0 leaves the [inference] table without nodes",
+                "set num_infer_nodes above 0, or drop [inference]",
+            )
+        if nodes == 0 and c.trainer.data.fake is None:
+            yield Problem(
+                ("deployment", "num_infer_nodes"),
+                "num_infer_nodes = 0 needs trainer.data.fake",
+                "add [trainer.data.fake], or give inference at least one node",
+            )
+        yield from _fsdp_groups(dep)
+        inference = c.inference
+        expert_parallel = inference is not None and inference.vllm.enable_expert_parallel
+        if expert_parallel and inference.deployment.type != "disaggregated":
+            yield from _expert_parallel(dep, nodes, inference.vllm)
+
+
+def _expert_parallel(dep: Any, nodes: int, vllm: Any) -> Iterator[Problem]:
+    """Multi-node expert-parallel inference: the engine layout follows the nodes exactly."""
+    tp = vllm.tensor_parallel_size
+    at: Path = ("inference", "vllm")
+    if dep.gpus_per_node % tp:
+        yield Problem(
+            at + ("tensor_parallel_size",),
+            f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp}) "
+            "for multi-node expert-parallel inference",
+        )
+        return
+    total = nodes * dep.gpus_per_node
+    if vllm.data_parallel_size * tp != total:
+        yield Problem(
+            at + ("data_parallel_size",),
+            f"data_parallel_size * tensor_parallel_size ({vllm.data_parallel_size} * {tp}) must match the "
+            f"inference GPUs ({total}) for multi-node expert-parallel inference",
+        )
+    local = dep.gpus_per_node // tp
+    if vllm.data_parallel_size_local is not None and vllm.data_parallel_size_local != local:
+        yield Problem(
+            at + ("data_parallel_size_local",),
+            f"data_parallel_size_local must be gpus_per_node / tensor_parallel_size ({local})",
+            "drop it: it is derived",
+        )
+
+
+def sft_infra(c: Any) -> Iterator[Problem]:
+    yield from inference_rules(c.inference)
+    yield from sft_eval_rules(c)
+
+
+__all__ = [
+    "infer_nodes",
+    "inference_rules",
+    "rl_deploy_rules",
+    "rl_deployment",
+    "sft_deployment",
+    "sft_eval_rules",
+    "sft_infra",
+]
