@@ -1,6 +1,6 @@
-"""Upstream's validators of where a run's processes go: inference deployments, routers, KV-cache
-offload, transports, run directories and online evals (prime-rl's `InferenceConfig`, `RLConfig`
-and `SFTConfig` validators the older `rules.py` checks do not cover)."""
+"""Upstream's validators of where a run's processes go: GPU and node layouts, inference
+deployments, routers, KV-cache offload, transports, run directories and online evals (prime-rl's
+`InferenceConfig`, and the deployment validators of `RLConfig` and `SFTConfig`)."""
 
 from __future__ import annotations
 
