@@ -78,11 +78,11 @@ def run_backend(run_dir: str | os.PathLike[str]) -> str:
 
 def default_backend(config: Config) -> str:
     """The config's ``[primenb] backend``; a config with a ``[slurm]`` table and no backend goes to SLURM."""
-    import tomllib
+    from primenb.config import TOMLDecodeError, read_toml
 
     try:
-        written = tomllib.loads(config.text)
-    except (tomllib.TOMLDecodeError, TypeError):
+        written = read_toml(config.text)
+    except (TOMLDecodeError, TypeError):
         written = {}
     chosen = (written.get("primenb") or {}).get("backend")
     if chosen is None and written.get("slurm") is not None:

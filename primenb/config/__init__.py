@@ -7,10 +7,11 @@ from pathlib import Path
 from primenb.config.diagnostics import Diagnostic, Report
 from primenb.config.loader import Outcome, read_source, validate
 from primenb.config.model import Config
+from primenb.config.tomlread import TOMLDecodeError, read_toml
 from primenb.errors import ConfigError
 from primenb.protocol.fields import Mode
 
-__all__ = ["Config", "ConfigError", "Diagnostic", "Report", "check", "load_config"]
+__all__ = ["Config", "ConfigError", "Diagnostic", "Report", "TOMLDecodeError", "check", "load_config", "read_toml"]
 
 
 def check(source: str | Path, *, mode: Mode | None = None, first_line: int = 1, lenient: bool = False) -> Outcome:

@@ -11,13 +11,13 @@ the local mirror. A hosted SFT run reads data from a volume, never from this mac
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path as FsPath
 from typing import Any
 
 from primenb.config.diagnostics import Diagnostic, Report
 from primenb.config.locate import located as _at
 from primenb.config.positions import Path, scan
+from primenb.config.tomlread import read_toml
 from primenb.protocol.fields import get_path
 
 ON_VOLUME = ("/volume/", "datasets/")
@@ -118,7 +118,7 @@ def _looks_local(name: str) -> bool:
 
 def hosted_report(text: str, mode: str, *, source: str = "<cell>", volume: str | None = None) -> Report:
     """Every hosted-only rule ``text`` breaks, each located in the text."""
-    raw = tomllib.loads(text)
+    raw = read_toml(text)
     pos = scan(text)
     diags = [_at(pos, {}, path, sev, "hosted", msg, hint) for sev, path, msg, hint in _problems(raw, mode, volume)]
     diags.sort(key=lambda d: (d.line or 0, d.col or 0))

@@ -1,8 +1,10 @@
-"""Values no config may hold, whatever its key: checked on the raw TOML before the schema.
+"""Values checked on the TOML as written, whatever their key, before the schema.
 
-An integer beyond 64 bits trains but cannot be indexed or reproduced (issue 9, item 2); ``inf``
-passes ``gt=0`` bounds that ``nan`` fails; a credential in a URL or after a ``--password`` flag
-rides on an innocent key (``extra_args``, ``base_url``) into config.toml, resolved.json and exports.
+A credential in a URL or after a ``--password`` flag rides on an innocent key (``extra_args``,
+``base_url``) into config.toml, resolved.json and exports: an error in every mode. An integer
+beyond 64 bits and ``nan``/``inf`` are upstream's to judge (tomli reads any integer and pydantic
+takes it where no bound refuses it): a located warning, as no 64-bit field (torch, vLLM, JSON
+readers in other languages) can hold them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class ValueProblem:
     code: str
     message: str
     hint: str
+    severity: str = "error"
 
 
 def value_problems(data: Any) -> Iterator[ValueProblem]:
@@ -46,12 +49,21 @@ def value_problems(data: Any) -> Iterator[ValueProblem]:
         elif isinstance(node, int) and not -INT64_MAX - 1 <= node <= INT64_MAX:
             yield ValueProblem(
                 at,
-                "value",
-                f"{_short(node)} does not fit in a 64-bit integer",
+                "local-limit",
+                f"{_short(node)} does not fit in a 64-bit integer: prime-rl takes it, but a 64-bit field "
+                "(torch, vLLM, the local engine) cannot hold it; the local engine refuses it at launch",
                 f"use a number between {-INT64_MAX - 1} and {INT64_MAX}",
+                "warning",
             )
         elif isinstance(node, float) and not math.isfinite(node):
-            yield ValueProblem(at, "value", f"{node} is not a finite number", "write a finite number (no inf or nan)")
+            yield ValueProblem(
+                at,
+                "local-limit",
+                f"{node} is not a finite number: prime-rl takes it where no bound refuses it; "
+                "the local engine refuses it at launch",
+                "write a finite number (no inf or nan)",
+                "warning",
+            )
         elif isinstance(node, str) and has_credential(node):
             yield _credential(at, "this value carries a credential (a password in a URL, a token, a secret flag)")
 

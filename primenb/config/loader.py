@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from primenb.config.credentials import credentials
 from primenb.config.diagnostics import Diagnostic, Report, format_path
 from primenb.config.limits import local_limits, value_problems
 from primenb.config.locate import located as _at  # also used by the platform rules (config/hosted.py)
@@ -18,13 +18,14 @@ from primenb.config.locate import value_end as _value_end
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
 from primenb.config.propagate import Propagated, propagate_rl, propagate_sft
-from primenb.config.rules import RL_CHECKS, SFT_CHECKS, rl_rules, secrets, sft_rules
+from primenb.config.rules import RL_CHECKS, SFT_CHECKS, rl_rules, sft_rules
 from primenb.config.salvage import run_checks, salvage
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import keys_at, loc_to_path
 from primenb.config.synonyms import suggest
-from primenb.protocol.fields import Mode, detect_mode
+from primenb.config.tomlread import TOMLDecodeError, read_toml
+from primenb.protocol.fields import MISSING, Mode, detect_mode, lookup
 
 # a key right before `=`; the lookbehind starts a match only at a word's first character, so a
 # 5 MB line is scanned once (without it every position restarted the scan: quadratic)
@@ -71,7 +72,7 @@ def read_source(source: str | FsPath) -> tuple[str, str]:
 
 
 def decode_toml(data: bytes, name: str) -> str:
-    """TOML files are UTF-8 (the spec, and upstream's tomllib): anything else gets a clear message."""
+    """TOML files are UTF-8 (the spec, and upstream's tomli): anything else gets a clear message."""
     from primenb.errors import PrimenbError
 
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -96,7 +97,7 @@ def validate(
     warning, not an error, and is left out of the validated model (forward compatibility)."""
     try:
         return _validate(text, source=source, mode=mode, first_line=first_line, lenient=lenient)
-    except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomllib and pydantic recurse
+    except RecursionError:  # `a = [[[[...]]]]` thousands deep: tomli and pydantic recurse
         d = Diagnostic(
             "error",
             "syntax",
@@ -140,16 +141,21 @@ def _drop_unknown(root: type[BaseModel], data: dict[str, Any]) -> list[Path]:
 def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, lenient: bool = False) -> Outcome:
     lines = text.splitlines()
     try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        raw = read_toml(text)
+    except TOMLDecodeError as exc:
         syntax = _in_editor([_syntax(exc, lines)], first_line)
         return Outcome(Report(syntax, source, lines, first_line), mode or "rl", None, None, None)
 
     pos = scan(text)
+    # the secret rule first, on the text as written: no mode, migration or lenient drop lowers it
+    found = [_at(pos, {}, p.path, "error", p.code, p.message, p.hint) for p in credentials(raw)]
+    for v in value_problems(raw):  # any key: 2**64, inf (upstream takes them: warnings)
+        if v.code != "secret":
+            found.append(_at(pos, {}, v.path, v.severity, v.code, v.message, v.hint, on_value=True))
     chosen = mode
     mode = mode or detect_mode(raw)
     migration = migrate(raw, pos, mode)
-    diagnostics = list(migration.diagnostics)
+    diagnostics = list(migration.diagnostics) + found
     if chosen is None:
         diagnostics += _mode_note(raw, mode, pos)
     if migration.hosted_shape:
@@ -172,10 +178,6 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
                     "fine for a platform running a newer prime-rl; the local engine ignores it",
                 )
             )
-    for p in secrets(data):
-        diagnostics.append(_at(pos, migration.origins, p.path, "error", p.code, p.message, p.hint))
-    for v in value_problems(data):  # any key: 2**64, inf, https://user:pass@host, ["--hf-token", X]
-        diagnostics.append(_at(pos, migration.origins, v.path, "error", v.code, v.message, v.hint, on_value=True))
     try:
         root.model_validate(data)
         invalid: ValidationError | None = None
@@ -219,11 +221,13 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
             limited = {format_path(lim.path) for lim in limits} | {
                 format_path(origins.get(lim.path, lim.path)) for lim in limits
             }
-            diagnostics = [
+            diagnostics = [  # one warning per place: the engine's own limit says most
                 d
                 for d in diagnostics
                 if not (
-                    d.severity == "warning" and not d.code.startswith("local-") and _same_place(d, limited, origins)
+                    d.severity == "warning"
+                    and (not d.code.startswith("local-") or d in found)
+                    and _same_place(d, limited, origins)
                 )
             ]
             from primenb.config.envcheck import env_problems  # environment ids (no heavy imports)
@@ -295,7 +299,7 @@ def _path_of(dotted: str) -> list[str | int]:
     return out
 
 
-def _syntax(exc: tomllib.TOMLDecodeError, lines: list[str]) -> Diagnostic:
+def _syntax(exc: TOMLDecodeError, lines: list[str]) -> Diagnostic:
     msg = str(exc)
     m = _TOML_POS.search(msg)
     line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
@@ -378,7 +382,7 @@ def _schema_errors(
 ) -> list[Diagnostic]:
     out = []
     errors = exc.errors()
-    paths = [loc_to_path(e["loc"], data) for e in errors]
+    paths = [_validator_place(loc_to_path(e["loc"], data), e["type"], data) for e in errors]
     for n, err in enumerate(errors):
         path = paths[n]
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
@@ -434,7 +438,7 @@ def _schema_errors(
             message = f"must be {op} {bound}, got {value}"
             hint = ""
         else:
-            message, hint = err["msg"], ""
+            message, hint = err["msg"].removeprefix("Value error, "), ""
         d = _at(
             pos,
             origins,
@@ -447,6 +451,14 @@ def _schema_errors(
         )
         out.append(d)
     return out
+
+
+def _validator_place(path: Path, kind: str, data: dict[str, Any]) -> Path:
+    """A model validator's error names its table; a last part the data lacks is the union
+    member's tag (`orchestrator.algo.sft`), not a key."""
+    if kind == "value_error" and path and lookup(data, path) is MISSING:
+        return path[:-1]
+    return path
 
 
 def _type_hint(kind: str, value: Any) -> str:
@@ -485,6 +497,19 @@ def _conflicts(prop: Propagated, pos: Positions, origins: dict[Path, Path], firs
                 f"`{format_path(c.shared)}` = {c.shared_value!r}{at}",
                 f"remove `{format_path(c.path)}` (the shared value fills it) or make them equal",
                 on_value=True,
+            )
+        )
+    for r in prop.replaced:
+        out.append(
+            _at(
+                pos,
+                origins,
+                r.path,
+                "warning",
+                "conflict",
+                f"[{format_path(r.path)}] is replaced by the shared [{format_path(r.shared)}]: prime-rl sets every "
+                "component's table from it",
+                f"drop [{format_path(r.path)}], or set the shared [{format_path(r.shared)}] to what you want",
             )
         )
     return out

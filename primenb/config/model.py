@@ -18,6 +18,7 @@ class Config:
     """A valid RL or SFT config: the text as written, the validated model, and its warnings."""
 
     def __init__(self, model: RLConfig | SFTConfig, *, mode: Mode, text: str, report: Report) -> None:
+        _refuse_credentials(text, report.source)
         self.model = model
         self.mode = mode
         self.text = text
@@ -94,7 +95,7 @@ class Config:
             deployment = (
                 f"single node: {dep.num_train_gpus} train + {dep.num_infer_gpus} inference GPU(s)"
                 if dep.type == "single_node"
-                else f"multi node: {dep.num_train_nodes} train + {dep.num_infer_nodes} inference nodes"
+                else f"multi node: {dep.num_train_nodes} train + {dep.num_infer_nodes or 'derived'} inference nodes"
             )
             lr = m.trainer.optim.lr
         return {
@@ -130,4 +131,20 @@ class Config:
             f'<div class="primenb-config"><div><b>✓ valid {self.mode.upper()} config</b> '
             f'<span style="color:#888">({html.escape(self.source)})</span></div>'
             f"<table>{rows}</table>{warn}</div>"
+        )
+
+
+def _refuse_credentials(text: str, source: str) -> None:
+    """A `Config` never holds a credential, so none is written anywhere from one (the run's
+    configs/config.toml, a platform upload, a saved cell), whichever road built it."""
+    from primenb.config.credentials import credentials
+    from primenb.config.diagnostics import format_path
+    from primenb.config.tomlread import read_toml
+    from primenb.errors import PrimenbError
+
+    found = sorted({format_path(p.path) for p in credentials(read_toml(text))})
+    if found:
+        raise PrimenbError(
+            f"{source} holds a credential at {', '.join(found)}; secrets never go in a config file "
+            "(remove it and export it in the environment that launches the run)"
         )

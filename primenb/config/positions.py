@@ -1,6 +1,6 @@
 """Where each key and table of a TOML text sits, so diagnostics can quote the right line.
 
-`tomllib` gives values but no positions, so this scanner walks the text once and records,
+`tomli` gives values but no positions, so this scanner walks the text once and records,
 for every TOML path (a tuple of keys and array-of-tables indices), the line and columns of
 its key (or table header) and where its value starts.
 """
@@ -140,12 +140,98 @@ def _skip_value(lines: list[str], n: int, col: int) -> int:
                 break
             i += 1
         if in_str in ('"', "'"):
-            in_str = None  # an unterminated basic string ends at the line (tomllib reports it)
+            in_str = None  # an unterminated basic string ends at the line (tomli reports it)
         if depth <= 0 and in_str is None:
             return n
         n += 1
         i = 0
     return len(lines) - 1
+
+
+def _past_value(lines: list[str], n: int, i: int) -> tuple[int, int]:
+    """(line, column) just past the value starting at lines[n][i]: a string of any kind, an
+    array or inline table (nested, over several lines: TOML 1.1), or a bare scalar."""
+    s = lines[n]
+    for quote in ('"""', "'''"):
+        if s.startswith(quote, i):
+            j = i + 3
+            while n < len(lines):
+                k = lines[n].find(quote, j)
+                while k > 0 and quote == '"""' and _escaped(lines[n], k):
+                    k = lines[n].find(quote, k + 1)
+                if k >= 0:
+                    end = k + 3
+                    while end < len(lines[n]) and lines[n][end] == quote[0]:
+                        end += 1  # up to two quotes may end the content
+                    return n, end
+                n, j = n + 1, 0
+            return len(lines) - 1, 0
+    if i < len(s) and s[i] in "\"'":
+        j = i + 1
+        while j < len(s) and s[j] != s[i]:
+            j += 2 if s[i] == '"' and s[j] == "\\" else 1
+        return n, j + 1
+    if i < len(s) and s[i] in "[{":
+        close = "]" if s[i] == "[" else "}"
+        n, i = n, i + 1
+        while n < len(lines):
+            s = lines[n]
+            while i < len(s):
+                c = s[i]
+                if c == "#":
+                    break
+                if c == close:
+                    return n, i + 1
+                if c in " \t,=":
+                    i += 1
+                elif c.isalnum() or (c in "_-." and close == "}"):
+                    i += 1  # a key of an inline table
+                else:
+                    n, i = _past_value(lines, n, i)
+                    s = lines[n]
+            n, i = n + 1, 0
+        return len(lines) - 1, 0
+    j = i
+    while j < len(s) and s[j] not in ",}] \t#":
+        j += 1
+    return n, max(j, i + 1)
+
+
+def _escaped(line: str, k: int) -> bool:
+    backslashes = len(line[:k]) - len(line[:k].rstrip("\\"))
+    return backslashes % 2 == 1
+
+
+def _inline_keys(lines: list[str], n: int, i: int, table: Path, spans: dict[Path, Span]) -> None:
+    """Record the keys of the inline table opening at lines[n][i], nested ones too, so an error
+    inside `optim = { lr = ..., }` (over several lines in TOML 1.1) points at its own line."""
+    i += 1
+    while n < len(lines):
+        s = lines[n]
+        while i < len(s):
+            c = s[i]
+            if c in " \t,":
+                i += 1
+                continue
+            if c in "#}":
+                if c == "}":
+                    return
+                break
+            parsed = _parse_key(s, i)
+            eq = s.find("=", parsed[1]) if parsed else -1
+            if parsed is None or eq < 0:
+                return  # not a key = value: tomli reports it
+            parts, end = parsed
+            v = eq + 1
+            while v < len(s) and s[v] in " \t":
+                v += 1
+            path = table + tuple(parts)
+            spans[path] = Span(n + 1, i + 1, end + 1, v + 1)
+            if v < len(s) and s[v] == "{":
+                _inline_keys(lines, n, v, path, spans)
+            n, i = _past_value(lines, n, v)
+            s = lines[n]
+        n, i = n + 1, 0
 
 
 def scan(text: str) -> Positions:
@@ -202,5 +288,7 @@ def scan(text: str) -> Positions:
             value_col += 1
         path = current + tuple(parts)
         spans[path] = Span(n + 1, indent + 1, end + 1, value_col + 1)
+        if raw.startswith("{", value_col):
+            _inline_keys(lines, n, value_col, path, spans)
         n = _skip_value(lines, n, value_col) + 1
     return Positions(spans, lines)

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
+from primenb.config.deploy_rules import rl_deploy_rules, rl_deployment, sft_deployment, sft_infra
+from primenb.config.model_rules import clipping_notes, model_rules, router_replay_rule
 from primenb.config.positions import Path
+from primenb.config.problem import Check, Problem
+from primenb.config.renderer_check import rl_renderer, sft_renderer
 from primenb.config.schema import RLConfig, SFTConfig
-from primenb.protocol.hashing import is_secret_name
-
-
-@dataclass
-class Problem:
-    path: Path
-    message: str
-    hint: str = ""
-    code: str = "rule"
-    severity: str = "error"
-
-
-# Each check reads a few fields and may yield problems. They run one by one, so when a config
-# has schema errors a check whose inputs are invalid is skipped alone (`primenb.config.salvage`).
-Check = Callable[[Any], Iterator[Problem]]
 
 
 def rl_rules(c: RLConfig) -> Iterator[Problem]:
@@ -124,7 +113,10 @@ def _rl_scheduler(c: Any) -> Iterator[Problem]:
 
 
 def _rl_model(c: Any) -> Iterator[Problem]:
-    yield from _model_rules(c.trainer.model, c.trainer.optim, ("trainer", "model"))
+    t = c.trainer
+    yield from model_rules(t.model, t.optim, ("trainer", "model"))
+    yield from clipping_notes(t.model, t.optim, ("trainer", "optim"))
+    yield from router_replay_rule(t, ("trainer",))
 
 
 def _rl_trace_path(c: Any) -> Iterator[Problem]:
@@ -164,6 +156,27 @@ def _rl_quantized(c: Any) -> Iterator[Problem]:
 
 def _resume(c: Any) -> Iterator[Problem]:
     yield from _resume_rules(c.resume, ("resume",))
+    if c.resume is None and hasattr(c, "trainer"):  # RL sub-configs' own tables (the shared one fills them)
+        yield from _resume_rules(c.trainer.resume, ("trainer", "resume"))
+        yield from _resume_rules(c.orchestrator.resume, ("orchestrator", "resume"))
+
+
+def _rl_chat_template(c: Any) -> Iterator[Problem]:
+    """`validate_shared_tokenizer`: one chat template for trainer, orchestrator and inference."""
+    trainer = c.trainer.tokenizer.chat_template if c.trainer.tokenizer else None
+    orchestrator = c.orchestrator.tokenizer.chat_template if c.orchestrator.tokenizer else None
+    if trainer != orchestrator:
+        yield Problem(
+            ("orchestrator", "tokenizer", "chat_template"),
+            "trainer and orchestrator tokenizers use different chat templates",
+            "set chat_template once in the shared [tokenizer] table",
+        )
+    elif c.inference is not None and c.inference.vllm.chat_template != trainer:
+        yield Problem(
+            ("inference", "vllm", "chat_template"),
+            "inference serves another chat template than the trainer's tokenizer uses",
+            "set chat_template once in the shared [tokenizer] table (it fills inference.vllm too)",
+        )
 
 
 def _rl_resume_match(c: Any) -> Iterator[Problem]:
@@ -203,24 +216,29 @@ def _sft_vlm(c: Any) -> Iterator[Problem]:
 
 
 def _sft_batch(c: Any) -> Iterator[Problem]:
-    d = c.data
+    for at, d in _sft_datasets(c):
+        yield from _batch_rules(d, at)
+
+
+def _batch_rules(d: Any, at: Path) -> Iterator[Problem]:
     if d.micro_batch_size > d.batch_size:
         yield Problem(
-            ("data", "micro_batch_size"),
+            at + ("micro_batch_size",),
             f"micro_batch_size ({d.micro_batch_size}) is larger than batch_size ({d.batch_size})",
             "lower micro_batch_size or raise batch_size",
         )
     elif d.batch_size % d.micro_batch_size:
         yield Problem(
-            ("data", "batch_size"),
+            at + ("batch_size",),
             f"batch_size ({d.batch_size}) must be divisible by micro_batch_size ({d.micro_batch_size})",
             f"try batch_size = {d.batch_size - d.batch_size % d.micro_batch_size or d.micro_batch_size}",
         )
 
 
 def _sft_subsets(c: Any) -> Iterator[Problem]:
-    d = c.data
-    if d.type == "sft":
+    for at, d in _sft_datasets(c):
+        if d.type != "sft":
+            continue
         lengths = {
             k: len(v)
             for k, v in (("subsets", d.subsets), ("splits", d.splits), ("probabilities", d.probabilities))
@@ -228,16 +246,31 @@ def _sft_subsets(c: Any) -> Iterator[Problem]:
         }
         if len(set(lengths.values())) > 1:
             yield Problem(
-                ("data", next(iter(lengths))),
+                at + (next(iter(lengths)),),
                 "subsets, splits and probabilities must have the same length "
                 + ", ".join(f"({k}: {n})" for k, n in lengths.items()),
             )
 
 
 def _sft_seq_len(c: Any) -> Iterator[Problem]:
-    d = c.data
-    if d.seq_len % c.model.cp:
-        yield Problem(("data", "seq_len"), f"seq_len ({d.seq_len}) must be divisible by model.cp ({c.model.cp})")
+    for at, d in _sft_datasets(c):
+        if d.seq_len % c.model.cp:
+            yield Problem(at + ("seq_len",), f"seq_len ({d.seq_len}) must be divisible by model.cp ({c.model.cp})")
+        if c.model.cp > 1 and d.micro_batch_size != 1:
+            yield Problem(
+                at + ("micro_batch_size",),
+                f"micro_batch_size must be 1 with context parallelism (model.cp = {c.model.cp})",
+                "set micro_batch_size = 1",
+            )
+        if c.model.vlm is not None and d.micro_batch_size != 1:
+            yield Problem(at + ("micro_batch_size",), "VLM SFT needs micro_batch_size = 1", "set micro_batch_size = 1")
+
+
+def _sft_datasets(c: Any) -> Iterator[tuple[Path, Any]]:
+    """The training data and the validation data (when `[val.data]` is set)."""
+    yield ("data",), c.data
+    if c.val is not None and c.val.data is not None:
+        yield ("val", "data"), c.val.data
 
 
 def _sft_inference(c: Any) -> Iterator[Problem]:
@@ -263,21 +296,13 @@ def _sft_eval(c: Any) -> Iterator[Problem]:
         yield from _eval_rules(c.eval, ("eval",))
 
 
-def _sft_deployment(c: Any) -> Iterator[Problem]:
-    dep = c.deployment
-    if dep.type == "single_node":
-        infer = dep.num_infer_gpus if c.inference is not None else 0  # SFT serves only online evals
-        yield from _single_node_rules(dep, infer, c.inference)
-    else:
-        yield from _slurm_rule(c.slurm)
-
-
 def _sft_scheduler(c: Any) -> Iterator[Problem]:
     yield from _scheduler_rules(c.scheduler, c.max_steps, ("scheduler",))
 
 
 def _sft_model(c: Any) -> Iterator[Problem]:
-    yield from _model_rules(c.model, c.optim, ("model",))
+    yield from model_rules(c.model, c.optim, ("model",))
+    yield from clipping_notes(c.model, c.optim, ("optim",))
 
 
 def _sft_trace_path(c: Any) -> Iterator[Problem]:
@@ -325,18 +350,30 @@ def _rl_inflight(c: Any) -> Iterator[Problem]:
             at + ("max_inflight",),
             f"max_inflight ({cc.max_inflight}) must be at least group_size ({o.group_size})",
         )
-    if cc.initial_inflight is not None:
-        if cc.initial_inflight < o.group_size:
-            yield Problem(
-                at + ("initial_inflight",),
-                f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
-            )
-        if cc.max_inflight is not None and cc.initial_inflight > cc.max_inflight:
-            yield Problem(
-                at + ("initial_inflight",),
-                f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
-            )
-    if cc.max_inflight is not None and cc.min_inflight > cc.max_inflight:
+    if cc.initial_inflight is not None and cc.initial_inflight < o.group_size:
+        yield Problem(
+            at + ("initial_inflight",),
+            f"initial_inflight ({cc.initial_inflight}) must be at least group_size ({o.group_size})",
+        )
+    yield from _inflight_bounds(cc, at)
+
+
+def _sft_concurrency(c: Any) -> Iterator[Problem]:
+    if c.eval is not None:
+        yield from _inflight_bounds(c.eval.concurrency, ("eval", "concurrency"))
+
+
+def _inflight_bounds(cc: Any, at: Path) -> Iterator[Problem]:
+    """`ConcurrencyConfig.validate_bounds`: initial and min below max (an RL orchestrator's, an
+    SFT online eval's)."""
+    if cc.max_inflight is None:
+        return
+    if cc.initial_inflight is not None and cc.initial_inflight > cc.max_inflight:
+        yield Problem(
+            at + ("initial_inflight",),
+            f"initial_inflight ({cc.initial_inflight}) exceeds max_inflight ({cc.max_inflight})",
+        )
+    if cc.min_inflight > cc.max_inflight:
         yield Problem(
             at + ("min_inflight",),
             f"min_inflight ({cc.min_inflight}) exceeds max_inflight ({cc.max_inflight})",
@@ -394,79 +431,6 @@ def _eval_rules(e: Any, at: Path) -> Iterator[Problem]:
     yield from _source_rules(e.source, at + ("source",), required=False)
 
 
-def _single_node_rules(dep: Any, infer: int, inference: Any) -> Iterator[Problem]:
-    """GPU counts of a single-node deployment (RL and SFT alike)."""
-    if dep.num_train_gpus + infer > dep.gpus_per_node:
-        yield Problem(
-            ("deployment", "num_infer_gpus" if infer else "num_train_gpus"),
-            f"num_train_gpus ({dep.num_train_gpus}) + num_infer_gpus ({infer}) exceeds gpus_per_node "
-            f"({dep.gpus_per_node})",
-            "lower the GPU counts, raise gpus_per_node, or use a multi_node deployment",
-        )
-    tp = inference.vllm.tensor_parallel_size if inference is not None else 1
-    if infer % tp:
-        yield Problem(
-            ("inference", "vllm", "tensor_parallel_size"),
-            f"Number of inference GPUs ({infer}) must be divisible by the tensor parallel size ({tp})",
-            f"use a tensor_parallel_size that divides {infer}, or change num_infer_gpus",
-        )
-
-
-def _slurm_rule(slurm: Any) -> Iterator[Problem]:
-    if slurm is None:
-        yield Problem(
-            ("deployment", "type"),
-            "a multi_node deployment needs a [slurm] table",
-            'add [slurm] with at least job_name, or use type = "single_node"',
-        )
-
-
-def _deployment_rules(c: Any) -> Iterator[Problem]:
-    dep = c.deployment
-    tp = c.inference.vllm.tensor_parallel_size if c.inference else 1
-    if dep.type == "single_node":
-        yield from _single_node_rules(dep, dep.num_infer_gpus, c.inference)
-        wb = c.weight_broadcast or c.trainer.weight_broadcast
-        if wb is not None and wb.type == "nccl" and dep.num_train_gpus + dep.num_infer_gpus < 2:
-            yield Problem(
-                ("weight_broadcast", "type"),
-                "NCCL weight broadcast on one node needs at least 2 GPUs",
-                'use type = "filesystem"',
-            )
-    else:
-        yield from _slurm_rule(c.slurm)
-        if dep.num_infer_nodes > 0 and c.inference is None:
-            yield Problem(
-                ("deployment", "num_infer_nodes"),
-                f"num_infer_nodes = {dep.num_infer_nodes} needs an [inference] table",
-                "add [inference]",
-            )
-        if dep.num_infer_nodes == 0 and c.trainer.data.fake is None:
-            yield Problem(
-                ("deployment", "num_infer_nodes"),
-                "num_infer_nodes = 0 needs trainer.data.fake",
-                "add [trainer.data.fake], or give inference at least one node",
-            )
-        if dep.nodes_per_fsdp_group and dep.num_train_nodes % dep.nodes_per_fsdp_group:
-            yield Problem(
-                ("deployment", "nodes_per_fsdp_group"),
-                f"num_train_nodes ({dep.num_train_nodes}) must be divisible by nodes_per_fsdp_group "
-                f"({dep.nodes_per_fsdp_group})",
-            )
-        if dep.gpus_per_node % tp:
-            yield Problem(
-                ("inference", "vllm", "tensor_parallel_size"),
-                f"gpus_per_node ({dep.gpus_per_node}) must be divisible by the tensor parallel size ({tp})",
-            )
-
-
-def _model_rules(model: Any, optim: Any, at: Path) -> Iterator[Problem]:
-    if model.full_offload is not None and optim.type not in ("adamw", "sign_sgd"):
-        yield Problem(at + ("full_offload",), f"full_offload supports only adamw and sign_sgd, not {optim.type}")
-    if optim.type == "muon" and model.fsdp_cpu_offload:
-        yield Problem(at + ("fsdp_cpu_offload",), "the muon optimizer does not support fsdp_cpu_offload")
-
-
 def _scheduler_rules(s: Any, max_steps: int | None, at: Path) -> Iterator[Problem]:
     if s.type == "linear":
         if s.warmup_steps == 0 and s.decay_steps == 0:
@@ -499,51 +463,12 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
         return
     if r.step is not None and r.dir is not None:
         yield Problem(at + ("dir",), "set either resume.step or resume.dir, not both")
-    if r.dir is not None and not re.search(r"step_\d+/?$", r.dir):
+    if r.dir is not None and not re.fullmatch(r"step_\d+", PurePosixPath(r.dir).name):
         yield Problem(
             at + ("dir",),
             f"resume.dir must end in step_<N> (got `{r.dir}`)",
             "point it at a checkpoint folder, e.g. outputs/my-run/checkpoints/step_10",
         )
-
-
-# the variable each service's library reads, by the table a secret sits in
-_SERVICE_VARS = {
-    ("wandb", "api_key"): "WANDB_API_KEY",
-    ("hf", "token"): "HF_TOKEN",
-    ("prime", "api_key"): "PRIME_API_KEY",
-}
-
-
-def _env_var(at: Path, key: str, table: Any) -> str:
-    """The environment variable that replaces a secret written at `at.key`: the key itself when it
-    is one (`[env_vars] WANDB_API_KEY`), the table's own `<key>_var` setting (`api_key_var`), the
-    service's variable (`[monitors.wandb] api_key` -> WANDB_API_KEY), else TABLE_KEY in capitals."""
-    if re.fullmatch(r"[A-Z][A-Z0-9_]*", key):
-        return key
-    named = table.get(f"{key}_var") if isinstance(table, dict) else None
-    if isinstance(named, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", named):
-        return named
-    parent = next((p for p in reversed(at) if isinstance(p, str)), "")
-    known = _SERVICE_VARS.get((parent, key))
-    if known:
-        return known
-    return re.sub(r"[^A-Z0-9_]", "_", f"{parent}_{key}".upper()).strip("_") if parent else key.upper()
-
-
-def secrets(data: Any, at: Path = ()) -> Iterator[Problem]:
-    """Secret-looking keys with a value, anywhere in the raw config (checked before the schema)."""
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    for key, value in items:
-        if isinstance(key, str) and is_secret_name(key) and isinstance(value, str) and value:
-            yield Problem(
-                at + (key,),
-                f"`{key}` looks like a secret; secrets never go in a config file",
-                f"remove it and export {_env_var(at, key, data)} in the environment that launches the run",
-                code="secret",
-            )
-        elif isinstance(value, (dict, list)):
-            yield from secrets(value, at + (key,))
 
 
 def _fmt(path: Path) -> str:
@@ -562,7 +487,7 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_ckpt,
     _rl_wandb,
     _rl_model_names,
-    _deployment_rules,
+    rl_deployment,
     _rl_scheduler,
     _rl_model,
     _rl_trace_path,
@@ -570,7 +495,10 @@ RL_CHECKS: tuple[Check, ...] = (
     _rl_quantized,
     _resume,
     _rl_resume_match,
+    _rl_chat_template,
     _rl_vlm,
+    rl_renderer,
+    rl_deploy_rules,
 )
 SFT_CHECKS: tuple[Check, ...] = (
     _sft_batch,
@@ -579,10 +507,13 @@ SFT_CHECKS: tuple[Check, ...] = (
     _sft_inference,
     _sft_inference_model,
     _sft_eval,
-    _sft_deployment,
+    sft_deployment,
     _sft_scheduler,
     _sft_model,
     _sft_trace_path,
     _resume,
     _sft_vlm,
+    sft_infra,
+    _sft_concurrency,
+    sft_renderer,
 )

@@ -5,10 +5,10 @@ Comments and layout of untouched keys survive (tomlkit)."""
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from primenb.config.tomlread import TOMLDecodeError, read_toml
 from primenb.errors import PrimenbError
 
 if TYPE_CHECKING:
@@ -22,8 +22,8 @@ _PART = re.compile(r"^([A-Za-z0-9_\-]+)(?:\[(\d+)\])?$")
 def parse_value(raw: str) -> Any:
     """A ``--set`` value as TOML (``1e-4``, ``true``, ``"x"``, ``[1, 2]``), else a bare string."""
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+        return read_toml(f"v = {raw}")["v"]
+    except TOMLDecodeError:
         return raw
 
 

@@ -98,7 +98,18 @@ def _checked_tables(data: dict[str, Any], mode: str) -> dict[str, Any]:
 def _cache_key(tables: dict[str, Any], mode: str) -> str | None:
     from primenb.config import verdict_cache
 
-    return verdict_cache.key("plugin-check", verdict_cache.versions("primenb", "verifiers", "renderers"), mode, tables)
+    dists = verdict_cache.versions("primenb", "verifiers", "renderers")
+    return verdict_cache.key("plugin-check", dists, _code_digest(), mode, tables)
+
+
+@cache
+def _code_digest() -> str:
+    """This checker's own source: a verdict kept by another revision of it is not this one's
+    (an editable install keeps its version number across edits)."""
+    import hashlib
+    from pathlib import Path as FsPath
+
+    return hashlib.sha256(FsPath(__file__).read_bytes()).hexdigest()[:16]
 
 
 def _cache_read(key: str | None) -> list[PluginProblem] | None:
@@ -188,6 +199,17 @@ def _env_problems(vf: Any, data: dict[str, Any], at: Path, single: bool = False)
     except Exception as exc:  # a plugin that does not import (harness id not installed)
         message = str(exc).split("\n")[0]
         harness = _harness_at(data)
+        harness_id = (get_path(data, harness) or {}).get("id") if harness else None
+        if harness and isinstance(harness_id, str) and not _installable(harness_id):
+            yield PluginProblem(
+                at + harness + ("id",),
+                "error",
+                f"harness id {_shown(harness_id)} cannot name a package, so no harness has it (prime-rl "
+                "imports the id as a Python module)",
+                "a harness id is a module name: letters, digits and underscores, no spaces or other characters",
+                "value",
+            )
+            return
         yield PluginProblem(
             at + harness + ("id",) if harness else at,
             "warning",
@@ -195,6 +217,17 @@ def _env_problems(vf: Any, data: dict[str, Any], at: Path, single: bool = False)
             "install the package that provides it where the run starts",
             "unknown-env",
         )
+
+
+def _installable(module: str) -> bool:
+    """Whether a package could be installed under this import name: dotted Python identifiers,
+    each short enough to be a file name (255 bytes)."""
+    return all(part.isidentifier() and len(part.encode()) <= 255 for part in module.split("."))
+
+
+def _shown(value: str) -> str:
+    text = repr(value)
+    return f"`{text[:60]}...`" if len(text) > 64 else f"`{text}`"
 
 
 def _harness_at(data: dict[str, Any]) -> Path | None:
@@ -251,19 +284,16 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any, single: b
                 )
         harness = path[:-1]
         if len(harness) == 2 and harness[-1] == "harness" and isinstance(table, dict) and table.get("id"):
-            known = _harness_fields(loaders, str(table["id"]))
-            close = _close(key, known)
-            if close is None:
-                return PluginProblem(
-                    at + path,
-                    "warning",
-                    f"unknown option `{key}` for harness `{table['id']}`; the environment's own "
-                    "package may define it (not installed here)",
-                    "",
-                    "unknown-key",
-                )
+            # the harness's own config class rejects it, as upstream's loader does
+            fields = _harness_fields(loaders, str(table["id"]))
+            nested = next((f"{name}.{key}" for name, inner in fields if key in inner), None)
+            close = nested or _close(key, [name for name, _ in fields])
             return PluginProblem(
-                at + path, "error", f"unknown key `{key}` in [{where}]", f"did you mean `{close}`?", "unknown-key"
+                at + path,
+                "error",
+                f"unknown option `{key}` for harness `{table['id']}`",
+                f"did you mean `{close}`?" if close else "its options: " + ", ".join(name for name, _ in fields),
+                "unknown-key",
             )
         known = _fields_near(err, data)
         close = _close(key, known)
@@ -291,11 +321,24 @@ def _map_error(err: Any, data: dict[str, Any], at: Path, loaders: Any, single: b
     return PluginProblem(at + path, "error", message, "", "value" if kind == "value_error" else "type")
 
 
-def _harness_fields(loaders: Any, harness_id: str) -> list[str]:
+def _harness_fields(loaders: Any, harness_id: str) -> list[tuple[str, list[str]]]:
+    """The harness's options, each with the options of the table it holds (`compaction`)."""
     try:
-        return list(loaders.harness_config_type(harness_id).model_fields)
+        fields = loaders.harness_config_type(harness_id).model_fields
     except Exception:
-        return ["id"]
+        return [("id", [])]
+    return [(name, _table_keys(field.annotation)) for name, field in fields.items()]
+
+
+def _table_keys(annotation: Any) -> list[str]:
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    for member in (annotation, *get_args(annotation)):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return list(member.model_fields)
+    return []
 
 
 def _fields_near(err: Any, data: dict[str, Any]) -> list[str]:

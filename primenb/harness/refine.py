@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import tomllib
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from primenb.backends.base import Lineage
 
 # key-path edits of the config text: one copy, in the config layer (the builder uses them too)
 from primenb.config.tomledit import edited_config, parse_overrides
+from primenb.config.tomlread import read_toml
 from primenb.errors import PrimenbError
 from primenb.protocol.rundir import FINAL_STATES, RunDir
 from primenb.traces.trace import Trace, get
@@ -224,7 +224,7 @@ def apply(
     settable = {k for k, _ in pairs}
     auto: list[tuple[str, Any]] = [("max_steps", last + n)]
     text = _config_text(parent)
-    raw = tomllib.loads(text)
+    raw = read_toml(text)  # TOML 1.1, as the config was validated
     for table in ("trainer", "orchestrator"):
         if isinstance(raw.get(table), dict) and "max_steps" in raw[table]:
             auto.append((f"{table}.max_steps", last + n))

@@ -17,15 +17,25 @@ def _errors(text: str) -> list[str]:
     return [f"{d.path}: {d.message}" for d in check(text).report.diagnostics if d.is_error]
 
 
-@pytest.mark.parametrize(
-    ("key", "value"), [("max_steps", 2**63), ("max_steps", 2**64 + 1), ("seed", 2**63), ("seed", -(2**63) - 1)]
-)
-def test_item02_oversized_integers_are_refused(key: str, value: int) -> None:
-    text = rl_text(max_steps=value) if key == "max_steps" else rl_text().replace("seed = 0", f"seed = {value}")
-    errors = _errors(text)
-    assert any("64-bit integer" in e for e in errors), errors
+@pytest.mark.parametrize(("key", "value"), [("seed", 2**63), ("seed", -(2**63) - 1)])
+def test_item02_oversized_integers_are_refused_in_primenbs_own_table(key: str, value: int) -> None:
+    errors = _errors(rl_text().replace("seed = 0", f"seed = {value}"))
+    assert any(e.startswith("primenb.seed") for e in errors), errors
     with pytest.raises(ConfigError):
-        load_config(text)
+        load_config(rl_text().replace("seed = 0", f"seed = {value}"))
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 + 1])
+def test_item02_oversized_integers_upstream_takes_are_a_local_limit(value: int) -> None:
+    """prime-rl (tomli, pydantic) takes any integer (issue 32): a located warning, and the local
+    engine refuses to launch it before a run directory exists."""
+    from primenb.backends.local import submit
+
+    config = load_config(rl_text(max_steps=value))
+    [w] = [d for d in config.report.warnings if d.path == "max_steps" and d.code == "local-limit"]
+    assert "64-bit integer" in w.message and w.line
+    with pytest.raises(PrimenbError, match="local engine cannot train"):
+        submit(config)
 
 
 def test_item06_long_lines_validate_in_linear_time() -> None:
@@ -109,8 +119,11 @@ def test_item13_unreadable_permissions_are_messages(home: Path, monkeypatch: pyt
 
 
 def test_item14_inf_is_refused_like_nan() -> None:
-    assert any("finite" in e for e in _errors(rl_text().replace("lr = 5e-5", "lr = inf")))
-    assert _errors(rl_text().replace("lr = 5e-5", "lr = nan"))
+    """Upstream takes `lr = inf` (and nan where no bound refuses it): the local engine does not."""
+    for value in ("inf", "nan"):
+        report = check(rl_text().replace("lr = 5e-5", f"lr = {value}")).report
+        limits = [d for d in report.diagnostics if d.code == "local-limit" and d.path == "trainer.optim.lr"]
+        assert limits and all(d.line for d in limits), report.to_text()
 
 
 def test_item14_bom_gets_its_own_hint(home: Path) -> None:

@@ -91,6 +91,7 @@ def test_attach_after_kernel_restart_sees_full_history_and_follows(workdir):
 
 def test_a_run_that_cannot_start_fails_with_its_reason(shell, workdir):
     text = sft_quick(steps=5, ckpt=5).replace("primenb/tiny-byte", "no-such-org/no-such-model-xyz")
+    text += '\n[renderer]\nname = "qwen3"\n'  # a hub model SFT needs a typed renderer for (upstream's rule)
     shell.run_cell(f"%%rltoml bad\n{text}")
     assert shell.run_cell("%prime_train bad --name broken --wait").success
     run = attach("broken")

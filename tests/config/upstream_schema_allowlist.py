@@ -12,21 +12,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "the shared [ckpt] is copied into [trainer.ckpt] and [orchestrator.ckpt], which bound it (>= 1)",
     (
         "rl",
-        "deployment<multi_node>.num_infer_nodes",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "deployment<multi_node>.num_infer_nodes",
-        "default",
-    ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "rl",
-        "inference.kv_cache_offload",
-        "tags",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "inference.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -45,41 +30,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "inference.output_dir",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "rl",
-        "inference.vllm.all2all_backend",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.data_parallel_rpc_port",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.dtype",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.dtype",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.enable_dbo",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.lora_target_modules",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "inference.vllm.rope_scaling",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "rl",
         "inference.weight_broadcast",
@@ -277,26 +227,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "renderer tables are checked by the renderers package's own union (config/vfcheck.py)",
     (
         "rl",
-        "orchestrator.train.source[].curriculum",
-        "closed",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.train.source[].curriculum.sampler",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.train.source[].curriculum.sampler",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
-        "orchestrator.train.source[].curriculum.sampler",
-        "tags",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "orchestrator.train.source[].env",
         "closed",
     ): "env tables are checked by verifiers' own classes (config/vfcheck.py), not by this schema",
@@ -447,11 +377,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "rl",
-        "trainer.monitors.prime",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "rl",
         "trainer.output_dir",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -510,26 +435,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "data<fake>.batch_size",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "sft",
-        "data<fake>.input_ids",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "data<fake>.num_workers",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "data<fake>.seed",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "data<sft>.probabilities[]",
-        "exclusiveMinimum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
         "eval.client.admin_base_url",
@@ -657,11 +562,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
     (
         "sft",
-        "inference.kv_cache_offload",
-        "tags",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "inference.log.level",
         "type",
     ): "None marks 'not written' so propagation can tell a written value from upstream's filled default",
@@ -680,41 +580,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "inference.output_dir",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
-    (
-        "sft",
-        "inference.vllm.all2all_backend",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.data_parallel_rpc_port",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.dtype",
-        "type",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.dtype",
-        "enum",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.enable_dbo",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.lora_target_modules",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
-        "inference.vllm.rope_scaling",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
     (
         "sft",
         "inference.weight_broadcast",
@@ -767,11 +632,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
     (
         "sft",
-        "monitors.prime",
-        "key",
-    ): "not yet mirrored: no config or mutation of the verdict corpora reaches it (follow-up of issue 21)",
-    (
-        "sft",
         "primenb",
         "key",
     ): "primenb's own [primenb] table (backend, init_from...): removed before the config reaches prime-rl",
@@ -816,4 +676,44 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "weight_broadcast<nixl>.session_id",
         "default",
     ): "left None here: upstream fills it (factory or shared-config propagation) before validation",
+    (
+        "rl",
+        "inference.kv_cache_offload<native>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "rl",
+        "inference.kv_cache_offload<native>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
+    (
+        "rl",
+        "inference.kv_cache_offload<mooncake>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "rl",
+        "inference.kv_cache_offload<mooncake>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
+    (
+        "sft",
+        "inference.kv_cache_offload<native>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "sft",
+        "inference.kv_cache_offload<native>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
+    (
+        "sft",
+        "inference.kv_cache_offload<mooncake>",
+        "required",
+    ): "cpu is required here: upstream's valid_tiers refuses a table without it (same verdict, the missing key named)",
+    (
+        "sft",
+        "inference.kv_cache_offload<mooncake>.cpu",
+        "type",
+    ): "cpu is required here (not `| None`): upstream's valid_tiers refuses None",
 }

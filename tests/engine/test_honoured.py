@@ -61,8 +61,10 @@ def _candidates(annotation: Any) -> list[Any]:
             args = get_args(kind)
             value = args[1] if len(args) == 2 else str
             models = _unwrap(value)[0]
-            values = _candidates(value) or ([{}] if models else [])
-            out += [{"x_test": v} for v in values[:2]] + [{}]
+            values = _candidates(value) or ([_filled(models[0])] if models else [])
+            key = args[0] if len(args) == 2 else str
+            name = get_args(key)[0] if get_origin(key) is Literal else "x_test"  # typed keys: a known one
+            out += [{name: v} for v in values[:2]] + [{}]
         elif kind is Any:
             out += ["x-test"]
     return out
@@ -81,6 +83,16 @@ def _fill_required(cls: type[BaseModel], table: dict[str, Any]) -> None:
                 table[name] = _candidates(field.annotation)[0]
     if "base_url" in cls.model_fields:  # a frozen model reference needs a server to point at
         table.setdefault("base_url", "http://127.0.0.1:8000/v1")
+    if getattr(cls, "on_policy", True) is False:  # the sft algorithm samples from a teacher
+        table.setdefault("sampling", {"source": {"name": "teacher", "base_url": "http://127.0.0.1:8000/v1"}})
+
+
+def _filled(cls: type[BaseModel]) -> dict[str, Any]:
+    """A table of ``cls`` holding its tag and required keys only."""
+    table: dict[str, Any] = {}
+    _tag(cls, table)
+    _fill_required(cls, table)
+    return table
 
 
 def _tag(cls: type[BaseModel], table: dict[str, Any]) -> None:
@@ -132,7 +144,17 @@ _SHARED = [("max_steps",), ("model",)]  # the shared keys the base configs write
 _UNSET_FOR = {"orchestrator.token_batch_size": "batch_size"}
 
 
+def _unreachable(leaf: SchemaLeaf) -> bool:
+    """A frozen sampling source under an on-policy algorithm: refused upstream (only the sft
+    algorithm distills a frozen model's tokens), so no valid config holds these leaves there."""
+    classes = [cls for _, cls in leaf.chain]
+    on_policy = any(getattr(cls, "on_policy", None) is True for cls in classes)
+    return on_policy and any(cls.__name__ == "FrozenModelConfig" for cls in classes)
+
+
 def _check(mode: str, root: type[BaseModel], leaf: SchemaLeaf) -> str:
+    if _unreachable(leaf):
+        return "unreachable"
     base = _base(mode)
     fed = {pattern(t) for shared in _SHARED for t in fed_by(shared, mode)}
     if leaf.path in fed:  # a sub-config key: the shared value goes where it would propagate

@@ -132,7 +132,9 @@ def runs(workdir: Path) -> dict[str, Any]:
     ckpt = str(c.dir / "checkpoints" / "step_40")
     a = submit(load_config(rl_text(ckpt)), name="rl-a")
     b = submit(load_config(rl_text(ckpt, seed=3, env_seed=7, lr="1e-4", lora=True)), name="rl-b-lora")
-    f = submit(load_config(SFT.replace("primenb/tiny-byte", "no-such-org/missing-model")), name="broken")
+    # a hub model SFT needs a typed renderer for (upstream's rule); it fails at load, not at validation
+    missing = SFT.replace("primenb/tiny-byte", "no-such-org/missing-model") + '\n[renderer]\nname = "qwen3"\n'
+    f = submit(load_config(missing), name="broken")
     long = submit(load_config(SFT.replace("max_steps = 40", "max_steps = 100000")), name="stopped")
     _wait(a, b, f)
     assert a.state == "completed" and b.state == "completed", a.logs() + b.logs()

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 
@@ -65,6 +65,26 @@ class EchoFilter(Section):
 
 class AlgoBase(Section):
     sampling: AlgoSamplingConfig = AlgoSamplingConfig()
+    # the loss the algorithm trains with: the on-policy ones (rl, ref_kl) need the live policy's
+    # own sampling logprobs; only sft's cross-entropy learns from a frozen model's tokens
+    on_policy: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _source_fits_loss(self) -> AlgoBase:
+        frozen = self.sampling.source != "policy"
+        name = type(self).model_fields["type"].default
+        if self.on_policy and frozen:
+            raise ValueError(
+                f"algorithm '{name}' trains on the policy's own sampling logprobs, but sampling.source "
+                "is a frozen model; use the 'sft' algorithm to distill a frozen model's tokens"
+            )
+        if not self.on_policy and not frozen:
+            raise ValueError(
+                f"algorithm '{name}' needs a teacher to sample rollouts from (cross-entropy on the "
+                "policy's own tokens is no distillation target): set sampling.source to a hosted "
+                "model (name + base_url)"
+            )
+        return self
 
 
 class GRPOAlgo(AlgoBase):
@@ -110,6 +130,7 @@ class OPSDAlgo(AlgoBase):
 
 class SFTAlgo(AlgoBase):
     type: Literal["sft"] = "sft"
+    on_policy: ClassVar[bool] = False
 
 
 _AnyAlgo: TypeAlias = GRPOAlgo | EchoAlgo | MaxRLAlgo | RAEAlgo | HierarchicalGRPOAlgo | OPDAlgo | OPSDAlgo | SFTAlgo

@@ -80,8 +80,39 @@ class TypedUnion:
         return handler.generate_schema(Annotated[Union[tagged], Discriminator(pick)])  # noqa: UP007
 
 
+# variables the prime-rl launcher sets itself (GPU partitioning, the shared W&B run): a component's
+# `env_vars` may not set them (upstream's `reject_protected_env_vars`)
+PROTECTED_ENV_VARS = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "PRL_RUN_ID",
+        "PRL_RUN_NAME",
+        "WANDB_RUN_ID",
+        "WANDB_SHARED_MODE",
+        "WANDB_SHARED_LABEL",
+        "WANDB_SHARED_PRIMARY",
+        "WANDB_SHARED_FINISHER",
+    }
+)
+
+
+def _unprotected(env_vars: dict[str, str]) -> dict[str, str]:
+    clobbered = sorted(PROTECTED_ENV_VARS & env_vars.keys())
+    if clobbered:
+        raise ValueError(
+            f"env_vars cannot set {', '.join(clobbered)}: the prime-rl launcher sets "
+            f"{'it' if len(clobbered) == 1 else 'them'} itself"
+        )
+    return env_vars
+
+
+EnvVars: TypeAlias = Annotated[dict[str, str], AfterValidator(_unprotected)]
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
+# primenb's own integers (`[primenb]`) feed torch and SQLite: 64-bit, unlike upstream's, which
+# take any size (a located warning there, `limits.value_problems`)
+OwnNonNegInt = Annotated[int, Field(ge=0, le=2**63 - 1)]
+OwnPosInt = Annotated[int, Field(ge=1, le=2**63 - 1)]
 # Bounds upstream does not check (it takes max_steps = 0 or seq_len = -1): warnings only.
 SanePosInt = Annotated[int, _sane_min(1)]
 SaneNonNegInt = Annotated[int, _sane_min(0)]
@@ -133,10 +164,15 @@ class SharedMonitorsConfig(Section):
 
 
 class MonitorsConfig(Section):
-    """Monitors of a sub-config: the file monitor is on by default."""
+    """Monitors of a trainer (RL's or SFT's): the file monitor is on by default."""
 
     wandb: WandbConfig | None = None
     file: FileMonitorConfig | None = FileMonitorConfig()
+
+
+class OrchestratorMonitorsConfig(MonitorsConfig):
+    """The orchestrator also reports to the Prime platform."""
+
     prime: PrimeMonitorConfig | None = None
 
 
@@ -293,7 +329,7 @@ Scheduler: TypeAlias = Annotated[ConstantScheduler | LinearScheduler | CosineSch
 class PrimenbMonitorSettings(Section):
     refresh_seconds: Annotated[float, Field(ge=0.1)] = 0.5
     metrics: list[str] = ["reward", "loss"]
-    max_points: Annotated[int, Field(ge=100)] = 2000
+    max_points: Annotated[int, Field(ge=100, le=2**63 - 1)] = 2000
 
 
 class PrimenbPrivacySettings(Section):
@@ -309,16 +345,16 @@ class PrimenbSettings(Section):
     backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
     # keys prime-rl 0.4.0 does not know become warnings (a platform running a newer prime-rl)
     lenient: bool = False
-    seed: NonNegInt = 0
-    logging_steps: PosInt = 1
-    sample_every: PosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time
+    seed: OwnNonNegInt = 0
+    logging_steps: OwnPosInt = 1
+    sample_every: OwnPosInt = 10  # sampled completions at most every N steps; SFT keeps them to ~2% of the time
     init_from: str | None = None
     # A continuation (set by `%prime_harness apply`): init_from's step. The run trains steps
     # start_step+1 .. max_steps and numbers its metrics and checkpoints on from there.
-    start_step: NonNegInt = 0
+    start_step: OwnNonNegInt = 0
     # Before RL, train this many SFT steps on the environment's reference answers: a random-init
     # model (the embedded default) otherwise rarely samples a rewarded completion.
-    sft_warmup_steps: NonNegInt = 0
+    sft_warmup_steps: OwnNonNegInt = 0
     # RL: the run fails when a reward function fails (raises, or returns no finite number) on more
     # than this share of the completions it has scored so far; below it, failures score 0.0.
     reward_error_limit: Annotated[float, Field(ge=0, le=1)] = 0.5

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from primenb.config.schema.common import (
+    EnvVars,
     LogConfig,
     OpenSection,
     PosInt,
@@ -35,11 +36,27 @@ class VllmRouterConfig(Section):
     policy: str = "consistent_hash"
 
 
+# the scorers the llm-d router knows (upstream's `validate_scorers`: any other name is refused)
+LlmdScorer = Literal[
+    "prefix-cache-scorer",
+    "precise-prefix-cache-scorer",
+    "queue-scorer",
+    "kv-cache-utilization-scorer",
+    "active-request-scorer",
+    "load-aware-scorer",
+    "running-requests-size-scorer",
+    "token-load-scorer",
+    "latency-scorer",
+    "session-affinity-scorer",
+    "lora-affinity-scorer",
+]
+
+
 class LlmdRouterConfig(Section):
     type: Literal["llm-d"] = "llm-d"
-    scorers: dict[str, float] = {"active-request-scorer": 2.0, "prefix-cache-scorer": 3.0}
-    prefill_scorer_overrides: dict[str, float] = {"kv-cache-utilization-scorer": 2.0, "queue-scorer": 2.0}
-    decode_scorer_overrides: dict[str, float] = {}
+    scorers: dict[LlmdScorer, float] = {"active-request-scorer": 2.0, "prefix-cache-scorer": 3.0}
+    prefill_scorer_overrides: dict[LlmdScorer, float] = {"kv-cache-utilization-scorer": 2.0, "queue-scorer": 2.0}
+    decode_scorer_overrides: dict[LlmdScorer, float] = {}
     non_cached_tokens: int = 16
     decode_sidecar_port: int = 8300
 
@@ -48,18 +65,24 @@ class LlmdRouterConfig(Section):
 RouterConfig: TypeAlias = Annotated[VllmRouterConfig | LlmdRouterConfig, typed_union(None)]
 
 
+# the ranks vLLM serves LoRA adapters of (upstream rounds max_lora_rank up to one of them)
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
 class VLLMConfig(OpenSection):
     model: str = "Qwen/Qwen3-0.6B"
-    dtype: str = "auto"
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
     max_model_len: SanePosInt | None = None
     enforce_eager: bool = False
     trust_remote_code: bool = False
     chat_template: str | None = None
     tool_call_parser: str | None = "auto"
     reasoning_parser: str | None = "auto"
+    rope_scaling: dict[str, Any] | str | None = None
     tensor_parallel_size: SanePosInt = 1
     data_parallel_size: PosInt = 1
     data_parallel_size_local: PosInt | None = None
+    data_parallel_rpc_port: Annotated[int, Field(ge=1, le=65535)] = 13345
     api_server_count: Annotated[int, Field(ge=0)] = 1
     seed: int = 0
     gpu_memory_utilization: float = 0.9  # upstream bounds it nowhere (vLLM refuses at start)
@@ -69,9 +92,24 @@ class VLLMConfig(OpenSection):
     max_loras: SanePosInt = 8
     max_cpu_loras: SanePosInt = 100
     max_lora_rank: SanePosInt | None = None
+    lora_target_modules: list[str] | None = None
     enable_expert_parallel: bool = False
+    all2all_backend: Literal[
+        "allgather_reducescatter",
+        "deepep_high_throughput",
+        "deepep_low_latency",
+        "flashinfer_nvlink_one_sided",
+        "flashinfer_nvlink_two_sided",
+    ] = "allgather_reducescatter"
     enable_eplb: bool = False
+    enable_dbo: bool = False
     enable_return_routed_experts: bool = False
+
+    @model_validator(mode="after")
+    def _lora_rank(self) -> VLLMConfig:
+        if self.max_lora_rank is not None and self.max_lora_rank > max(VLLM_LORA_RANKS):
+            raise ValueError(f"max_lora_rank = {self.max_lora_rank} exceeds vLLM's maximum of {max(VLLM_LORA_RANKS)}")
+        return self
 
 
 class InferenceSingleNode(Section):
@@ -94,8 +132,8 @@ class InferenceDisaggregated(Section):
     decode_nodes_per_replica: PosInt = 1
     prefill_port: int = 8100
     decode_port: int = 8200
-    prefill_env_vars: dict[str, str] = {}
-    decode_env_vars: dict[str, str] = {}
+    prefill_env_vars: EnvVars = {}
+    decode_env_vars: EnvVars = {}
     prefill_vllm_overrides: dict[str, Any] = {}
     decode_vllm_overrides: dict[str, Any] = {}
 
@@ -105,8 +143,29 @@ InferenceDeployment: TypeAlias = Annotated[
 ]
 
 
-class KVCacheOffloadConfig(OpenSection):
-    type: Literal["native", "mooncake"] = "native"
+class CPUOffloadTier(Section):
+    num_bytes: Annotated[int, Field(gt=0)]
+
+
+class DiskOffloadTier(Section):
+    path: str
+
+
+class NativeKVCacheOffload(Section):
+    type: Literal["native"] = "native"
+    # required here: upstream's `valid_tiers` refuses a table without a cpu tier (disk-only
+    # offload is supported by neither backend); a missing key names it exactly
+    cpu: CPUOffloadTier
+    disk: DiskOffloadTier | None = None
+
+
+class MooncakeKVCacheOffload(NativeKVCacheOffload):
+    type: Literal["mooncake"] = "mooncake"  # type: ignore[assignment]
+    device_name: str = ""
+
+
+# optional upstream, so a written table names its `type`
+KVCacheOffload: TypeAlias = Annotated[NativeKVCacheOffload | MooncakeKVCacheOffload, typed_union(None)]
 
 
 class InferenceConfig(Section):
@@ -115,10 +174,10 @@ class InferenceConfig(Section):
     backend_port: int = 8100
     vllm: VLLMConfig = VLLMConfig()
     log: InferenceLogConfig = InferenceLogConfig()
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     use_deep_gemm: bool = False
     weight_broadcast: WeightBroadcast | None = None
-    kv_cache_offload: KVCacheOffloadConfig | None = None
+    kv_cache_offload: KVCacheOffload | None = None
     deployment: InferenceDeployment = InferenceSingleNode()
     slurm: SlurmConfig | None = None
     output_dir: str | None = None

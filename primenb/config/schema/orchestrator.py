@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from primenb.config.schema.algo import Algo, GRPOAlgo, SourceAlgo
 from primenb.config.schema.common import (
     CkptConfig,
+    EnvVars,
     HeartbeatConfig,
-    MonitorsConfig,
     NonNegInt,
     OpenSection,
+    OrchestratorMonitorsConfig,
     PosInt,
     ResumeConfig,
     RolloutTransport,
@@ -21,6 +22,7 @@ from primenb.config.schema.common import (
     TokenizerConfig,
     VLMConfig,
     WeightBroadcast,
+    typed_union,
 )
 
 
@@ -58,9 +60,48 @@ class AdvRangeGate(Section):
     reject_min: float = 0.0
     reject_max: float = 0.0
 
+    @model_validator(mode="after")
+    def _ordered(self) -> AdvRangeGate:
+        if self.reject_min > self.reject_max:
+            raise ValueError(f"reject_min ({self.reject_min}) must not exceed reject_max ({self.reject_max})")
+        return self
 
-class CurriculumConfig(OpenSection):
-    sampler: Literal["standard", "difficulty_pool"] = "standard"
+
+class StandardSampler(Section):
+    type: Literal["standard"] = "standard"
+
+
+class DifficultyPool(Section):
+    threshold: float
+    weight: Annotated[float, Field(ge=0)]
+
+
+class DifficultyPoolSampler(Section):
+    type: Literal["difficulty_pool"] = "difficulty_pool"
+    pools: dict[str, DifficultyPool] = {
+        "hard": DifficultyPool(threshold=0.25, weight=0.2),
+        "normal": DifficultyPool(threshold=0.75, weight=1.0),
+        "easy": DifficultyPool(threshold=1.0, weight=0.2),
+    }
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _pools(self) -> DifficultyPoolSampler:
+        thresholds = [pool.threshold for pool in self.pools.values()]
+        if not self.pools:
+            raise ValueError("a difficulty_pool sampler needs at least one pool")
+        if len(set(thresholds)) != len(thresholds):
+            raise ValueError(f"difficulty pool thresholds must be unique (got {thresholds})")
+        if not any(pool.weight > 0 for pool in self.pools.values()):
+            raise ValueError("at least one difficulty pool needs a weight above 0")
+        return self
+
+
+TaskSampler: TypeAlias = Annotated[StandardSampler | DifficultyPoolSampler, typed_union("standard")]
+
+
+class CurriculumConfig(Section):
+    sampler: TaskSampler = StandardSampler()
     gates: dict[str, AdvRangeGate] = {}
 
 
@@ -161,7 +202,7 @@ class OrchestratorConfig(Section):
     tokenizer: TokenizerConfig | None = None
     renderer: RendererConfig = RendererConfig(name="auto")
     log: OrchestratorLogConfig = OrchestratorLogConfig()
-    monitors: MonitorsConfig = MonitorsConfig()
+    monitors: OrchestratorMonitorsConfig = OrchestratorMonitorsConfig()
     ckpt: OrchestratorCkptConfig | None = None
     resume: ResumeConfig | None = None
     weight_broadcast: WeightBroadcast | None = None
@@ -179,6 +220,6 @@ class OrchestratorConfig(Section):
     max_steps: SanePosInt | None = None
     max_off_policy_steps: NonNegInt = 8
     heartbeat: HeartbeatConfig | None = None
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     collect_inference_metrics: bool = True
     inference_metrics_roles: list[Literal["prefill", "decode"]] | None = None

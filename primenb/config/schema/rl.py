@@ -6,6 +6,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from primenb.config.schema.common import (
     CkptConfig,
+    EnvVars,
     LogConfig,
     NonNegInt,
     PosInt,
@@ -39,7 +40,7 @@ class MultiNodeDeployment(Section):
     type: Literal["multi_node"] = "multi_node"
     gpus_per_node: SanePosInt = 8
     num_train_nodes: SanePosInt
-    num_infer_nodes: NonNegInt = 1
+    num_infer_nodes: NonNegInt | None = None  # None: derived from [inference] (upstream's auto_setup_infer_nodes)
     num_infer_replicas: PosInt = 1
     nodes_per_fsdp_group: SanePosInt | None = None
     orchestrator_on_inference: bool = False
@@ -53,7 +54,7 @@ class RLConfig(Section):
     trainer: TrainerConfig
     orchestrator: OrchestratorConfig
     inference: InferenceConfig | None = None
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     run: RunConfig = RunConfig()
     output_dir: str = "outputs"
     clean: bool = False

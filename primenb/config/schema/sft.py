@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 
 from primenb.config.schema.common import (
     AdamWConfig,
     ConstantScheduler,
+    EnvVars,
     GCConfig,
     HeartbeatConfig,
     MonitorsConfig,
@@ -54,7 +55,7 @@ class SFTDataConfig(Section):
     name: str = "PrimeIntellect/Reverse-Text-SFT"
     subsets: list[str] | None = None
     splits: list[str] | None = None
-    probabilities: list[Annotated[float, Field(gt=0)]] | None = None
+    probabilities: list[float] | None = None
     stopping_strategy: Literal["all_exhausted", "first_exhausted"] = "all_exhausted"
     shuffle: bool = True
     seed: int = 0
@@ -70,7 +71,10 @@ class FakeSFTDataConfig(Section):
     batch_size: PosInt = 2
     seq_len: PosInt = 128
     micro_batch_size: PosInt = 1
+    num_workers: PosInt = 1
     length: Literal["fixed", "variable"] = "fixed"
+    input_ids: Literal["increasing", "random"] = "increasing"
+    seed: int = 0
 
 
 SFTData: TypeAlias = Annotated[SFTDataConfig | FakeSFTDataConfig, typed_union("sft")]
@@ -97,6 +101,15 @@ class SFTSingleNode(Section):
 
 class SFTMultiNode(Section):
     type: Literal["multi_node"] = "multi_node"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_gpu_counts(cls, data: Any) -> Any:
+        """Upstream drops a single node's GPU counts from a multi_node table (normalize_deployment)."""
+        if isinstance(data, dict) and ("num_train_gpus" in data or "num_infer_gpus" in data):
+            return {k: v for k, v in data.items() if k not in ("num_train_gpus", "num_infer_gpus")}
+        return data
+
     gpus_per_node: SanePosInt = 8
     num_train_nodes: PosInt = 2
     num_infer_nodes: NonNegInt = 0
@@ -108,7 +121,7 @@ SFTDeployment: TypeAlias = Annotated[SFTSingleNode | SFTMultiNode, typed_union("
 
 class SFTConfig(Section):
     model: ModelConfig = ModelConfig()
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
     tokenizer: TokenizerConfig | None = None
     renderer: RendererConfig = RendererConfig(name="auto")
     data: SFTData = SFTDataConfig()

@@ -10,6 +10,7 @@ from primenb.config.schema.common import (
     AdamWConfig,
     CkptConfig,
     ConstantScheduler,
+    EnvVars,
     GCConfig,
     HeartbeatConfig,
     LoraConfig,
@@ -209,4 +210,4 @@ class TrainerConfig(Section):
     heartbeat: HeartbeatConfig | None = None
     metrics_server: MetricsServerConfig | None = None
     enable_token_export: bool = False
-    env_vars: dict[str, str] = {}
+    env_vars: EnvVars = {}
