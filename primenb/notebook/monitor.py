@@ -21,6 +21,7 @@ from IPython.display import display
 
 from primenb.notebook import charts, fallback
 from primenb.notebook.layout import keep_label
+from primenb.protocol.record import read_trace
 from primenb.protocol.rundir import FINAL_STATES, QUEUED, STARTING, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
@@ -155,7 +156,7 @@ class Monitor:
             self._finished = True
             self._handle = _display(self.static_bundle(), handle)
         else:
-            self._handle = _display(self._live_bundle(), handle, metadata=fallback.SNAPSHOT_METADATA)
+            self._handle = _display(self._live_bundle(), handle, metadata=self._snapshot_metadata())
             fallback.finish_on_shutdown(self)
             _settle_after_each_cell(self)
         return self
@@ -198,6 +199,14 @@ class Monitor:
         if self.on_finish is not None:
             self.on_finish(self, bundle)
         return True
+
+    def _snapshot_metadata(self) -> dict[str, Any]:
+        """The live display's metadata: a snapshot, and the run's trace, so that a notebook saved
+        later keeps the run's view as of then (`primenb.server.snapshots`), not this one's "queued"."""
+        doc = read_trace(self.run.dir)
+        trace = doc.get("trace_id") if doc else None
+        mark = {**fallback.SNAPSHOT_METADATA["primenb"], **({"trace": trace} if isinstance(trace, str) else {})}
+        return {"primenb": mark}
 
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
