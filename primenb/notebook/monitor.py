@@ -115,6 +115,7 @@ class Monitor:
             ensure_option=True,
             layout=W.Layout(width="320px"),
         )
+        self.picker.layout.display = "none"  # until a panel exists (`_redraw_chart`)
         self.picker.observe(lambda _: self._redraw_chart(), names="value")
         # the latest metrics fold open or shut by the reader's choice: an Accordion keeps that
         # choice across refreshes (a <details> in a refreshed HTML value folds shut every time)
@@ -290,7 +291,10 @@ class Monitor:
         if self._stage is None:
             return
         picked = self.picker.value or self._preferred
-        layout = charts.panels(self._stage, set(self.series.points), picked)
+        counts = {k: len(xs) for k, (xs, _) in self.series.points.items()}
+        layout = charts.panels(self._stage, set(self.series.points), picked, counts)
+        # the search box picks a panel's metric: it comes with the first panel, not before
+        self.picker.layout.display = "flex" if layout else "none"
         for i, view in enumerate(self.chart_panels):
             if i < len(layout):
                 view.value = charts.panel_svg(layout[i], self.series.points)  # unchanged: nothing sent

@@ -183,19 +183,25 @@ def charts_html(rows: list[dict[str, Any]]) -> str:
     main = _rl_rows(rows)
     warm = [r for r in rows if r not in main]
     warm_evals = sorted({k for r in warm for k in r if k.startswith("warmup/eval/") and k.endswith("/reward")})
-    evals = series(warm, warm_evals)
+    # one line per eval source over the whole run (as the live monitor draws it)
+    evals = {k[len("warmup/") :]: (list(xs), list(ys)) for k, (xs, ys) in series(warm, warm_evals).items()}
     offset = max((r["step"] for r in warm if isinstance(r.get("step"), (int, float))), default=0)
     for key, (xs, ys) in series(main, eval_keys(main)).items():
-        evals[key] = ([x + offset for x in xs], ys)
+        line = evals.setdefault(key, ([], []))
+        line[0].extend(x + offset for x in xs)
+        line[1].extend(ys)
+    # where GRPO starts on the whole-run eval panel (its first eval is the warm-up's last model)
+    marks = [(float(offset), "GRPO")] if warm_evals and main else []
     panels = [
-        ("SFT warm-up loss", series(warm, ["warmup/loss"]), False),
-        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k]), False),
-        ("eval reward (warm-up, then main phase)" if warm_evals else "eval reward", evals, True),
-        ("loss", series(main, ["loss"]), False),
+        ("SFT warm-up loss", series(warm, ["warmup/loss"]), False, []),
+        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k]), False, []),
+        ("eval reward (warm-up, then GRPO)" if warm_evals else "eval reward", evals, True, marks),
+        ("loss", series(main, ["loss"]), False, []),
     ]
     return "".join(
-        f'<div class="primenb-chart">{line_chart(data, title=title, width=300, height=160, shared=shared)}</div>'
-        for title, data, shared in panels
+        '<div class="primenb-chart">'
+        f"{line_chart(data, title=title, width=300, height=160, shared=shared, marks=mark)}</div>"
+        for title, data, shared, mark in panels
         if data
     )
 

@@ -68,13 +68,15 @@ def line_chart(
     shared: bool = False,
     band: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
     values: bool = True,
+    marks: Sequence[tuple[float, str]] = (),
 ) -> str:
     """One small chart. Without ``shared`` each series is scaled to its own range (its legend
     shows it), a chart of one series gets a y axis (ticks at its low, middle and high value, with
     grid lines); with ``shared`` every series (and the ``band``: xs, lows, highs drawn as a shaded
     area) uses one y axis. A one-point series is a dot (a polyline of one point is invisible). The
     legend (each name with its last value and range, or without ``values`` the name alone) sits
-    under the title, so a long title never covers a value."""
+    under the title, so a long title never covers a value. ``marks``: (x, label) pairs drawn as
+    dashed vertical lines (where GRPO starts on a whole-run eval panel)."""
     drawn = {name: xy for name, xy in series.items() if len(xy[0])}
     frame = f'style="background:{BACKGROUND};border:1px solid {GRID}"'
     head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" {frame}>'
@@ -85,7 +87,7 @@ def line_chart(
     pad_l, pad_r, pad_b = (40 if one_axis else 8), 8, 16
     pad_t = 18 + 11 * len(drawn)  # title line, then one legend line per series
     w, h = width - pad_l - pad_r, max(20, height - pad_t - pad_b)
-    all_x = [x for xs, _ in drawn.values() for x in xs] + (list(band[0]) if band else [])
+    all_x = [x for xs, _ in drawn.values() for x in xs] + (list(band[0]) if band else []) + [x for x, _ in marks]
     x0, x1 = min(all_x), max(all_x)
 
     def sx(x: float) -> float:
@@ -112,6 +114,12 @@ def line_chart(
         top = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[2], strict=True)]
         bottom = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[1], strict=True)]
         parts.append(f'<polygon class="primenb-band" fill="{BAND}" points="{" ".join(top + bottom[::-1])}"/>')
+    for x, label in marks:
+        parts.append(
+            f'<line class="primenb-mark" x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{pad_t}" y2="{pad_t + h}" '
+            f'style="stroke:{MUTED}" stroke-dasharray="3,3"/>'
+        )
+        parts.append(_text(sx(x) + 3, pad_t + 9, label))
     legend_y = 23
     for i, (name, (xs, ys)) in enumerate(drawn.items()):
         lo, span = scale(*ranges[name])

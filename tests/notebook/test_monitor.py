@@ -402,6 +402,7 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
     assert monitor.chart_box.layout.display == "none"
+    assert monitor.picker.layout.display == "none"  # no search box before there is a panel
 
     with open(root / "metrics.jsonl", "a") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in warmup_rows())
@@ -413,7 +414,7 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     views = [p.value for p in monitor.chart_panels if p.layout.display != "none"]
     assert "SFT warm-up loss" in views[0] and "warmup/loss: 1 (1…4)" in views[0]
     assert all("<polyline" in v or "<circle" in v for v in views), views  # every panel shown has data
-    assert "warmup/grad_norm" in monitor.picker.options
+    assert "warmup/grad_norm" in monitor.picker.options and monitor.picker.layout.display == "flex"
 
     with open(root / "metrics.jsonl", "a") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in rl_rows([0.0] * 4, std=0.0))
@@ -424,12 +425,13 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     views = [p.value for p in monitor.chart_panels if p.layout.display != "none"]
     assert [v.split("</text>")[0].rsplit(">", 1)[1] for v in views] == [
         "train reward (± std)",
-        "eval reward",
+        "eval reward (warm-up, then GRPO)",
         "loss",
         "grad_norm",
     ]
     assert "reward: 0 (0…0)" in views[0] and "primenb-band" in views[0]
-    assert "eval/rt/reward: 0.6 (0.1…0.6)" in views[1]
+    # one line per eval source: the warm-up's eval (0 at step 0), then GRPO's after the warm-up
+    assert "eval/rt/reward: 0.6 (0…0.6)" in views[1] and 'class="primenb-mark"' in views[1]
     assert all("<polyline" in v or "<circle" in v for v in views), views
     assert "no learning signal" in monitor.warnings.value
     monitor.picker.value = "tokens/s"
@@ -510,5 +512,45 @@ def test_no_panel_is_left_empty_when_its_metric_is_never_logged() -> None:
     assert [p.title for p in warm] == ["SFT warm-up loss", "warmup/grad_norm"]
     rl = panels("rl", {"reward", "reward_std", "loss", "grad_norm"}, None)
     assert [p.title for p in rl] == ["train reward (± std)", "loss", "grad_norm"]
-    # the warm-up's step-0 eval logged before its first loss: the eval panel only, no empty loss panel
-    assert [p.title for p in panels("sft warmup", {"warmup/eval/rt/reward"}, None)] == ["eval reward (warm-up)"]
+    # the warm-up's step-0 eval logged before its first loss: no one-point eval panel, no empty loss panel
+    assert panels("sft warmup", {"warmup/eval/rt/reward"}, None) == []
+
+
+def test_the_eval_panel_of_a_warm_up_run_covers_the_whole_run() -> None:
+    """The warm-up evaluates once, before it starts: its eval panel was one point at 0 for the whole
+    warm-up (a quarter of the monitor). Now the panel comes with GRPO's step-0 eval (the model the
+    warm-up made) as its second point, placed after the warm-up's steps, marked where GRPO starts;
+    GRPO's eval alone at its step 0 keeps the warm-up's panels (no one-point panel of its own for
+    GRPO's whole first step)."""
+    from primenb.notebook.charts import WHOLE_RUN_EVAL, panel_svg, panels, stage_of, whole_run
+
+    warm = {"warmup/loss": ([1.0, 2.0, 30.0], [5.0, 4.0, 1.0]), "warmup/eval/rt/reward": ([0.0], [0.0])}
+    counts = {k: len(xs) for k, (xs, _) in warm.items()}
+    assert [p.title for p in panels("sft warmup", set(warm), None, counts)] == ["SFT warm-up loss"]
+    grpo0 = {**warm, "eval/rt/reward": ([0.0], [0.4])}
+    assert stage_of("training", "rl", set(grpo0)) == "sft warmup"
+    counts = {k: len(xs) for k, (xs, _) in grpo0.items()}
+    shown = panels("sft warmup", set(grpo0), None, counts)
+    assert [p.title for p in shown] == ["SFT warm-up loss", WHOLE_RUN_EVAL]
+    lines, start = whole_run(grpo0, shown[1].keys)
+    assert lines == {"eval/rt/reward": ([0.0, 30.0], [0.0, 0.4])} and start == 30.0
+    svg = panel_svg(shown[1], grpo0)
+    assert 'class="primenb-mark"' in svg and ">GRPO<" in svg and "<polyline" in svg
+    later = {**grpo0, "reward": ([1.0], [0.2]), "loss": ([1.0], [0.1]), "eval/rt/reward": ([0.0, 10.0], [0.4, 0.6])}
+    assert stage_of("training", "rl", set(later)) == "rl"
+    assert [p.title for p in panels("rl", set(later), None)] == ["train reward (± std)", WHOLE_RUN_EVAL, "loss"]
+    # a GRPO run without a warm-up keeps its plain eval panel, from its step-0 eval on
+    assert stage_of("training", "rl", {"eval/rt/reward"}) == "rl"
+    assert [p.title for p in panels("rl", {"eval/rt/reward"}, None)] == ["eval reward"]
+
+
+def test_the_summarys_eval_panel_marks_where_grpo_starts() -> None:
+    from primenb.render.summary import charts_html
+
+    rows = [{"step": 0, "phase": "sft warmup", "warmup/eval/rt/reward": 0.0}]
+    rows += [{"step": s, "phase": "sft warmup", "warmup/loss": 5.0 - s} for s in (1, 2, 3)]
+    rows += [{"step": 0, "phase": "rl", "eval/rt/reward": 0.3}, {"step": 1, "phase": "rl", "reward": 0.2}]
+    html = charts_html(rows)
+    assert "eval reward (warm-up, then GRPO)" in html and 'class="primenb-mark"' in html
+    assert "eval/rt/reward: 0.3" in html  # one line per source over the whole run
+    assert 'class="primenb-mark"' not in charts_html(rows[:4])  # GRPO has not started: no mark
