@@ -29,7 +29,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "eta_recordings.json"
 
 def toml(args: argparse.Namespace, out: Path) -> str:
     return f"""max_steps = {args.steps}
-seq_len = 256
+seq_len = {args.seq_len}
 output_dir = "{out}"
 
 [model]
@@ -76,7 +76,8 @@ def record(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"the run ended {status.get('state')}: {status.get('error')}")
     what = (
         f"tiny-byte RL on reverse-text, sft_warmup_steps={args.warmup}, max_steps={args.steps}, "
-        f"batch {args.batch}, group 8, {args.max_tokens} tokens; recorded by bench/record_eta.py"
+        f"batch {args.batch}, group 8, {args.max_tokens} tokens, seq_len {args.seq_len}; "
+        "recorded by bench/record_eta.py"
     )
     return {"what": what, "end": snaps[-1][0], "status": snaps}
 
@@ -97,6 +98,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=100)
+    parser.add_argument("--seq-len", type=int, default=256)
     args = parser.parse_args()
     recording = record(args)
     ratio = pace(recording, TRAINING) / pace(recording, SFT_WARMUP)

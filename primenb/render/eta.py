@@ -26,15 +26,17 @@ from primenb.protocol.rundir import RUNNING, SFT_WARMUP, TRAINING
 if TYPE_CHECKING:
     from primenb.render.phase import Progress
 
-# Seconds of a GRPO step per second of an SFT warm-up step (batch 64), per rollout x completion
-# token of the GRPO step. Calibrated on the recorded CPU runs of tests/notebook/data/eta_timings.json
-# (tiny byte model, reverse-text, batch 32): 48 tokens -> a GRPO step 0.81x a warm-up step
-# (5.3e-4 per rollout-token), 200 tokens -> 3.7x (5.8e-4); bench/record_eta.py adds runs.
-GRPO_COST_PER_ROLLOUT_TOKEN = 5.5e-4
+# Warm-up steps (batch 64) one GRPO step costs, per rollout x completion token of the GRPO step.
+# Measured by bench/record_eta.py on this engine (tiny byte model, reverse-text, batch 32, CPU, a
+# shared 2-core machine): 100 tokens -> a GRPO step 5.1x a warm-up step (1.59e-3 per
+# rollout-token), 200 tokens -> 10.6x (1.66e-3). Recordings from an older engine gave a third of
+# that (5.3e-4 and 5.8e-4): the constant is a prior that GRPO's own pace replaces after two steps.
+GRPO_COST_PER_ROLLOUT_TOKEN = 1.6e-3
 # When the plan is not known (a run written before status.json said it, a remote platform):
 # a GRPO step as 4 warm-up steps, the middle of the 3-6x the issue's JupyterLab runs showed.
 DEFAULT_GRPO_PER_SFT = 4.0
 STATUS_LAG_S = 1.0  # the engine's status.json throttle during stepped phases
+WINDOW = 5  # steps a phase's pace is measured over, once it has run that many
 
 
 def grpo_per_sft(step_plan: Mapping[str, Any] | None) -> float:
@@ -85,6 +87,7 @@ class EtaClock:
         self._pace: dict[str, float] = {}  # seconds per step of each phase timed so far
         self._since: tuple[str, float] | None = None  # the phase shown and when it was first seen
         self._seen: tuple[float, int] | None = None  # when the current step was first seen, and it
+        self._marks: list[tuple[float, int]] = []  # (when first seen, step) of this phase since its origin
 
     def waited(self, p: Progress) -> float:
         """Seconds since the phase ``p`` shows was first seen (a waiting line's counter)."""
@@ -151,10 +154,14 @@ class EtaClock:
         if self._origin is None:
             if p.step > self._phase[1]:
                 self._origin = (now, p.step)
+                self._marks = [self._origin]
             return None
-        t0, s0 = self._origin
         seen_at, step = self._seen
-        if step > s0 and seen_at > t0:
+        if step > self._marks[-1][1] and seen_at > self._marks[-1][0]:
+            self._marks.append((seen_at, step))
+            # the pace of the last WINDOW steps (all of them, early on): a run's steps change pace
+            # as it trains (GRPO's completions get shorter as the model learns to stop)
+            t0, s0 = next(((t, s) for t, s in reversed(self._marks) if step - s >= WINDOW), self._marks[0])
             self._pace[p.phase] = (seen_at - t0) / (step - s0)
         return self._pace.get(p.phase)
 
