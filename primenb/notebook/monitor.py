@@ -26,7 +26,7 @@ from primenb.protocol.rundir import FINAL_STATES, QUEUED, STARTING, State, metri
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
-from primenb.render.summary import STATE_COLORS, run_html, samples_html, warnings_html
+from primenb.render.summary import STATE_COLORS, command_html, run_html, samples_html, warnings_html
 from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
@@ -143,8 +143,8 @@ class Monitor:
             f'<span class="primenb-reattach" data-primenb-run="{html.escape(run.name, quote=True)}" '
             f'style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
             f"if this kernel restarts, this view stops following the run: "
-            f"<code>%prime_train --attach {html.escape(run.name)}</code> follows it again (or stops it with "
-            f"<code>--stop</code>)</span>"
+            f"{command_html(f'%prime_train --attach {run.name}')} follows it again (or stops it with "
+            f"{command_html('--stop')})</span>"
         )
         self.widget = W.VBox([header, self.warnings, self.chart_box, self.table_box, self.sample_view, self.reattach])
         self.widget.add_class("primenb-monitor")

@@ -84,7 +84,16 @@ def line_chart(
     if not drawn:
         return f"{head}{title_svg}{_text(8, 28, 'no data yet', size=10)}</svg>"
     one_axis = shared or len(drawn) == 1
-    pad_l, pad_r, pad_b = (40 if one_axis else 8), 8, 16
+    ranges = {name: (min(ys), max(ys)) for name, (_, ys) in drawn.items()}
+    if one_axis:
+        lows = [lo for lo, _ in ranges.values()] + (list(band[1]) if band else [])
+        highs = [hi for _, hi in ranges.values()] + (list(band[2]) if band else [])
+        common = (min(lows), max(highs))
+        ranges = {name: common for name in ranges}
+    # the y axis is as wide as its longest label: a fixed 40 px clipped "-0.000633" to "000633"
+    ticks = _ticks(*next(iter(ranges.values()))) if one_axis else []
+    pad_l = max(24, 8 + max((_label_width(label) for _, _, label in ticks), default=0)) if one_axis else 8
+    pad_r, pad_b = 8, 16
     pad_t = 18 + 11 * len(drawn)  # title line, then one legend line per series
     w, h = width - pad_l - pad_r, max(20, height - pad_t - pad_b)
     all_x = [x for xs, _ in drawn.values() for x in xs] + (list(band[0]) if band else []) + [x for x, _ in marks]
@@ -96,19 +105,12 @@ def line_chart(
     def scale(lo: float, hi: float) -> tuple[float, float]:
         return lo, (hi - lo) or 1.0
 
-    ranges = {name: (min(ys), max(ys)) for name, (_, ys) in drawn.items()}
-    if one_axis:
-        lows = [lo for lo, _ in ranges.values()] + (list(band[1]) if band else [])
-        highs = [hi for _, hi in ranges.values()] + (list(band[2]) if band else [])
-        common = (min(lows), max(highs))
-        ranges = {name: common for name in ranges}
-
     def sy(y: float, lo: float, span: float) -> float:
         return pad_t + h - (y - lo) / span * h
 
     parts = [head, title_svg]
     if one_axis:
-        parts.extend(_y_axis(*next(iter(ranges.values())), pad_l, pad_t, w, h))
+        parts.extend(_y_axis(ticks, pad_l, pad_t, w, h))
     if band and len(band[0]):
         lo, span = scale(*next(iter(ranges.values())))
         top = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[2], strict=True)]
@@ -141,15 +143,25 @@ def line_chart(
     return "".join(parts)
 
 
-def _y_axis(lo: float, hi: float, left: int, top: int, w: int, h: int) -> list[str]:
-    """Tick labels at the low, middle and high value (a flat series: its one value), each with a
-    faint grid line, the way the series is scaled."""
+def _ticks(lo: float, hi: float) -> list[tuple[float, float, str]]:
+    """(value, height fraction, label) at the low, middle and high value (a flat series: its one
+    value)."""
     ticks = [(lo, 0.0), ((lo + hi) / 2, 0.5), (hi, 1.0)] if hi > lo else [(lo, 0.0)]
+    return [(value, frac, f"{value:.3g}") for value, frac in ticks]
+
+
+def _label_width(label: str) -> int:
+    """A 9 px label's width in px (digits are ~5.5 px wide in the UI font; '.' and '-' narrower)."""
+    return round(sum(3.5 if c in ".-" else 5.5 for c in label))
+
+
+def _y_axis(ticks: list[tuple[float, float, str]], left: int, top: int, w: int, h: int) -> list[str]:
+    """Each tick's label with a faint grid line, the way the series is scaled."""
     out = []
-    for value, frac in ticks:
+    for _, frac, label in ticks:
         y = top + h - frac * h
         out.append(f'<line x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}" style="stroke:{GRID}"/>')
-        out.append(_text(left - 4, y + 3, f"{value:.3g}", anchor="end"))
+        out.append(_text(left - 4, y + 3, label, anchor="end"))
     return out
 
 

@@ -48,6 +48,11 @@ MONITORS = """() => [...document.querySelectorAll('.primenb-monitor')].map(m => 
   stop: m.querySelector('button.primenb-stop')?.disabled ?? null,
   reattach: m.querySelector('.primenb-reattach')?.offsetParent !== null,
   counting: /step \\d+\\//.test(m.querySelector('.primenb-phase-text')?.textContent ?? ''),
+  disconnected: [m, ...m.querySelectorAll('*')].filter(e => e.classList.contains('jupyter-widgets-disconnected')).length,
+  // ipywidgets' red broken-link icon (a ::before) on a disconnected widget: none in a monitor
+  icons: [m, ...m.querySelectorAll('.jupyter-widgets-disconnected')]
+    .filter(e => e.classList.contains('jupyter-widgets-disconnected'))
+    .filter(e => !['none', 'normal'].includes(getComputedStyle(e, '::before').content)).length,
 }))"""
 
 
@@ -91,6 +96,11 @@ def test_a_restart_leaves_a_notice_and_a_disabled_stop(tmp_path: Path, app: str)
                     lambda: [m for m in page.evaluate(MONITORS) if m["notice"]], 60, "the kernel-restart notice"
                 )
                 assert after["notice"] == NOTICE, after
+                # ipywidgets marks the view's widgets disconnected: the view shows paused, no red icons
+                (after,) = wait_for(
+                    lambda: [m for m in page.evaluate(MONITORS) if m["disconnected"]], 60, "the widgets' disconnect"
+                )
+                assert after["icons"] == 0, after
                 assert after["stop"] is True, after  # the dead Stop button cannot be clicked
                 assert not after["reattach"], after  # the notice replaces the "if this kernel restarts" line
                 assert json.loads(status.read_text())["state"] == "running"  # the run goes on

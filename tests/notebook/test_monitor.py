@@ -4,6 +4,7 @@ the static bundle that replaces the widget, the Stop button's label and `%prime_
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -279,7 +280,7 @@ def test_summary_has_the_ending_and_no_absolute_path(tmp_path: Path, monkeypatch
         "eval reward",
         "cba&lt;x&gt;",
     ):
-        assert text in html, text
+        assert text in re.sub(r"<[^>]+>", "", html), text
     assert html.count("<svg") == 4
     assert str(tmp_path) not in html and str(tmp_path) not in repr(run)
     assert "checkpoint: outputs/demo/checkpoints/step_4" in repr(run)
@@ -399,7 +400,7 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     monitor = Monitor(run)
     assert not monitor.poll()
     # a view left behind by a kernel restart still says how to follow the run again
-    assert "%prime_train --attach live" in monitor.reattach.value
+    assert "%prime_train --attach live" in re.sub(r"<[^>]+>", "", monitor.reattach.value)
     # what the labextension's kernel-restart notice reads and disables (kernelRestartNotice.ts)
     assert 'data-primenb-run="live"' in monitor.reattach.value
     assert "primenb-stop" in monitor.stop_button._dom_classes and "primenb-monitor" in monitor.widget._dom_classes
@@ -468,7 +469,7 @@ def test_kernel_shutdown_turns_live_monitors_static(tmp_path: Path, shell: Any) 
     fallback.finish_on_shutdown(m)
     fallback.freeze_all()
     assert len(handle.updates) == 1 and WIDGET_MIME not in handle.updates[0]
-    assert "%prime_train --attach going" in handle.updates[0]["text/html"]
+    assert "%prime_train --attach going" in re.sub(r"<[^>]+>", "", handle.updates[0]["text/html"])
     assert m not in fallback._FINISHERS
 
 
@@ -559,3 +560,16 @@ def test_the_summarys_eval_panel_marks_where_grpo_starts() -> None:
     assert "eval reward (warm-up, then GRPO)" in html and 'class="primenb-mark"' in html
     assert "eval/rt/reward: 0.3" in html  # one line per source over the whole run
     assert 'class="primenb-mark"' not in charts_html(rows[:4])  # GRPO has not started: no mark
+
+
+def test_commands_wrap_between_words_and_samples_inside_the_output() -> None:
+    """At 900 px with the sidebar open a command broke after "--" ("--" / "attach") and the
+    samples table overflowed its 448 px output: commands wrap between words only, sample cells
+    wrap anywhere inside a table as wide as its output."""
+    from primenb.render.summary import command_html, samples_html
+
+    code = command_html("%prime_train --attach run<1>")
+    assert code.count('white-space:nowrap">') == 3 and "run&lt;1&gt;" in code
+    assert re.sub(r"<[^>]+>", "", code) == "%prime_train --attach run&lt;1&gt;"
+    table = samples_html([{"step": 1, "prompt": "p" * 200, "completion": "c" * 200, "reward": 0.5}])
+    assert "table-layout:fixed;width:100%" in table and table.count("overflow-wrap:anywhere") == 2
