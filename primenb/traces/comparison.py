@@ -92,6 +92,12 @@ def _cell(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)  # exact: 1e-4 vs 1.0000001e-4
 
 
+def _measured(value: Any) -> str:
+    """A measured number to 4 significant digits (the diff falls back to the exact value when
+    that would make two different values read the same)."""
+    return f"{value:.4g}" if isinstance(value, float) else _cell(value)
+
+
 class TraceDiff:
     """Key-by-key differences between traces: ``rows`` of ``(section, key, value per trace)``."""
 
@@ -106,6 +112,9 @@ class TraceDiff:
             for key in keys:
                 values = [_cell(f[section][key]) if key in f[section] else ABSENT for f in facets]
                 if len(set(values)) > 1:
+                    if section == "evals":  # measured, not set: 0.1114, not 0.11141858141858144
+                        short = [_measured(f[section][key]) if key in f[section] else ABSENT for f in facets]
+                        values = short if len(set(short)) == len(set(values)) else values
                     self.rows.append((section, key, values))
 
     @property
