@@ -65,7 +65,9 @@ def test_magic_usage_errors_are_messages_not_exits():
 
 
 def test_a_misspelt_option_gets_a_did_you_mean():
-    with pytest.raises(MagicUsageError, match=r"unrecognized arguments: --nmae x; did you mean --name \(not --nmae\)\?"):
+    with pytest.raises(
+        MagicUsageError, match=r"unrecognized arguments: --nmae x; did you mean --name \(not --nmae\)\?"
+    ):
         magic_parser("train", "train").parse_line("cfg --nmae x")
     with pytest.raises(MagicUsageError) as info:
         magic_parser("train", "train").parse_line("cfg --zzzzzz")
