@@ -214,6 +214,12 @@ class Comparison:
         }
 
     @property
+    def title(self) -> str:
+        """The chart's title: the runs' names (the legend pairs each id with its name; a title of
+        ids alone said nothing)."""
+        return "compare: " + " vs ".join(t.name or t.id for t in self.traces)
+
+    @property
     def figure(self) -> Any:
         """One plotly figure: a panel per metric, one colored line per trace (shared legend)."""
         import plotly.graph_objects as go
@@ -245,7 +251,7 @@ class Comparison:
         fig.update_layout(
             height=max(280, 220 * n),
             margin={"l": 50, "r": 20, "t": 40, "b": 40},
-            title="compare: " + " vs ".join(t.id for t in self.traces),
+            title=self.title,
             legend={"orientation": "h", "y": -0.12 if n < 3 else -0.05},
         )
         return fig
