@@ -15,6 +15,7 @@ One JupyterLab over 10,000 indexed runs plus a few hand-made ones at the top of 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -222,7 +223,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
                 "port": 9,
                 "url": url,
                 "models": ["tiny", "tiny-adapter-warm-done"],
-                "started": time.time() - 125,
+                "started": time.time() - 5,
             }
         )
         with chromium_page() as page:
@@ -231,7 +232,13 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
             expect(servers).to_be_visible(timeout=30_000)
             row = servers.locator(f'.primenb-server[data-pid="{worker.pid}"]')
             expect(row.locator(".primenb-server-url")).to_have_text(url)
-            expect(row.locator(".primenb-server-models")).to_contain_text("tiny, tiny-adapter-warm-done · up 2 min")
+            # the uptime first (a long model list hides behind the ellipsis, not it), counting on at
+            # each poll (it redrew only when the minute changed)
+            line = row.locator(".primenb-server-models")
+            expect(line).to_have_text(re.compile(r"^up \d+ s · tiny, tiny-adapter-warm-done$"))
+            first = line.text_content()
+            wait_for(lambda: line.text_content() != first, 30, "the server's uptime to count on")
+            assert re.fullmatch(r"up \d+ s · tiny, tiny-adapter-warm-done", line.text_content() or "")
             # the run's detail: its latest eval
             panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
             evals = panel.locator(".primenb-evals tr.primenb-eval")
