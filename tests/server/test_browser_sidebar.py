@@ -95,6 +95,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             os.environ["PRIME_HOME"] = old
 
 
+# whether a row's line shows its text up to the end of the part that starts with the argument
+# (e.g. "reward 0.123") inside its box, i.e. before the ellipsis
+SHOWN_UP_TO = """(row, word) => {
+  const meta = row.querySelector('.primenb-meta');
+  const text = meta.firstChild;
+  const start = text.textContent.indexOf(word);
+  if (start < 0) return false;
+  const stop = text.textContent.indexOf(' · ', start);
+  const range = document.createRange();
+  range.setStart(text, 0);
+  range.setEnd(text, stop < 0 ? text.textContent.length : stop);
+  return range.getBoundingClientRect().right <= meta.getBoundingClientRect().right + 0.5;
+}"""
+
+
 def open_panel(page: Any, lab: Lab) -> tuple[Any, float]:
     """Open JupyterLab and the Prime runs panel; the seconds from the tab click to the first rows."""
     page.goto(lab.url())
@@ -129,6 +144,12 @@ def test_warmup_run_metrics_across_phases(lab: dict[str, Any]) -> None:
         wait_for(lambda: spark.get_attribute("data-points") == str(rewards), 60, f"{rewards} reward points")
         expect(live.locator(".primenb-meta")).to_contain_text(f"reward {rewards / 10:.3f}")
         page.screenshot(path=str(ARTIFACTS / "sidebar-warmup-live.png"))
+        # at the default width the reward is shown, not behind the ellipsis (it was the line's tail)
+        assert live.evaluate(SHOWN_UP_TO, "reward"), live.locator(".primenb-meta").inner_text()
+        # a row's hover toolbar sits on its second line: never over the run's name
+        live.hover()
+        name, bar = live.locator(".primenb-name").bounding_box(), live.locator(".primenb-row-actions").bounding_box()
+        assert name is not None and bar is not None and bar["y"] >= name["y"] + name["height"] - 1, (name, bar)
 
         # a reward function failing on every completion: said by name in the row and the detail
         failing = panel.locator(f'.primenb-run[data-trace="{ids["failing"]}"]')
