@@ -21,6 +21,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from primenb.server.validate import TRACE_ID
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -68,7 +70,9 @@ def refresh_run_views(nb: dict[str, Any], render: Render = run_view) -> int:
             if not isinstance(data, dict) or not _is_snapshot(output):
                 continue
             trace = output["metadata"]["primenb"].get("trace")
-            if not isinstance(trace, str) or not trace:
+            # a notebook is anyone's file: only a plain trace id reaches the index (which alone
+            # says where a run directory is)
+            if not isinstance(trace, str) or not TRACE_ID.fullmatch(trace):
                 continue
             view = None
             with contextlib.suppress(Exception):  # a broken run directory must never block a save

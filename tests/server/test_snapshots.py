@@ -64,8 +64,8 @@ def test_a_monitor_saves_its_runs_view_as_of_the_save_not_its_queued_start() -> 
     """A kernel restart during the warm-up, `--attach` in a new cell, the run completes, save:
     the original cell's output had kept the "queued" of its first display. Saved now, each
     monitor output names its trace and gets the run's view as of the save."""
-    nb = notebook(monitor_output("t-1"), monitor_output(None), monitor_output("gone"), output("b"))
-    views = {"t-1": {"text/html": "<b>run3</b> completed at step 30/30", "text/plain": "Run(run3, completed)"}}
+    nb = notebook(monitor_output("trace-1"), monitor_output(None), monitor_output("gone"), output("b"))
+    views = {"trace-1": {"text/html": "<b>run3</b> completed at step 30/30", "text/plain": "Run(run3, completed)"}}
     assert refresh_run_views(nb, views.get) == 1
     first, untraced, gone, builder = nb["cells"][0]["outputs"]
     assert first["data"]["text/html"] == "<b>run3</b> completed at step 30/30"
@@ -76,7 +76,10 @@ def test_a_monitor_saves_its_runs_view_as_of_the_save_not_its_queued_start() -> 
     def broken(trace: str) -> dict[str, Any] | None:
         raise OSError("the run directory went away mid-read")
 
-    assert refresh_run_views(notebook(monitor_output("t-1")), broken) == 0  # the save goes on
+    assert refresh_run_views(notebook(monitor_output("trace-1")), broken) == 0  # the save goes on
+    asked: list[str] = []
+    hostile = notebook(monitor_output("../../etc"), monitor_output("x" * 65), monitor_output("t 1"))
+    assert refresh_run_views(hostile, lambda t: asked.append(t) or None) == 0 and asked == []
 
 
 def test_run_view_reads_the_indexed_run(home: Path) -> None:
