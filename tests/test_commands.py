@@ -62,3 +62,13 @@ def test_magic_usage_errors_are_messages_not_exits():
         magic_parser("harness", "apply").parse_line("")
     with pytest.raises(MagicUsageError, match="not allowed with"):
         magic_parser("train", "rltoml").parse_line("cfg --sft --rl")
+
+
+def test_a_misspelt_option_gets_a_did_you_mean():
+    with pytest.raises(
+        MagicUsageError, match=r"unrecognized arguments: --nmae x; did you mean --name \(not --nmae\)\?"
+    ):
+        magic_parser("train", "train").parse_line("cfg --nmae x")
+    with pytest.raises(MagicUsageError) as info:
+        magic_parser("train", "train").parse_line("cfg --zzzzzz")
+    assert "did you mean" not in str(info.value)

@@ -227,6 +227,7 @@ export interface IStatusDoc {
   world_size?: number | null;
   rank?: number | null;
   notes?: Array<unknown> | null;
+  step_plan?: Record<string, unknown> | null;
   [extra: string]: unknown;
 }
 

@@ -93,5 +93,5 @@ export function evalsOf(detail: unknown): IEvalItem[] {
 export function serverLine(s: IServerItem): string {
   const models = s.models.length ? s.models.join(', ') : 'no models';
   const where = s.where && s.where !== 'this machine' ? ` · on ${s.where}` : '';
-  return `${models} · up ${fmtDuration(s.uptime_s)}${where}`;
+  return `up ${fmtDuration(s.uptime_s)} · ${models}${where}`; // uptime first: the models may be long
 }

@@ -250,13 +250,17 @@ export function fmtSteps(steps: number | null | undefined, max: number | null | 
 export function summaryLine(item: ITraceItem, last?: number, key: string | null = null): string {
   const shown = key ?? (item.mode === 'sft' ? 'loss' : 'reward');
   const stored = shown === 'reward' ? item.final_reward : shown === 'loss' ? item.final_loss : undefined;
-  const value = last ?? stored;
+  // an ended run's stored final value is the truth; the sparkline's last point may be from the
+  // poll before it ended
+  const ended = !isLive(item.status) && typeof stored === 'number';
+  const value = ended ? stored : last ?? stored;
+  // what changes first: at the default sidebar width the tail hides behind the ellipsis
   const parts = [
+    `steps ${fmtSteps(item.steps, item.max_steps)}`,
+    `${shown} ${fmtNumber(value)}`,
     item.model ?? '',
     item.env ?? '',
-    item.backend ?? '',
-    `steps ${fmtSteps(item.steps, item.max_steps)}`,
-    `${shown} ${fmtNumber(value)}`
+    item.backend ?? ''
   ];
   return parts.filter(p => p !== '').join(' · ');
 }

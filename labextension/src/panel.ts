@@ -101,6 +101,49 @@ function errorText(error: unknown): string {
   return error instanceof ApiError || error instanceof Error ? error.message : String(error);
 }
 
+/** Several nodes as one keyed section of the detail. */
+function wrap(nodes: HTMLElement[]): HTMLElement {
+  const box = el('div', 'primenb-detail-part');
+  box.append(...nodes);
+  return box;
+}
+
+function headlineTable(headline: Record<string, unknown>): HTMLElement {
+  const table = el('table', 'primenb-kv');
+  for (const [k, v] of Object.entries(headline)) {
+    const tr = el('tr');
+    tr.append(el('th', '', k), el('td', '', typeof v === 'number' ? fmtNumber(v, 4) : String(v)));
+    table.appendChild(tr);
+  }
+  return table;
+}
+
+function samplesSection(s: any): HTMLElement[] {
+  const parts: HTMLElement[] = [el('div', 'primenb-section', 'Samples')];
+  if (s.withheld) {
+    parts.push(el('div', 'primenb-muted', 'withheld: data_collection = "deny"'));
+  } else if (!(s.samples ?? []).length) {
+    parts.push(el('div', 'primenb-muted', 'no samples yet'));
+  }
+  for (const sample of s.samples ?? []) {
+    const box = el('div', 'primenb-sample');
+    box.append(
+      el('div', 'primenb-muted', `step ${sample.step ?? '?'} · reward ${fmtNumber(sample.reward)}`),
+      el('pre', 'primenb-prompt', String(sample.prompt ?? '')),
+      el('pre', 'primenb-completion', String(sample.completion ?? ''))
+    );
+    parts.push(box);
+  }
+  return parts;
+}
+
+function logSection(d: any, state: string): HTMLElement[] {
+  if (d.log_tail && d.log_tail.length && (state === 'failed' || state === 'running')) {
+    return [el('div', 'primenb-section', 'Log (tail)'), el('pre', 'primenb-log', d.log_tail.join('\n'))];
+  }
+  return [];
+}
+
 /** The apply dialog's body: steps and one override per line. */
 class ApplyForm extends Widget {
   constructor(defaultSteps: number | null) {
@@ -277,9 +320,14 @@ export class RunsPanel extends Widget {
     for (const page of this.model.missingPages(first, last)) {
       await this.fetchPage(page);
     }
-    // the sparklines of live runs in view grow from where they were (metrics?cursor=N)
+    // the sparklines of live runs in view grow from where they were (metrics?cursor=N); a run that
+    // was live at the last poll and has ended since is read once more, so its row ends with its
+    // last rows, not the numbers of the poll before it ended
+    const live = this.model.liveIn(first, last);
+    const ended = Array.from(this.wasLive).filter(id => !live.includes(id) && this.model.find(id));
+    this.wasLive = new Set(live);
     await Promise.all(
-      this.model.liveIn(first, last).map(async id => {
+      [...live, ...ended].map(async id => {
         const answer = await api.metrics(id, this.model.series.get(id)?.cursor ?? 0, PANEL_KEYS);
         this.model.addMetrics(answer);
       })
@@ -502,9 +550,12 @@ export class RunsPanel extends Widget {
 
   // -- the detail view -------------------------------------------------------------------------
   async openDetail(trace: string): Promise<void> {
+    if (this.selected !== trace) {
+      this.sections.clear(); // another run: every section is built anew
+      this.detail.replaceChildren(el('div', 'primenb-loading', 'Loading…'));
+    }
     this.selected = trace;
     this.detailSeries = emptySeries();
-    this.detail.replaceChildren(el('div', 'primenb-loading', 'Loading…'));
     this.list.hidden = true;
     this.count.hidden = true;
     this.detail.hidden = false;
@@ -526,6 +577,7 @@ export class RunsPanel extends Widget {
       this.renderDetail(d, s);
       this.renderCharts();
     } catch (error) {
+      this.sections.clear();
       this.detail.replaceChildren(this.backButton(), el('div', 'primenb-error', errorText(error)));
     }
   }
@@ -533,6 +585,7 @@ export class RunsPanel extends Widget {
   closeDetail(): void {
     this.selected = null;
     this.detailLive = false;
+    this.sections.clear();
     this.detail.hidden = true;
     this.list.hidden = false;
     this.count.hidden = false;
@@ -543,54 +596,81 @@ export class RunsPanel extends Widget {
     return button('← All runs', 'back', 'Back to the list', () => this.closeDetail());
   }
 
+  /**
+   * The detail, section by section, each keyed by what it shows: a section whose data did not
+   * change keeps its node. A live run's detail is read again at every poll, and rebuilding it
+   * all replaced the Stop button under the pointer, so a normal click never landed.
+   */
   private renderDetail(d: any, s: any): void {
     const state = stateOf(d.status);
-    const head = el('div', 'primenb-detail-head');
-    head.append(
-      el('span', `primenb-badge primenb-badge-${state}`, state),
-      el('span', 'primenb-name', String(d.name ?? d.trace)),
-      el('span', 'primenb-trace-id', String(d.trace))
-    );
-    const parts: HTMLElement[] = [this.backButton(), head, this.actionsFor(d.trace, d.status)];
-    if (d.error) {
-      parts.push(el('pre', 'primenb-error', String(d.error)));
+    const live = isLive(d.status);
+    const wanted: Array<[string, unknown, () => HTMLElement]> = [
+      ['back', 0, () => this.backButton()],
+      [
+        'head',
+        [state, d.name, d.trace],
+        () => {
+          const head = el('div', 'primenb-detail-head');
+          head.append(
+            el('span', `primenb-badge primenb-badge-${state}`, state),
+            el('span', 'primenb-name', String(d.name ?? d.trace)),
+            el('span', 'primenb-trace-id', String(d.trace))
+          );
+          return head;
+        }
+      ],
+      ['actions', [d.trace, live], () => this.actionsFor(d.trace, d.status)],
+      ['error', d.error ?? null, () => (d.error ? el('pre', 'primenb-error', String(d.error)) : el('div'))],
+      ['health', 0, () => (this.health = el('div', 'primenb-health'))],
+      ['headline', d.headline ?? {}, () => headlineTable(d.headline ?? {})],
+      ['evals', evalsOf(d), () => wrap(evalsSection(evalsOf(d)))],
+      [
+        'metrics',
+        0,
+        () => {
+          this.charts = el('div', 'primenb-charts');
+          this.chartBlocks.clear();
+          return wrap([el('div', 'primenb-section', 'Metrics'), this.charts]);
+        }
+      ],
+      ['samples', [!!s.withheld, s.samples ?? []], () => wrap(samplesSection(s))],
+      ['log', [state, d.log_tail ?? []], () => wrap(logSection(d, state))],
+      [
+        'config',
+        d.config ?? {},
+        () =>
+          wrap([
+            el('div', 'primenb-section', 'Config (resolved)'),
+            el('pre', 'primenb-config', JSON.stringify(d.config ?? {}, null, 2))
+          ])
+      ]
+    ];
+    const kept = new Map<string, { sig: string; node: HTMLElement }>();
+    const nodes: HTMLElement[] = [];
+    for (const [key, data, build] of wanted) {
+      const sig = JSON.stringify(data);
+      const old = this.sections.get(key);
+      const node = old && old.sig === sig ? old.node : build();
+      node.setAttribute('data-section', key);
+      kept.set(key, { sig, node });
+      nodes.push(node);
     }
-    this.health = el('div', 'primenb-health');
-    parts.push(this.health);
-    const table = el('table', 'primenb-kv');
-    for (const [k, v] of Object.entries(d.headline ?? {})) {
-      const tr = el('tr');
-      tr.append(el('th', '', k), el('td', '', typeof v === 'number' ? fmtNumber(v, 4) : String(v)));
-      table.appendChild(tr);
+    this.sections = kept;
+    const keep = new Set<Element>(nodes);
+    for (const child of Array.from(this.detail.children)) {
+      if (!keep.has(child)) {
+        child.remove();
+      }
     }
-    parts.push(table);
-    parts.push(...evalsSection(evalsOf(d)));
-    this.charts = el('div', 'primenb-charts');
-    parts.push(el('div', 'primenb-section', 'Metrics'), this.charts);
-    parts.push(el('div', 'primenb-section', 'Samples'));
-    if (s.withheld) {
-      parts.push(el('div', 'primenb-muted', 'withheld: data_collection = "deny"'));
-    } else if (!s.samples.length) {
-      parts.push(el('div', 'primenb-muted', 'no samples yet'));
-    }
-    for (const sample of s.samples ?? []) {
-      const box = el('div', 'primenb-sample');
-      box.append(
-        el('div', 'primenb-muted', `step ${sample.step ?? '?'} · reward ${fmtNumber(sample.reward)}`),
-        el('pre', 'primenb-prompt', String(sample.prompt ?? '')),
-        el('pre', 'primenb-completion', String(sample.completion ?? ''))
-      );
-      parts.push(box);
-    }
-    if (d.log_tail && d.log_tail.length && (state === 'failed' || state === 'running')) {
-      parts.push(el('div', 'primenb-section', 'Log (tail)'), el('pre', 'primenb-log', d.log_tail.join('\n')));
-    }
-    parts.push(el('div', 'primenb-section', 'Config (resolved)'));
-    parts.push(el('pre', 'primenb-config', JSON.stringify(d.config ?? {}, null, 2)));
-    this.detail.replaceChildren(...parts);
+    nodes.forEach((node, i) => {
+      if (this.detail.children[i] !== node) {
+        this.detail.insertBefore(node, this.detail.children[i] ?? null);
+      }
+    });
   }
 
-  /** One chart per drawn metric (reward, loss, the warm-up's loss) with 2 points or more. */
+  /** One chart per drawn metric (reward, loss, the warm-up's loss) with 2 points or more, each
+   * updated in place. */
   private renderCharts(): void {
     if (!this.charts) {
       return;
@@ -601,19 +681,37 @@ export class RunsPanel extends Widget {
       if (!curve || curve.values.length < 2) {
         continue;
       }
-      const block = el('div', 'primenb-chart');
+      let block = this.chartBlocks.get(key);
+      if (!block) {
+        block = el('div', 'primenb-chart');
+        block.append(
+          el('div', 'primenb-muted'),
+          sparkline([], 260, 60, `primenb-chart-svg primenb-chart-${key.replace(/[^A-Za-z0-9_-]/g, '-')}`)
+        );
+        this.chartBlocks.set(key, block);
+      }
       const last = curve.values[curve.values.length - 1];
-      block.appendChild(el('div', 'primenb-muted', `${key}: ${fmtNumber(last, 4)} at ${stepLabel(curve)}`));
-      block.appendChild(sparkline(curve.values, 260, 60, `primenb-chart-svg primenb-chart-${key.replace(/[^A-Za-z0-9_-]/g, '-')}`));
+      (block.firstChild as HTMLElement).textContent = `${key}: ${fmtNumber(last, 4)} at ${stepLabel(curve)}`;
+      const svg = block.lastChild as SVGSVGElement;
+      svg.setAttribute('data-points', String(curve.values.length));
+      svg.querySelector('polyline')?.setAttribute('points', sparklinePoints(curve.values, 260, 60));
       blocks.push(block);
     }
-    this.charts.replaceChildren(...(blocks.length ? blocks : [el('div', 'primenb-muted', 'no metrics yet')]));
+    const shown = blocks.length ? blocks : [this.noMetrics];
+    if (shown.length !== this.charts.children.length || shown.some((b, i) => this.charts?.children[i] !== b)) {
+      this.charts.replaceChildren(...shown);
+    }
     if (this.health) {
-      this.health.textContent = healthText(this.detailSeries.health) ?? '';
-      this.health.hidden = !this.health.textContent;
+      const text = healthText(this.detailSeries.health) ?? '';
+      if (this.health.textContent !== text) {
+        this.health.textContent = text;
+      }
+      this.health.hidden = !text;
     }
   }
 
+  /** A live detail at each poll: its metrics from where they were, then its facts (steps, state,
+   * samples, log), each section replaced only when it changed; once the run ended, its final state. */
   private async refreshDetailMetrics(): Promise<void> {
     const trace = this.selected;
     if (trace === null) {
@@ -625,9 +723,13 @@ export class RunsPanel extends Widget {
     }
     addAnswer(this.detailSeries, m, DETAIL_KEYS);
     this.renderCharts();
-    if (!isLive(m.state)) {
-      void this.openDetail(trace); // it ended: show its final state, samples and error
+    const [d, s] = await Promise.all([api.trace(trace), api.samples(trace, 6)]);
+    if (this.selected !== trace) {
+      return;
     }
+    this.detailLive = !!d.live;
+    this.renderDetail(d, s);
+    this.renderCharts();
   }
 
   readonly model = new RunsModel();
@@ -641,6 +743,9 @@ export class RunsPanel extends Widget {
   private readonly empty: HTMLElement;
   private readonly detail: HTMLElement;
   private charts: HTMLElement | null = null;
+  private readonly chartBlocks = new Map<string, HTMLElement>();
+  private readonly noMetrics = el('div', 'primenb-muted', 'no metrics yet');
+  private sections = new Map<string, { sig: string; node: HTMLElement }>();
   private health: HTMLElement | null = null;
   private selected: string | null = null;
   private detailLive = false;
@@ -653,6 +758,7 @@ export class RunsPanel extends Widget {
   private scrollPending = false;
   private readonly fetching = new Set<number>();
   private rendered = new Map<string, { sig: string; node: HTMLElement }>();
+  private wasLive = new Set<string>();
 }
 
 /** What the detail view reads: the drawn metrics and the reward-health counts. */

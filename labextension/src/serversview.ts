@@ -27,15 +27,24 @@ export class ServersSection {
     this.render(items);
   }
 
+  /** Rows are rebuilt when the servers change; the line under each (its uptime) is updated in place
+   * at every poll, so "up 8 s" counts on without a rebuild under the pointer. */
   render(items: ReadonlyArray<IServerItem>): void {
-    const sig = JSON.stringify(items.map(s => [s.pid, s.url, s.models, s.where, Math.floor((s.uptime_s ?? 0) / 60)]));
-    if (sig === this.shown) {
-      return;
+    const sig = JSON.stringify(items.map(s => [s.pid, s.url, s.models, s.where]));
+    if (sig !== this.shown) {
+      this.shown = sig;
+      this.node.hidden = !items.length;
+      this.lines.clear();
+      const rows = items.map(s => this.row(s));
+      this.node.replaceChildren(el('div', 'primenb-section primenb-servers-title', `Servers (${items.length})`), ...rows);
     }
-    this.shown = sig;
-    this.node.hidden = !items.length;
-    const rows = items.map(s => this.row(s));
-    this.node.replaceChildren(el('div', 'primenb-section primenb-servers-title', `Servers (${items.length})`), ...rows);
+    for (const s of items) {
+      const line = this.lines.get(s.pid);
+      const text = serverLine(s);
+      if (line && line.textContent !== text) {
+        line.textContent = text;
+      }
+    }
   }
 
   private row(s: IServerItem): HTMLElement {
@@ -45,7 +54,9 @@ export class ServersSection {
     top.appendChild(
       button('Stop', 'stop-server', `Stop the server at ${s.url}`, () => void this.stop(s))
     );
-    row.append(top, el('div', 'primenb-meta primenb-server-models', serverLine(s), { title: s.models.join('\n') }));
+    const line = el('div', 'primenb-meta primenb-server-models', serverLine(s), { title: s.models.join('\n') });
+    this.lines.set(s.pid, line);
+    row.append(top, line);
     return row;
   }
 
@@ -60,4 +71,5 @@ export class ServersSection {
   }
 
   private shown = '';
+  private readonly lines = new Map<number, HTMLElement>();
 }

@@ -49,7 +49,8 @@ test('durations and ages', () => {
 
 test('a server line: its model ids and uptime', () => {
   const s = { url: 'http://127.0.0.1:8000/v1', pid: 7, models: ['tiny', 'tiny-adapter-a'], uptime_s: 125, where: 'this machine' };
-  assert.equal(serverLine(s), 'tiny, tiny-adapter-a · up 2 min');
-  assert.equal(serverLine({ ...s, models: [], uptime_s: null }), 'no models · up –');
-  assert.equal(serverLine({ ...s, where: 'gpu-box (port 8000 there)' }), 'tiny, tiny-adapter-a · up 2 min · on gpu-box (port 8000 there)');
+  // uptime first: a long model list hides behind the ellipsis, not the uptime
+  assert.equal(serverLine(s), 'up 2 min · tiny, tiny-adapter-a');
+  assert.equal(serverLine({ ...s, models: [], uptime_s: null }), 'up – · no models');
+  assert.equal(serverLine({ ...s, where: 'gpu-box (port 8000 there)' }), 'up 2 min · tiny, tiny-adapter-a · on gpu-box (port 8000 there)');
 });

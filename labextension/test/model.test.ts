@@ -172,11 +172,16 @@ test('summary line and steps', () => {
   assert.equal(fmtSteps(null, 10), '0/10');
   assert.equal(fmtSteps(3, null), '3');
   const line = summaryLine(item('a1b2c3', 'running', { steps: 3, final_reward: null }), 0.25, 'reward');
-  assert.equal(line, 'primenb/tiny-byte · reverse-text · local · steps 3/10 · reward 0.250');
+  // steps and the value first: at the default sidebar width the tail hides behind the ellipsis
+  assert.equal(line, 'steps 3/10 · reward 0.250 · primenb/tiny-byte · reverse-text · local');
   // a finished SFT run, listed after a reload (no metrics fetched): its stored loss, not "reward –"
   const sft = summaryLine(item('d4e5f6', 'completed', { mode: 'sft', steps: 10, final_loss: 0.25 }));
-  assert.equal(sft, 'primenb/tiny-byte · reverse-text · local · steps 10/10 · loss 0.250');
-  assert.ok(summaryLine(item('d4e5f6', 'completed', { final_reward: 0.5 })).endsWith('reward 0.500'));
+  assert.equal(sft, 'steps 10/10 · loss 0.250 · primenb/tiny-byte · reverse-text · local');
+  assert.ok(summaryLine(item('d4e5f6', 'completed', { final_reward: 0.5 })).includes(' · reward 0.500 · '));
+  // an ended run: its stored final reward, not the sparkline's point from the poll before it ended
+  const ended = summaryLine(item('d4e5f6', 'completed', { steps: 20, final_reward: 0.097 }), 0.064, 'reward');
+  assert.ok(ended.startsWith('steps 20/10 · reward 0.097'), ended);
+  assert.ok(summaryLine(item('a1b2c3', 'running', { final_reward: 0.097 }), 0.064, 'reward').includes('reward 0.064'));
 });
 
 test('overrides: parsed by line, checked for key=value', () => {

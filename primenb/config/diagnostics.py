@@ -47,6 +47,11 @@ class Report:
     # line 1 is the magic itself. Diagnostic lines are in the editor's numbering.
     first_line: int = 1
 
+    def __post_init__(self) -> None:
+        # in the order of the text (a cell listed line 8's error before line 6's): by line, then
+        # column; diagnostics without a line (a missing table) after them, in the order found
+        self.diagnostics = sorted(self.diagnostics, key=lambda d: (d.line is None, d.line or 0, d.col or 0))
+
     def quoted(self, d: Diagnostic) -> str | None:
         """The source line a diagnostic points at, or None when it points at none."""
         i = (d.line or 0) - self.first_line

@@ -47,11 +47,15 @@ class Config:
 
     @property
     def environments(self) -> list[str]:
+        """Each environment once, in order (an SFT run's data and its eval on the same one read
+        "reverse-text, reverse-text")."""
         m: Any = self.model
         if self.mode == "sft":
             sources = m.eval.source if m.eval else []
-            return [m.data.name] + [s.env.taskset.id for s in sources if s.env.taskset]
-        return [s.env.taskset.id for s in m.orchestrator.train.source if s.env.taskset]
+            found = [m.data.name] + [s.env.taskset.id for s in sources if s.env.taskset]
+        else:
+            found = [s.env.taskset.id for s in m.orchestrator.train.source if s.env.taskset]
+        return list(dict.fromkeys(found))
 
     @property
     def warnings(self) -> list[Any]:

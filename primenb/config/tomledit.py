@@ -92,7 +92,25 @@ def edited_config(text: str, overrides: Sequence[tuple[str, Any]], *, mode: Mode
         return load_config(new_text, mode=mode)
     except ConfigError as exc:
         report = _blame_overrides(exc.report, overrides)
-        raise PrimenbError(f"the new run's config is not valid:\n{report.to_text()}") from None
+        raise PrimenbError(_invalid_text(report)) from None
+
+
+def _invalid_text(report: Any) -> str:
+    """The report under one header: "the new run's config" once, not before every line."""
+    prefix = f"{report.source}:"
+    lines = report.to_text().splitlines()[:-1]  # the last line is the summary: the header has it
+    body = [
+        (
+            "line " + line.removeprefix(prefix)
+            if line[len(prefix) : len(prefix) + 1].isdigit()
+            else line.removeprefix(prefix + " ")
+        )
+        if line.startswith(prefix)
+        else line
+        for line in lines
+    ]
+    counts = report.summary().removeprefix(f"{report.source}: ")
+    return f"the new run's config is not valid ({counts}):\n" + "\n".join(body)
 
 
 def _blame_overrides(report: Any, overrides: Sequence[tuple[str, Any]]) -> Any:

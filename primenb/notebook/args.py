@@ -4,6 +4,7 @@ ends a cell with its message and no traceback."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 from typing import Any, NoReturn
 
@@ -27,7 +28,22 @@ class MagicParser(argparse.ArgumentParser):
         super().__init__(prog=prog, add_help=False, exit_on_error=False, **kw)
 
     def error(self, message: str) -> NoReturn:
-        raise MagicUsageError(f"{message}\nusage: {self.format_usage().removeprefix('usage: ').strip()}")
+        raise MagicUsageError(
+            f"{message}{self._did_you_mean(message)}\nusage: {self.format_usage().removeprefix('usage: ').strip()}"
+        )
+
+    def _did_you_mean(self, message: str) -> str:
+        """``; did you mean --name?`` for each unrecognized option close to a known one (`--nmae`)."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        hints = []
+        for word in message.removeprefix("unrecognized arguments:").split():
+            option = word.split("=", 1)[0]
+            if option.startswith("--"):
+                close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+                hints += [f"did you mean {close[0]} (not {option})?"] if close else []
+        return "; " + "; ".join(hints) if hints else ""
 
     def parse_line(self, line: str) -> argparse.Namespace:
         try:

@@ -120,6 +120,7 @@ class HarnessBrowser(Feedback):
             selection_mode="row",
             base_column_size=110,
             base_row_header_size=100,
+            column_widths={"created": 150},  # "2026-12-05 05:13:33" whole, not cut
             layout=W.Layout(height=height, width="100%"),
         )
         self.grid.add_class("primenb-grid")
@@ -149,6 +150,8 @@ class HarnessBrowser(Feedback):
         self.cancel.on_click(lambda _: self._guard(self._disarm))
         self.message = W.HTML()
         self.output = W.Output()
+        self.results = W.VBox()  # the latest diff and compare, each in its own slot
+        self._slots: dict[str, W.Output] = {}
         self.widget = self._layout()
         self._fill_filter_options()
         self._show()
@@ -316,15 +319,22 @@ class HarnessBrowser(Feedback):
     def diff(self) -> Any:
         import primenb.harness as h
 
-        result = h.diff(*self._need(2, None, "diff"))
-        self._display(result)
+        ids = self._need(2, None, "diff")
+        self._say(f"diffing {len(ids)} traces…")
+        result = h.diff(*ids)
+        self._display(result, slot="diff")
+        self._say("")
         return result
 
     def compare(self) -> Any:
         import primenb.harness as h
 
-        result = h.compare(*self._need(2, None, "compare"))
-        self._display(result)
+        ids = self._need(2, None, "compare")
+        # reading every metric row of each trace takes seconds (10 s+ under load): say so meanwhile
+        self._say(f"comparing {len(ids)} traces (reading their metrics)…")
+        result = h.compare(*ids)
+        self._display(result, slot="compare")
+        self._say("")
         return result
 
     def apply(self) -> Run:
@@ -388,7 +398,7 @@ class HarnessBrowser(Feedback):
             [b["details"], b["diff"], b["compare"], b["refresh"], b["apply"], self.steps, self.overrides]
         )
         more = wrapping_row([b["export"], self.export_path, b["remove"], self.rm_files, self.confirm, self.cancel])
-        box = W.VBox([filters, order, self.grid, actions, more, self.message, self.output])
+        box = W.VBox([filters, order, self.grid, actions, more, self.message, self.output, self.results])
         box.add_class("primenb-harness-browser")
         return box
 
@@ -437,9 +447,17 @@ class HarnessBrowser(Feedback):
         self.grid.close()
         self.widget.close()
 
-    def _display(self, *objs: Any) -> None:
-        self.output.clear_output()
-        with self.output:
+    def _display(self, *objs: Any, slot: str | None = None) -> None:
+        """Show ``objs`` in the main output, or in the ``slot`` of its action (diff, compare), so a
+        Compare keeps the Diff shown above it instead of clearing it."""
+        out = self.output
+        if slot is not None:
+            if slot not in self._slots:
+                self._slots[slot] = W.Output()
+                self.results.children = (*self.results.children, self._slots[slot])
+            out = self._slots[slot]
+        out.clear_output()
+        with out:
             for obj in objs:
                 display(obj)
 

@@ -7,6 +7,7 @@ monitor's is until the first step). Plain HTML widgets holding SVG have no front
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from primenb.render.summary import reward_key
@@ -21,6 +22,13 @@ class Panel:
     title: str
     keys: tuple[str, ...]  # lines drawn (each on its own trace)
     band: str | None = None  # a std key: the first line's spread is drawn as a band around it
+    # evals over the whole run: the warm-up's (``warmup/eval/...``), then the main phase's placed
+    # after the warm-up's last step, one line per eval source, marked where GRPO starts
+    combined: bool = False
+
+
+Points = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+WHOLE_RUN_EVAL = "eval reward (warm-up, then GRPO)"
 
 
 def _evals(keys: set[str], prefix: str = "") -> tuple[str, ...]:
@@ -28,21 +36,32 @@ def _evals(keys: set[str], prefix: str = "") -> tuple[str, ...]:
     return tuple(found[:EVAL_LINES])
 
 
-def panels(stage: str, keys: set[str], picked: str | None) -> list[Panel]:
-    """The panels for ``stage`` (``"sft warmup"``, ``"rl"`` or ``"sft"``) given the metric keys seen:
-    a panel whose metrics were never logged (no eval configured, no token accuracy) is left out
-    rather than shown empty; the last panel shows the metric picked in the search box."""
+def _whole_run_evals(keys: set[str], counts: Mapping[str, int] | None) -> Panel | None:
+    """The eval panel of a run with a warm-up, once it has two points to draw: the warm-up logs
+    one eval (before it starts) and GRPO its first at its step 0 (the model the warm-up made), so a
+    panel of the warm-up's evals alone was one point at 0 for the whole warm-up."""
+    warm, main = _evals(keys, "warmup/"), _evals(keys)
+    if not warm:
+        return None
+    points = sum((counts or {}).get(k, 1) for k in (*warm, *main))
+    return Panel(WHOLE_RUN_EVAL, (*warm, *main), combined=True) if points >= 2 else None
+
+
+def panels(stage: str, keys: set[str], picked: str | None, counts: Mapping[str, int] | None = None) -> list[Panel]:
+    """The panels for ``stage`` (``"sft warmup"``, ``"rl"`` or ``"sft"``) given the metric keys seen
+    (and how many points each has, when known): a panel whose metrics were never logged (no eval
+    configured, no token accuracy) is left out rather than shown empty; the last panel shows the
+    metric picked in the search box."""
+    whole = _whole_run_evals(keys, counts)
     if stage == "sft warmup":
-        out = [
-            Panel("SFT warm-up loss", ("warmup/loss",)),
-            Panel("eval reward (warm-up)", _evals(keys, "warmup/")),
-            Panel("warm-up token accuracy", ("warmup/mean_token_accuracy",)),
-        ]
+        out = [Panel("SFT warm-up loss", ("warmup/loss",))]
+        out += [whole] if whole else []
+        out.append(Panel("warm-up token accuracy", ("warmup/mean_token_accuracy",)))
         default = "warmup/grad_norm"
     elif stage == "rl":
         reward = reward_key(keys) or "reward"
         band = "reward_std" if reward == "reward" else None
-        out = [Panel("train reward (± std)", (reward,), band), Panel("eval reward", _evals(keys))]
+        out = [Panel("train reward (± std)", (reward,), band), whole or Panel("eval reward", _evals(keys))]
         out.append(Panel("loss", ("loss",)))
         default = "grad_norm"
     else:
@@ -56,19 +75,47 @@ def panels(stage: str, keys: set[str], picked: str | None) -> list[Panel]:
     return out
 
 
+def whole_run(points: Points, keys: Sequence[str]) -> tuple[dict[str, tuple[list[float], list[float]]], float | None]:
+    """A combined panel's lines (one per eval source: its warm-up evals, then its main-phase evals
+    shifted past the warm-up's last step) and where the main phase starts (None before it logged)."""
+    warm_steps = [x for k, (xs, _) in points.items() if k.startswith("warmup/") for x in xs]
+    offset = max(warm_steps, default=0.0)
+    lines: dict[str, tuple[list[float], list[float]]] = {}
+    started = False
+    for key in keys:
+        if key not in points or not points[key][0]:
+            continue
+        xs, ys = points[key]
+        main = not key.startswith("warmup/")
+        started = started or main
+        name = key if main else key[len("warmup/") :]
+        line = lines.setdefault(name, ([], []))
+        line[0].extend(x + offset if main else x for x in xs)
+        line[1].extend(ys)
+    return lines, (offset if started else None)
+
+
 def stage_of(phase: str, mode: str | None, keys: set[str]) -> str | None:
     """Which panels to show: the warm-up's until the main phase has logged, then the mode's."""
-    main = {k for k in keys if not k.startswith("warmup/")}
+    # GRPO's step-0 eval comes alone for its whole first step (30-40 s): it joins the warm-up's
+    # eval panel until GRPO logs a training metric, instead of a one-point panel of its own
+    main = {k for k in keys if not k.startswith(("warmup/", "eval/"))}
     if main - {"step", "time", "phase"}:
         return mode if mode in ("rl", "sft") else ("rl" if "reward" in main else "sft")
     if phase == "sft warmup" or any(k.startswith("warmup/") for k in keys):
         return "sft warmup"
+    if any(k.startswith("eval/") for k in keys):  # a run's step-0 eval, before its first step
+        return mode if mode in ("rl", "sft") else None
     return None
 
 
 def panel_svg(panel: Panel, points: dict[str, tuple[list[float], list[float]]], width: int = 360) -> str:
     """One panel as an SVG chart (the renderer of the static summary): its lines on one y axis, the
     first line's spread as a band around it."""
+    if panel.combined:
+        lines, start = whole_run(points, panel.keys)
+        marks = [(start, "GRPO")] if start is not None else []
+        return line_chart(lines, title=panel.title, width=width, height=190, shared=True, marks=marks)
     series = {key: points[key] for key in panel.keys if key in points and points[key][0]}
     return line_chart(series, title=panel.title, width=width, height=190, shared=True, band=_band(panel, points))
 
@@ -84,4 +131,4 @@ def _band(
     return xs, [mean[x] - std[x] for x in xs], [mean[x] + std[x] for x in xs]
 
 
-__all__ = ["PANELS", "Panel", "panel_svg", "panels", "stage_of"]
+__all__ = ["PANELS", "WHOLE_RUN_EVAL", "Panel", "panel_svg", "panels", "stage_of", "whole_run"]

@@ -21,11 +21,12 @@ from IPython.display import display
 
 from primenb.notebook import charts, fallback
 from primenb.notebook.layout import keep_label
+from primenb.protocol.record import read_trace
 from primenb.protocol.rundir import FINAL_STATES, QUEUED, STARTING, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
-from primenb.render.summary import STATE_COLORS, run_html, samples_html, warnings_html
+from primenb.render.summary import STATE_COLORS, command_html, run_html, samples_html, warnings_html
 from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
@@ -114,6 +115,7 @@ class Monitor:
             ensure_option=True,
             layout=W.Layout(width="320px"),
         )
+        self.picker.layout.display = "none"  # until a panel exists (`_redraw_chart`)
         self.picker.observe(lambda _: self._redraw_chart(), names="value")
         # the latest metrics fold open or shut by the reader's choice: an Accordion keeps that
         # choice across refreshes (a <details> in a refreshed HTML value folds shut every time)
@@ -141,8 +143,8 @@ class Monitor:
             f'<span class="primenb-reattach" data-primenb-run="{html.escape(run.name, quote=True)}" '
             f'style="color:var(--jp-ui-font-color2, #757575);font-size:85%">'
             f"if this kernel restarts, this view stops following the run: "
-            f"<code>%prime_train --attach {html.escape(run.name)}</code> follows it again (or stops it with "
-            f"<code>--stop</code>)</span>"
+            f"{command_html(f'%prime_train --attach {run.name}')} follows it again (or stops it with "
+            f"{command_html('--stop')})</span>"
         )
         self.widget = W.VBox([header, self.warnings, self.chart_box, self.table_box, self.sample_view, self.reattach])
         self.widget.add_class("primenb-monitor")
@@ -155,7 +157,7 @@ class Monitor:
             self._finished = True
             self._handle = _display(self.static_bundle(), handle)
         else:
-            self._handle = _display(self._live_bundle(), handle, metadata=fallback.SNAPSHOT_METADATA)
+            self._handle = _display(self._live_bundle(), handle, metadata=self._snapshot_metadata())
             fallback.finish_on_shutdown(self)
             _settle_after_each_cell(self)
         return self
@@ -198,6 +200,14 @@ class Monitor:
         if self.on_finish is not None:
             self.on_finish(self, bundle)
         return True
+
+    def _snapshot_metadata(self) -> dict[str, Any]:
+        """The live display's metadata: a snapshot, and the run's trace, so that a notebook saved
+        later keeps the run's view as of then (`primenb.server.snapshots`), not this one's "queued"."""
+        doc = read_trace(self.run.dir)
+        trace = doc.get("trace_id") if doc else None
+        mark = {**fallback.SNAPSHOT_METADATA["primenb"], **({"trace": trace} if isinstance(trace, str) else {})}
+        return {"primenb": mark}
 
     def _live_bundle(self) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_()
@@ -281,7 +291,10 @@ class Monitor:
         if self._stage is None:
             return
         picked = self.picker.value or self._preferred
-        layout = charts.panels(self._stage, set(self.series.points), picked)
+        counts = {k: len(xs) for k, (xs, _) in self.series.points.items()}
+        layout = charts.panels(self._stage, set(self.series.points), picked, counts)
+        # the search box picks a panel's metric: it comes with the first panel, not before
+        self.picker.layout.display = "flex" if layout else "none"
         for i, view in enumerate(self.chart_panels):
             if i < len(layout):
                 view.value = charts.panel_svg(layout[i], self.series.points)  # unchanged: nothing sent

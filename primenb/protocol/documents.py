@@ -135,6 +135,9 @@ class StatusDoc(Document):
     world_size: Int = None
     rank: Int = None
     notes: list[Any] | None = None
+    # an RL run's plan as the ETA's cost model reads it: {"rollouts": per step, "max_tokens": per
+    # completion} (`primenb.render.eta.grpo_per_sft`)
+    step_plan: dict[str, Any] | None = None
 
 
 class Steps(Part):

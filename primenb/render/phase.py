@@ -7,8 +7,6 @@ Runs written before ``phase_step``/``phase_total`` existed fall back to ``step``
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +17,13 @@ from primenb.protocol.rundir import (
     FINAL_STATES,
     IMPORTING,
     QUEUED,
-    RUNNING,
     SAVING,
     SFT_WARMUP,
     STARTING,
     TRAINING,
     State,
 )
+from primenb.render.eta import Eta, EtaClock, duration, grpo_per_sft
 
 # the line shown before a phase has steps to count (it must say what is happening, not be empty)
 WAITING_TEXT = {
@@ -54,6 +52,8 @@ class Progress:
     # the steps still to come in the stepped phases *other* than this one, in order: what a
     # whole-run ETA adds to this phase's own remaining steps
     ahead: tuple[tuple[str, int], ...] = ()
+    # what a GRPO step costs in warm-up steps, from the plan (`primenb.render.eta`)
+    grpo_per_sft: float = 1.0
 
     @property
     def fraction(self) -> float:
@@ -99,100 +99,7 @@ def progress(status: dict[str, Any]) -> Progress:
         # between steps (building the trainer after the warm-up, saving a checkpoint): what is left
         warm_left = max(0, _int(status.get("warmup_steps")) - _int(status.get("warmup_step")))
         ahead = tuple((name, n) for name, n in ((SFT_WARMUP, warm_left), (TRAINING, main_left)) if n)
-    return Progress(state, phase, label, step, total, then, ahead)
-
-
-@dataclass(frozen=True)
-class Eta:
-    """Seconds until the run ends. ``estimated``: it counts steps of a phase not timed yet (GRPO
-    during the warm-up) at the pace of one that was; ``whole``: it covers phases after this one."""
-
-    seconds: float
-    estimated: bool = False
-    whole: bool = False
-
-    def __str__(self) -> str:
-        text = f"ETA {'~' if self.estimated else ''}{duration(self.seconds)}"
-        return text + (" for the whole run" if self.whole else "")
-
-
-class EtaClock:
-    """The time left in the whole run, from the pace of each stepped phase (seconds per step).
-
-    A phase's pace is measured from its first *completed* step on: the time before it (the first
-    generation, a step-0 eval, compilation) is not a step's cost, and counting it made early ETAs
-    about twice too long. Steps of a phase not timed yet (GRPO while the warm-up runs) count at
-    the pace last measured, and the ETA says it is an estimate; the time between phases (saving
-    the warm-up, building the GRPO trainer) is not counted."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._phase: tuple[str, int] | None = None  # the phase and the step it was first seen at
-        self._origin: tuple[float, int] | None = None  # when its first step completed, and which
-        self._pace: dict[str, float] = {}  # seconds per step of each phase timed so far
-        self._last_pace: float | None = None  # the newest measurement of any phase
-        self._since: tuple[str, float] | None = None  # the phase shown and when it was first seen
-        self._seen: tuple[float, int] | None = None  # when the current step was first seen, and it
-
-    def waited(self, p: Progress) -> float:
-        """Seconds since the phase ``p`` shows was first seen (a waiting line's counter)."""
-        now = self.clock()
-        if self._since is None or self._since[0] != p.phase:
-            self._since = (p.phase, now)
-        return now - self._since[1]
-
-    def eta(self, p: Progress) -> Eta | None:
-        if p.state != RUNNING:
-            return None
-        now = self.clock()
-        left = 0.0
-        estimated = False
-        if p.counting:
-            pace = self._measure(p, now)
-            if pace is None:
-                if self._last_pace is None:
-                    return None
-                pace, estimated = self._last_pace, True  # this phase not timed yet
-            left = ((p.total or 0) - p.step) * pace
-            if self._seen is not None and self._seen[1] == p.step:  # part of the next step is done
-                left -= min(pace, now - self._seen[0])
-        for phase, steps in p.ahead:
-            pace = self._pace.get(phase)
-            if pace is None:
-                if self._last_pace is None:
-                    return None
-                pace, estimated = self._last_pace, True
-            left += steps * pace
-        if not p.counting and not p.ahead:
-            return None
-        return Eta(max(0.0, left), estimated, whole=bool(p.ahead))
-
-    def _measure(self, p: Progress, now: float) -> float | None:
-        """This phase's pace (and remember it), or None before two of its steps completed.
-
-        Measured when a new step is first seen, not at every look: status.json is written about
-        once a second, so a step seen again 0.5 s later has not taken 0.5 s longer."""
-        if self._seen is None or self._seen[1] != p.step:
-            self._seen = (now, p.step)
-        if self._phase is None or self._phase[0] != p.phase or p.step < self._phase[1]:
-            self._phase, self._origin = (p.phase, p.step), None
-            return self._pace.get(p.phase) if p.step > 0 else None
-        if self._origin is None:
-            if p.step > self._phase[1]:
-                self._origin = (now, p.step)
-            return None
-        t0, s0 = self._origin
-        seen_at, step = self._seen
-        if step > s0 and seen_at > t0:
-            self._pace[p.phase] = self._last_pace = (seen_at - t0) / (step - s0)
-        return self._pace.get(p.phase)
-
-
-def duration(seconds: float) -> str:
-    s = round(seconds)
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+    return Progress(state, phase, label, step, total, then, ahead, grpo_per_sft(status.get("step_plan")))
 
 
 def phase_line(p: Progress, eta: Eta | float | None = None, waited: float | None = None) -> str:

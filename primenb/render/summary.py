@@ -183,28 +183,46 @@ def charts_html(rows: list[dict[str, Any]]) -> str:
     main = _rl_rows(rows)
     warm = [r for r in rows if r not in main]
     warm_evals = sorted({k for r in warm for k in r if k.startswith("warmup/eval/") and k.endswith("/reward")})
-    evals = series(warm, warm_evals)
+    # one line per eval source over the whole run (as the live monitor draws it)
+    evals = {k[len("warmup/") :]: (list(xs), list(ys)) for k, (xs, ys) in series(warm, warm_evals).items()}
     offset = max((r["step"] for r in warm if isinstance(r.get("step"), (int, float))), default=0)
     for key, (xs, ys) in series(main, eval_keys(main)).items():
-        evals[key] = ([x + offset for x in xs], ys)
+        line = evals.setdefault(key, ([], []))
+        line[0].extend(x + offset for x in xs)
+        line[1].extend(ys)
+    # where GRPO starts on the whole-run eval panel (its first eval is the warm-up's last model)
+    marks = [(float(offset), "GRPO")] if warm_evals and main else []
     panels = [
-        ("SFT warm-up loss", series(warm, ["warmup/loss"]), False),
-        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k]), False),
-        ("eval reward (warm-up, then main phase)" if warm_evals else "eval reward", evals, True),
-        ("loss", series(main, ["loss"]), False),
+        ("SFT warm-up loss", series(warm, ["warmup/loss"]), False, []),
+        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k]), False, []),
+        ("eval reward (warm-up, then GRPO)" if warm_evals else "eval reward", evals, True, marks),
+        ("loss", series(main, ["loss"]), False, []),
     ]
     return "".join(
-        f'<div class="primenb-chart">{line_chart(data, title=title, width=300, height=160, shared=shared)}</div>'
-        for title, data, shared in panels
+        '<div class="primenb-chart">'
+        f"{line_chart(data, title=title, width=300, height=160, shared=shared, marks=mark)}</div>"
+        for title, data, shared, mark in panels
         if data
     )
+
+
+def command_html(command: str) -> str:
+    """A command as code that wraps between its words only: a narrow output broke
+    ``%prime_train --attach`` after "--" (browsers break after a hyphen)."""
+    words = (f'<span style="white-space:nowrap">{html.escape(w)}</span>' for w in command.split(" "))
+    return f'<code class="primenb-command">{" ".join(words)}</code>'
+
+
+# a sample's text wraps anywhere inside its cell: a long completion (no spaces in reversed text)
+# pushed the table past a 448 px output area
+_CELL = "text-align:left;overflow-wrap:anywhere;word-break:break-word"
 
 
 def samples_html(samples: list[dict[str, Any]], n: int = 4) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(str(s.get('step', '')))}</td>"
-        f"<td style='text-align:left'><code>{html.escape(str(s.get('prompt', ''))[-60:])}</code></td>"
-        f"<td style='text-align:left'><code>{html.escape(str(s.get('completion', ''))[:100])}</code></td>"
+        f"<td style='{_CELL}'><code>{html.escape(str(s.get('prompt', ''))[-60:])}</code></td>"
+        f"<td style='{_CELL}'><code>{html.escape(str(s.get('completion', ''))[:100])}</code></td>"
         f"<td>{s['reward']:.3f}</td></tr>"
         if isinstance(s.get("reward"), (int, float))
         else ""
@@ -213,8 +231,10 @@ def samples_html(samples: list[dict[str, Any]], n: int = 4) -> str:
     if not rows:
         return ""
     return (
-        '<div class="primenb-samples"><b>last samples</b><table><tr><th>step</th>'
-        '<th style="text-align:left">prompt</th><th style="text-align:left">completion</th><th>reward</th></tr>'
+        '<div class="primenb-samples" style="max-width:100%;overflow-x:auto"><b>last samples</b>'
+        '<table style="table-layout:fixed;width:100%"><tr><th style="width:3em">step</th>'
+        '<th style="text-align:left">prompt</th><th style="text-align:left">completion</th>'
+        '<th style="width:4em">reward</th></tr>'
         f"{rows}</table></div>"
     )
 
@@ -254,7 +274,7 @@ def run_html(
     if p.state in FINAL_STATES:
         e = ending(run, status, rows)
         facts = "".join(f"<li>{html.escape(line)}</li>" for line in ending_lines(e))
-        nxt = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in e.next_commands)
+        nxt = "".join(f"<li>{command_html(c)}</li>" for c in e.next_commands)
         body = f'<ul class="primenb-facts" style="margin:4px 0">{facts}</ul>' + (
             f'<div class="primenb-next"><b>next</b><ul style="margin:2px 0">{nxt}</ul></div>' if nxt else ""
         )
@@ -265,7 +285,7 @@ def run_html(
         )
         body = (
             f'<div>{values}</div><div class="primenb-next">follow it live: '
-            f"<code>%prime_train --attach {html.escape(run.name)}</code></div>"
+            f"{command_html(f'%prime_train --attach {run.name}')}</div>"
         )
     note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
     error = ""

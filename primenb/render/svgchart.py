@@ -68,13 +68,15 @@ def line_chart(
     shared: bool = False,
     band: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
     values: bool = True,
+    marks: Sequence[tuple[float, str]] = (),
 ) -> str:
     """One small chart. Without ``shared`` each series is scaled to its own range (its legend
     shows it), a chart of one series gets a y axis (ticks at its low, middle and high value, with
     grid lines); with ``shared`` every series (and the ``band``: xs, lows, highs drawn as a shaded
     area) uses one y axis. A one-point series is a dot (a polyline of one point is invisible). The
     legend (each name with its last value and range, or without ``values`` the name alone) sits
-    under the title, so a long title never covers a value."""
+    under the title, so a long title never covers a value. ``marks``: (x, label) pairs drawn as
+    dashed vertical lines (where GRPO starts on a whole-run eval panel)."""
     drawn = {name: xy for name, xy in series.items() if len(xy[0])}
     frame = f'style="background:{BACKGROUND};border:1px solid {GRID}"'
     head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" {frame}>'
@@ -82,10 +84,19 @@ def line_chart(
     if not drawn:
         return f"{head}{title_svg}{_text(8, 28, 'no data yet', size=10)}</svg>"
     one_axis = shared or len(drawn) == 1
-    pad_l, pad_r, pad_b = (40 if one_axis else 8), 8, 16
+    ranges = {name: (min(ys), max(ys)) for name, (_, ys) in drawn.items()}
+    if one_axis:
+        lows = [lo for lo, _ in ranges.values()] + (list(band[1]) if band else [])
+        highs = [hi for _, hi in ranges.values()] + (list(band[2]) if band else [])
+        common = (min(lows), max(highs))
+        ranges = {name: common for name in ranges}
+    # the y axis is as wide as its longest label: a fixed 40 px clipped "-0.000633" to "000633"
+    ticks = _ticks(*next(iter(ranges.values()))) if one_axis else []
+    pad_l = max(24, 8 + max((_label_width(label) for _, _, label in ticks), default=0)) if one_axis else 8
+    pad_r, pad_b = 8, 16
     pad_t = 18 + 11 * len(drawn)  # title line, then one legend line per series
     w, h = width - pad_l - pad_r, max(20, height - pad_t - pad_b)
-    all_x = [x for xs, _ in drawn.values() for x in xs] + (list(band[0]) if band else [])
+    all_x = [x for xs, _ in drawn.values() for x in xs] + (list(band[0]) if band else []) + [x for x, _ in marks]
     x0, x1 = min(all_x), max(all_x)
 
     def sx(x: float) -> float:
@@ -94,24 +105,23 @@ def line_chart(
     def scale(lo: float, hi: float) -> tuple[float, float]:
         return lo, (hi - lo) or 1.0
 
-    ranges = {name: (min(ys), max(ys)) for name, (_, ys) in drawn.items()}
-    if one_axis:
-        lows = [lo for lo, _ in ranges.values()] + (list(band[1]) if band else [])
-        highs = [hi for _, hi in ranges.values()] + (list(band[2]) if band else [])
-        common = (min(lows), max(highs))
-        ranges = {name: common for name in ranges}
-
     def sy(y: float, lo: float, span: float) -> float:
         return pad_t + h - (y - lo) / span * h
 
     parts = [head, title_svg]
     if one_axis:
-        parts.extend(_y_axis(*next(iter(ranges.values())), pad_l, pad_t, w, h))
+        parts.extend(_y_axis(ticks, pad_l, pad_t, w, h))
     if band and len(band[0]):
         lo, span = scale(*next(iter(ranges.values())))
         top = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[2], strict=True)]
         bottom = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[1], strict=True)]
         parts.append(f'<polygon class="primenb-band" fill="{BAND}" points="{" ".join(top + bottom[::-1])}"/>')
+    for x, label in marks:
+        parts.append(
+            f'<line class="primenb-mark" x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{pad_t}" y2="{pad_t + h}" '
+            f'style="stroke:{MUTED}" stroke-dasharray="3,3"/>'
+        )
+        parts.append(_text(sx(x) + 3, pad_t + 9, label))
     legend_y = 23
     for i, (name, (xs, ys)) in enumerate(drawn.items()):
         lo, span = scale(*ranges[name])
@@ -133,15 +143,25 @@ def line_chart(
     return "".join(parts)
 
 
-def _y_axis(lo: float, hi: float, left: int, top: int, w: int, h: int) -> list[str]:
-    """Tick labels at the low, middle and high value (a flat series: its one value), each with a
-    faint grid line, the way the series is scaled."""
+def _ticks(lo: float, hi: float) -> list[tuple[float, float, str]]:
+    """(value, height fraction, label) at the low, middle and high value (a flat series: its one
+    value)."""
     ticks = [(lo, 0.0), ((lo + hi) / 2, 0.5), (hi, 1.0)] if hi > lo else [(lo, 0.0)]
+    return [(value, frac, f"{value:.3g}") for value, frac in ticks]
+
+
+def _label_width(label: str) -> int:
+    """A 9 px label's width in px (digits are ~5.5 px wide in the UI font; '.' and '-' narrower)."""
+    return round(sum(3.5 if c in ".-" else 5.5 for c in label))
+
+
+def _y_axis(ticks: list[tuple[float, float, str]], left: int, top: int, w: int, h: int) -> list[str]:
+    """Each tick's label with a faint grid line, the way the series is scaled."""
     out = []
-    for value, frac in ticks:
+    for _, frac, label in ticks:
         y = top + h - frac * h
         out.append(f'<line x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}" style="stroke:{GRID}"/>')
-        out.append(_text(left - 4, y + 3, f"{value:.3g}", anchor="end"))
+        out.append(_text(left - 4, y + 3, label, anchor="end"))
     return out
 
 

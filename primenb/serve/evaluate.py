@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -40,6 +41,15 @@ class Target:
     role: str = "model"  # "baseline": added to compare the one trace asked for against
 
 
+def reward_range(lows: list[float], highs: list[float]) -> list[float]:
+    """The y range of the bars: from 0 (or the lowest negative end) to the highest end. With every
+    reward 0, plotly's own range was -1..1: a bar of 0 floated mid-chart and read as negative."""
+    finite = [v for v in (*lows, *highs) if isinstance(v, (int, float)) and math.isfinite(v)]
+    lo = min([0.0, *finite])
+    hi = max([0.0, *finite])
+    return [lo, hi + 0.05 * (hi - lo)] if hi > lo else [0.0, 1.0]
+
+
 @dataclass
 class EvalResult:
     """``table``: one row per model; ``samples``: one row per rollout; ``chart()``: the models
@@ -62,6 +72,7 @@ class EvalResult:
         err = [(hi - m) for m, hi in zip(t["reward_mean"], t["ci95_high"], strict=True)]
         fig = go.Figure(go.Bar(x=list(t["model"]), y=list(t["reward_mean"]), error_y={"type": "data", "array": err}))
         fig.update_layout(title=f"{self.env}: mean reward (95 % CI)", yaxis_title="reward", height=360)
+        fig.update_yaxes(range=reward_range(list(t["ci95_low"]), list(t["ci95_high"])))
         return fig
 
     def _head(self) -> str:

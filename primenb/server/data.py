@@ -134,7 +134,7 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
             "name": trace.name,
             "status": state,
             "live": is_live_state(state),
-            "headline": {k: v for k, v in trace.headline().items() if v not in (None, "")},
+            "headline": {k: v for k, v in trace.headline(live_step=status.get("step")).items() if v not in (None, "")},
             "backend": doc.get("backend") or status.get("backend"),
             "parent": trace.parent,
             "lineage": trace.lineage(index),

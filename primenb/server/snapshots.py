@@ -7,11 +7,21 @@ last display updates reach a page that no longer saves) JupyterLab prefers the v
 "Error displaying widget: model not found". This pre-save hook drops the view from such outputs
 in the file written (the open page keeps its live widgets), unless the notebook saved that
 widget's state, so the reopened notebook shows the snapshot.
+
+A run monitor's snapshot is the HTML of the moment it was displayed ("queued"); its live view
+moved on, and a kernel restart can leave it there for good (the view's last update never sent).
+So a monitor's output also names its run's trace (``metadata.primenb.trace``), and the hook puts
+the run's current static view in its place: its final summary once it ended, else the state
+it is in at save time, never the "queued" of long ago.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
+
+from primenb.server.validate import TRACE_ID
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -27,6 +37,50 @@ def _is_snapshot(output: dict[str, Any]) -> bool:
     meta = output.get("metadata")
     mark = meta.get("primenb") if isinstance(meta, dict) else None
     return isinstance(mark, dict) and mark.get("snapshot") is True
+
+
+Render = Callable[[str], "dict[str, Any] | None"]
+
+
+def run_view(trace_id: str) -> dict[str, Any] | None:
+    """The static view (text/html + text/plain) of the run the index records for ``trace_id``;
+    None when the index or the run directory no longer knows it."""
+    from primenb.protocol.record import read_trace
+    from primenb.render.summary import run_html
+    from primenb.run import Run
+    from primenb.server.data import NotFound, run_dir_of
+
+    try:
+        run_dir = run_dir_of(trace_id)
+    except (NotFound, OSError, ValueError):
+        return None
+    doc = read_trace(run_dir)
+    if doc is None or doc.get("trace_id") != trace_id:
+        return None
+    run = Run(run_dir)
+    return {"text/html": run_html(run), "text/plain": repr(run)}
+
+
+def refresh_run_views(nb: dict[str, Any], render: Render = run_view) -> int:
+    """Put each run monitor's current static view in its saved output; returns how many."""
+    done = 0
+    for cell in nb.get("cells") or []:
+        for output in cell.get("outputs") or [] if isinstance(cell, dict) else []:
+            data = output.get("data") if isinstance(output, dict) else None
+            if not isinstance(data, dict) or not _is_snapshot(output):
+                continue
+            trace = output["metadata"]["primenb"].get("trace")
+            # a notebook is anyone's file: only a plain trace id reaches the index (which alone
+            # says where a run directory is)
+            if not isinstance(trace, str) or not TRACE_ID.fullmatch(trace):
+                continue
+            view = None
+            with contextlib.suppress(Exception):  # a broken run directory must never block a save
+                view = render(trace)
+            if view:
+                data.update(view)
+                done += 1
+    return done
 
 
 def keep_snapshots(nb: dict[str, Any]) -> int:
@@ -48,7 +102,8 @@ def keep_snapshots(nb: dict[str, Any]) -> int:
 def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
     """A jupyter_server ``ContentsManager`` pre-save hook."""
     if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+        refresh_run_views(model["content"])
         keep_snapshots(model["content"])
 
 
-__all__ = ["keep_snapshots", "pre_save_hook"]
+__all__ = ["keep_snapshots", "pre_save_hook", "refresh_run_views", "run_view"]

@@ -92,6 +92,12 @@ def _cell(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)  # exact: 1e-4 vs 1.0000001e-4
 
 
+def _measured(value: Any) -> str:
+    """A measured number to 4 significant digits (the diff falls back to the exact value when
+    that would make two different values read the same)."""
+    return f"{value:.4g}" if isinstance(value, float) else _cell(value)
+
+
 class TraceDiff:
     """Key-by-key differences between traces: ``rows`` of ``(section, key, value per trace)``."""
 
@@ -106,6 +112,9 @@ class TraceDiff:
             for key in keys:
                 values = [_cell(f[section][key]) if key in f[section] else ABSENT for f in facets]
                 if len(set(values)) > 1:
+                    if section == "evals":  # measured, not set: 0.1114, not 0.11141858141858144
+                        short = [_measured(f[section][key]) if key in f[section] else ABSENT for f in facets]
+                        values = short if len(set(short)) == len(set(values)) else values
                     self.rows.append((section, key, values))
 
     @property
@@ -205,6 +214,12 @@ class Comparison:
         }
 
     @property
+    def title(self) -> str:
+        """The chart's title: the runs' names (the legend pairs each id with its name; a title of
+        ids alone said nothing)."""
+        return "compare: " + " vs ".join(t.name or t.id for t in self.traces)
+
+    @property
     def figure(self) -> Any:
         """One plotly figure: a panel per metric, one colored line per trace (shared legend)."""
         import plotly.graph_objects as go
@@ -236,7 +251,7 @@ class Comparison:
         fig.update_layout(
             height=max(280, 220 * n),
             margin={"l": 50, "r": 20, "t": 40, "b": 40},
-            title="compare: " + " vs ".join(t.id for t in self.traces),
+            title=self.title,
             legend={"orientation": "h", "y": -0.12 if n < 3 else -0.05},
         )
         return fig

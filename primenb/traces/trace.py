@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 SAMPLES_SHOWN = 6
 
 
+def steps_text(steps: dict[str, Any], live_step: int | None = None) -> str:
+    """``0 → 30 (max 30)``; a live run's ``0 → 12 so far (max 60)``, never ``0 → None``."""
+    last = steps.get("last")
+    if last is None and isinstance(live_step, int) and not isinstance(live_step, bool):
+        text = f"{steps.get('start') or 0} → {live_step} so far"
+    else:
+        text = f"{steps.get('start') or 0} → {last if last is not None else 'not started'}"
+    return text + (f" (max {steps['max']})" if steps.get("max") is not None else "")
+
+
 class TraceNotFound(PrimenbError):
     pass
 
@@ -195,7 +205,9 @@ class Trace:
         }
 
     # -- display ----------------------------------------------------------------------------
-    def headline(self) -> dict[str, Any]:
+    def headline(self, live_step: int | None = None) -> dict[str, Any]:
+        """The trace's facts, one line each; ``live_step``: a running run's step from status.json
+        (the trace records its last step only when the run ends)."""
         d, m = self.doc, self.summary
         adapter = d.get("adapter") or {}
         steps = d.get("steps") or {}
@@ -213,7 +225,7 @@ class Trace:
                 if adapter
                 else "full"
             ),
-            "steps": f"{steps.get('start') or 0} → {steps.get('last')} (max {steps.get('max')})",
+            "steps": steps_text(steps, live_step),
             "final reward": m.get("final_reward"),
             "final eval": f"{V.fmt(final.get('value'))} at step {final.get('step')}" if final else None,
             "best eval": f"{V.fmt(best.get('value'))} at step {best.get('step')}" if best else None,

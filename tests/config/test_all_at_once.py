@@ -129,3 +129,15 @@ def test_sanity_warnings_of_the_valid_parts_come_with_the_errors():
     report = check(text).report
     assert [d.path for d in report.errors] == ["trainer.optim.lerning_rate"]
     assert any(d.path == "trainer.optim.weight_decay" and "prime-rl accepts it" in d.message for d in report.warnings)
+
+
+def test_problems_are_listed_in_the_order_of_the_text():
+    """A rule error (batch_size, found after the schema pass) came before the schema error of a
+    line above it: the report reads top to bottom."""
+    text = VALID.replace("batch_size = 32", "batch_size = 30") + '\n[trainer.model]\nimpl = "nope"\n'
+    text = text.replace("lr = 1e-5", 'lr = "fast"')
+    report = check(text).report
+    lines = [d.line for d in report.errors]
+    assert len(lines) == 3 and None not in lines and lines == sorted(lines), [(d.line, d.path) for d in report.errors]
+    shown = report.to_text()
+    assert [shown.index(f":{n}:") for n in lines] == sorted(shown.index(f":{n}:") for n in lines)

@@ -84,3 +84,16 @@ def test_load_config_raises_with_every_diagnostic():
     # every problem at once: the schema error and the rule on the valid parts (32 % 7)
     assert {d.path for d in info.value.report.errors} == {"trainer.optim.lr", "orchestrator.batch_size"}
     assert "trainer.optim.lr" in str(info.value)
+
+
+def test_a_config_names_each_environment_once() -> None:
+    """Notebook 06's SFT run trains and evaluates on reverse-text: its summary listed
+    "reverse-text, reverse-text"."""
+    text = (
+        'max_steps = 5\n[model]\nname = "primenb/tiny-byte"\n[data]\nname = "reverse-text"\n'
+        '[eval]\ninterval = 5\n[[eval.source]]\nname = "reverse-text"\n'
+        '[eval.source.env.taskset]\nid = "reverse-text"\n'
+    )
+    cfg = load_config(text)
+    assert cfg.environments == ["reverse-text"]
+    assert "environments: reverse-text\n" in repr(cfg) + "\n"

@@ -502,6 +502,7 @@ def test_compare_overlays_curves_of_three_runs(runs: dict[str, Any], shell: Any)
     cmp = h.compare("sft-parent", T(runs, "C2").id, T(runs, "A").id)
     assert cmp.metrics[0] == "reward" and "loss" in cmp.metrics and "eval/reverse-text/reward" in cmp.metrics
     fig = cmp.figure
+    assert fig.layout.title.text == cmp.title and "sft-parent" in cmp.title
     names = {tr.name for tr in fig.data}
     assert len(names) == 3 and len(fig.data) >= 6
     loss_c2 = next(tr for tr in fig.data if tr.name.startswith(T(runs, "C2").id) and tr.yaxis == fig.data[-1].yaxis)

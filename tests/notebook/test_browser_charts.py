@@ -68,6 +68,9 @@ def _feed(d, warmup):
                        "warmup/grad_norm": 1.0 + 0.1 * i, "warmup/mean_token_accuracy": 0.1 * i}])
             time.sleep(0.2)
         _wait(FAKE / "GO")
+        _status(d, state="running", phase="training", step=0)  # GRPO's step-0 eval, alone for its first step
+        _rows(d, [{"step": 0, "phase": "rl", "eval/rt/reward": 0.3}])
+        time.sleep(1.5)
     else:
         _rows(d, [{"step": 0, "phase": "rl", "eval/rt/reward": 0.1}])
     for i in range(1, 7):
@@ -98,8 +101,9 @@ PANELS = """() => [...document.querySelectorAll('.primenb-monitor')].map(m => ({
     data: p.querySelectorAll('svg polyline, svg circle').length,
   })),
 }))"""
-WARMUP_PANELS = ["SFT warm-up loss", "eval reward (warm-up)", "warm-up token accuracy", "warmup/grad_norm"]
-GRPO_PANELS = ["train reward (± std)", "loss", "grad_norm"]
+# the warm-up's one eval (before it starts) is no panel of its own: it comes with GRPO's first
+WARMUP_PANELS = ["SFT warm-up loss", "warm-up token accuracy", "warmup/grad_norm"]
+WHOLE_RUN_PANELS = ["train reward (± std)", "eval reward (warm-up, then GRPO)", "loss", "grad_norm"]
 GRPO_EVAL_PANELS = ["train reward (± std)", "eval reward", "loss", "grad_norm"]
 
 
@@ -152,9 +156,9 @@ def test_every_panel_of_every_monitor_has_data(server: Lab) -> None:
         seen = _settle(page, expected, 90, "every monitor to show its panels", empty)
         _assert_all_drawn(seen, 2 * REPEATS)
         screenshot(page, f"charts-warmup-{server.app}")
-        # the warm-up runs move on to GRPO (no eval configured there: no eval panel, not an empty one)
+        # the warm-up runs move on to GRPO: its step-0 eval joins the warm-up's on one whole-run panel
         (fake / "GO").write_text("")
-        expected = {**dict.fromkeys(warm, GRPO_PANELS), **dict.fromkeys(grpo, GRPO_EVAL_PANELS)}
+        expected = {**dict.fromkeys(warm, WHOLE_RUN_PANELS), **dict.fromkeys(grpo, GRPO_EVAL_PANELS)}
         seen = _settle(page, expected, 60, "the warm-up runs to show their GRPO panels", empty)
         _assert_all_drawn(seen, 2 * REPEATS)
         (fake / "DONE").write_text("")

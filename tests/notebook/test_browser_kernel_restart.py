@@ -5,7 +5,8 @@ page drops the old kernel's last messages: without the labextension's notice the
 "running" with a Stop button wired to nothing. The test restarts the kernel through the UI (the
 command and its confirmation dialog), then checks that the old view says what happened and how to
 follow the run again, that its Stop button is disabled, that the run still runs, and that
-``%prime_train --attach`` in a new cell brings up a live monitor without the notice.
+``%prime_train --attach`` in a new cell brings up a live monitor without the notice, and that the
+saved notebook's first view says what the run did, not the "queued" of its first display.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from primenb.run import Run
 from tests.jupyterlab import (
+    WIDGET_VIEW,
     chromium_page,
     jupyterlab,
     kernel_idle,
@@ -45,6 +48,11 @@ MONITORS = """() => [...document.querySelectorAll('.primenb-monitor')].map(m => 
   stop: m.querySelector('button.primenb-stop')?.disabled ?? null,
   reattach: m.querySelector('.primenb-reattach')?.offsetParent !== null,
   counting: /step \\d+\\//.test(m.querySelector('.primenb-phase-text')?.textContent ?? ''),
+  disconnected: [m, ...m.querySelectorAll('*')].filter(e => e.classList.contains('jupyter-widgets-disconnected')).length,
+  // ipywidgets' red broken-link icon (a ::before) on a disconnected widget: none in a monitor
+  icons: [m, ...m.querySelectorAll('.jupyter-widgets-disconnected')]
+    .filter(e => e.classList.contains('jupyter-widgets-disconnected'))
+    .filter(e => !['none', 'normal'].includes(getComputedStyle(e, '::before').content)).length,
 }))"""
 
 
@@ -88,6 +96,11 @@ def test_a_restart_leaves_a_notice_and_a_disabled_stop(tmp_path: Path, app: str)
                     lambda: [m for m in page.evaluate(MONITORS) if m["notice"]], 60, "the kernel-restart notice"
                 )
                 assert after["notice"] == NOTICE, after
+                # ipywidgets marks the view's widgets disconnected: the view shows paused, no red icons
+                (after,) = wait_for(
+                    lambda: [m for m in page.evaluate(MONITORS) if m["disconnected"]], 60, "the widgets' disconnect"
+                )
+                assert after["icons"] == 0, after
                 assert after["stop"] is True, after  # the dead Stop button cannot be clicked
                 assert not after["reattach"], after  # the notice replaces the "if this kernel restarts" line
                 assert json.loads(status.read_text())["state"] == "running"  # the run goes on
@@ -106,5 +119,21 @@ def test_a_restart_leaves_a_notice_and_a_disabled_stop(tmp_path: Path, app: str)
                 views = wait_for(two_views, 120, "a second, live monitor from --attach")
                 assert views[0]["notice"] == NOTICE and views[0]["stop"] is True, views
                 assert views[1]["notice"] is None and views[1]["stop"] is False, views
+
+                # saved, the first cell keeps the run's view as of the save (it kept the "queued" of
+                # its first display), and once the run has ended, its final state
+                lab_command(page, "docmanager:save")
+                saved = _first_view(server.root / "restart.ipynb")
+                assert "running" in saved and "queued" not in saved, saved
+                Run(status.parent).stop(timeout=60)
+                lab_command(page, "docmanager:save")
+                assert "stopped at step" in _first_view(server.root / "restart.ipynb")
         finally:
             stop_runs(server.root)
+
+
+def _first_view(path: Path) -> str:
+    """The saved text/html of the launch cell's output (the third cell)."""
+    (output,) = json.loads(path.read_text())["cells"][2]["outputs"]
+    assert WIDGET_VIEW not in output["data"], output  # no view that could not come back
+    return str(output["data"]["text/html"])

@@ -69,6 +69,11 @@ SNAPSHOT = """() => {
     panels: charts.map(p => p.querySelector('svg text')?.textContent ?? ''),
     drawn: charts.filter(p => p.querySelector('svg polyline, svg circle')).length,
     empty: charts.filter(p => !p.querySelector('svg polyline, svg circle')).length,
+    // panels whose chart is a single dot (the old warm-up eval panel: one point at 0 for the warm-up)
+    dots: charts.filter(p => !p.querySelector('svg polyline') && p.querySelector('svg circle'))
+      .map(p => p.querySelector('svg text')?.textContent ?? ''),
+    marked: charts.filter(p => p.querySelector('.primenb-mark')).map(p => p.querySelector('svg text')?.textContent),
+    search: m ? [...m.querySelectorAll('input')].some(i => i.offsetParent !== null) : null,
     warning: m?.querySelector('.primenb-warning')?.textContent ?? null,
     stop: m?.querySelector('button')?.textContent?.trim() ?? null,
     summary: s ? s.textContent : null,
@@ -179,8 +184,15 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         # the charts follow the phase, with data in every panel shown
         assert any(s["panels"][:1] == ["SFT warm-up loss"] and s["drawn"] >= 1 for s in seen)
         assert max(s["empty"] for s in seen) == 0, [s["panels"] for s in seen if s["empty"]][:3]
-        rl_views = [s for s in seen if s["panels"][:3] == ["train reward (± std)", "eval reward", "loss"]]
+        whole = "eval reward (warm-up, then GRPO)"
+        rl_views = [s for s in seen if s["panels"][:3] == ["train reward (± std)", whole, "loss"]]
         assert rl_views and max(s["drawn"] for s in rl_views) >= 3
+        # the eval panel: never a lone dot (the warm-up's step-0 eval), marked where GRPO starts
+        assert not [s["dots"] for s in seen if any(t.startswith("eval reward") for t in s["dots"])]
+        assert all(s["marked"] == [whole] for s in rl_views), rl_views[-1]
+        # the metric search box comes with the first panel, not before
+        assert not [s for s in seen if s["search"] and not s["panels"]], [s for s in seen if s["search"]][:1]
+        assert any(s["search"] for s in seen)
         # every reward is 0 after so short a warm-up: the monitor says so
         warned = [s["warning"] for s in seen if s["warning"]]
         assert warned and "no learning signal: every completion in a group gets the same reward" in warned[-1]

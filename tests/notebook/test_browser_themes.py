@@ -51,12 +51,41 @@ d = Path("fake-runs") / "flat"
     "frac_reward_zero_std": 1.0, "loss": 0.0, "grad_norm": 0.1 * i}) + "\\n" for i in range(1, 5)))
 show_monitor(Run(d))
 """
+# a finished run with long samples: its summary at 900 px with the sidebar open (a 448 px output)
+DONE_RUN = """
+import json
+from pathlib import Path
+from primenb.run import Run
+d = Path("fake-runs") / "done-run"
+(d / "configs").mkdir(parents=True)
+(d / "configs" / "resolved.json").write_text("{}")
+(d / "status.json").write_text(json.dumps({"name": "done-run", "backend": "local", "mode": "rl",
+    "state": "completed", "phase": "done", "step": 4, "max_steps": 4, "trace_id": "abc123",
+    "final_checkpoint": "outputs/done-run/checkpoints/step_4",
+    "started_at": "2026-01-01T00:00:00+0000", "ended_at": "2026-01-01T00:01:15+0000"}))
+(d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "phase": "rl", "reward": 0.1 * i,
+    "loss": -0.000633 * i}) + "\\n" for i in range(1, 5)))
+(d / "samples.jsonl").write_text("".join(json.dumps({"step": i, "prompt": "reverse: " + "abcdefghij" * 6,
+    "completion": "jihgfedcba" * 10, "reward": 0.5}) + "\\n" for i in range(1, 5)))
+Run(d)
+"""
+# what of the summary reaches past its output area, and which command words are split over lines
+SUMMARY_FIT = """() => {
+  const s = document.querySelector('.primenb-summary');
+  const area = s.closest('.jp-OutputArea-output').getBoundingClientRect();
+  const over = [...s.querySelectorAll('table, svg, code, div')]
+    .filter(e => e.getBoundingClientRect().right > area.right + 1).map(e => e.tagName + ' ' + e.className);
+  const words = [...s.querySelectorAll('.primenb-command span')];
+  return {width: area.width, over, words: words.length,
+          split: words.filter(w => w.getClientRects().length > 1).map(w => w.textContent)};
+}"""
 CELLS = [
     "%load_ext primenb\nimport primenb",
     f"%%rltoml cfg\n{CONFIG}",
     "b = primenb.ConfigBuilder(cfg)\nb",
     "hb = primenb.HarnessBrowser(refresh_seconds=1)\nhb",
     FLAT_RUN,
+    DONE_RUN,
 ]
 WIDGETS = ".primenb-monitor, .primenb-builder, .primenb-harness-browser"
 WIDGET_ERRORS = ("Error displaying widget", "model not found")
@@ -163,6 +192,15 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
             shots.append(screenshot(page, "themes-900px-monitor"))
             assert fit["buttons"] >= 10 and fit["labels"] >= 5, fit
             assert fit["out"] == [], fit["out"]
+            # the sidebar open too: the summary's samples and commands stay in their output area
+            page.locator('.jp-SideBar [data-id="primenb-runs"]').click()
+            time.sleep(1)
+            summary = page.locator(".primenb-summary")
+            summary.scroll_into_view_if_needed()
+            shots.append(screenshot(page, "themes-900px-summary-sidebar"))
+            fit = page.evaluate(SUMMARY_FIT)
+            assert fit["width"] < 600 and fit["words"] >= 3, fit  # narrow indeed, with commands in it
+            assert fit["over"] == [] and fit["split"] == [], fit
 
             # Save, then Close and Shut Down (its confirmation answered): the saved file keeps the snapshots
             lab_command(page, "docmanager:save")

@@ -42,6 +42,7 @@ def _until_idle(kc: Any, msg_id: str, timeout: float = 120) -> list[tuple[float,
 def test_a_launch_shows_its_starting_line_first_then_the_monitor_in_its_place(tmp_path: Path) -> None:
     from jupyter_client.manager import start_new_kernel
 
+    from primenb.protocol.record import read_trace
     from primenb.run import Run
 
     env = {**os.environ, "PRIME_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -69,6 +70,10 @@ def test_a_launch_shows_its_starting_line_first_then_the_monitor_in_its_place(tm
             if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == display_id
         ]
         assert updates and WIDGET_MIME in updates[0]["content"]["data"], kinds
+        # the monitor names its run's trace: a notebook saved later gets the run's view as of then
+        mark = updates[0]["content"]["metadata"]["primenb"]
+        trace = (read_trace(tmp_path / "outputs" / "first") or {}).get("trace_id")
+        assert trace and mark == {"snapshot": True, "trace": trace}, mark
         print(f"first display after {t_line - sent:.2f}s, cell done after {messages[-1][0] - sent:.2f}s")
     finally:
         kc.stop_channels()

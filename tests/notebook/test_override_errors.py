@@ -26,6 +26,11 @@ def test_an_override_error_names_the_override(override: tuple[str, Any], says: s
         edited_config(rl_toml(steps=4), [override])
     text = str(caught.value)
     assert says in text, text
+    # one header naming the config, not "the new run's config:" before every line; a misspelt key
+    # gets its suggestion
+    assert text.count("the new run's config") == 1 and text.startswith("the new run's config is not valid (1 error):")
+    if override[0].endswith("lrr"):
+        assert "did you mean `lr`?" in text, text
     assert "<cell>" not in text and " | " not in text, text  # no line of a TOML the user never wrote
 
 
@@ -34,4 +39,5 @@ def test_a_problem_the_override_did_not_cause_keeps_its_line() -> None:
     with pytest.raises(PrimenbError) as caught:
         edited_config(parent, [("trainer.optim.lr", 1e-5)])
     text = str(caught.value)
-    assert "the new run's config:" in text and "batch_size = 7" in text and "the override" not in text, text
+    assert "batch_size = 7" in text and "the override" not in text, text
+    assert text.count("the new run's config") == 1 and "\nline " in text, text  # its line, said once

@@ -424,8 +424,18 @@ def test_selection_and_actions_call_the_harness(home):
     assert b.selected == [ids[0], ids[1]] and "2 selected" in b.count.value
     diff = b.diff()
     assert diff.ids == [ids[0], ids[1]] and "trainer.optim.lr" in diff.section("config")
+    said: list[str] = []
+    b.message.observe(lambda change: said.append(change["new"]), names="value")
     comparison = b.compare()
     assert [t.id for t in comparison.traces] == [ids[0], ids[1]]
+    # it said what it was doing while it read the metrics, then the message went
+    assert any("comparing 2 traces" in m for m in said) and "comparing" not in b.message.value, said
+    # the comparison has its own slot: the diff shown before stays (Compare cleared it)
+    assert b._slots.keys() == {"diff", "compare"} and len(b.results.children) == 2
+    # its chart is titled with the runs' names, not their ids
+    names = [t.name for t in comparison.traces]
+    assert comparison.title == "compare: " + " vs ".join(names) and ids[0] not in comparison.title
+    assert b.grid.column_widths.get("created", 0) >= 150  # the creation time is not cut
     details = b.details()
     assert [t.id for t in details] == [ids[0], ids[1]]
 

@@ -17,7 +17,7 @@ def test_one_series_gets_low_middle_high_ticks_placed_like_its_line() -> None:
     svg = line_chart({"loss": ([1, 2, 3], [6.0, 5.0, 4.0])}, title="loss", width=300, height=150)
     assert _ticks(svg)[:3] == ["4", "5", "6"]
     # the top tick's grid line is where the line starts (the highest value), the bottom one where it ends
-    grid = [float(y) for y in re.findall(r'<line x1="40" x2="292" y1="([\d.]+)"', svg)]
+    grid = [float(y) for y in re.findall(r'<line x1="\d+" x2="292" y1="([\d.]+)"', svg)]
     points = re.search(r'points="([^"]+)"', svg)
     assert points is not None
     ys = [float(p.split(",")[1]) for p in points.group(1).split()]
@@ -43,3 +43,15 @@ def test_one_point_is_a_dot_and_no_data_says_so() -> None:
 def test_names_are_escaped() -> None:
     svg = line_chart({"<b>x</b>": ([1, 2], [1.0, 2.0])}, title="<script>")
     assert "<script>" not in svg and "<b>" not in svg
+
+
+def test_y_labels_fit_left_of_the_axis_with_their_minus_sign() -> None:
+    """ "-0.000633" at a fixed 40 px margin was clipped at the chart's left edge to "000633": the
+    margin is as wide as the longest label, which ends 4 px left of the axis and starts inside."""
+    svg = line_chart({"loss": ([1, 2, 3], [-0.000633, -0.0003, 0.0001])}, title="loss", width=300)
+    labels = re.findall(r'<text x="(\d+)"[^>]*text-anchor="end" font-size="9"[^>]*>([^<]+)</text>', svg)
+    axis = int(re.findall(r'<line x1="(\d+)"', svg)[0])
+    ticks = [(int(x), text) for x, text in labels if int(x) < axis]  # not the legend at the right
+    assert [t for _, t in ticks] == ["-0.000633", "-0.000266", "0.0001"]
+    for x, text in ticks:
+        assert x == axis - 4 and x - 5.5 * len(text) >= 0, (x, text)

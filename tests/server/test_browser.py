@@ -2,7 +2,8 @@
 
 JupyterLab runs on 127.0.0.1 (random port, token auth) with the extension and the server config
 taken from the built wheel. The test starts a long tiny run and watches it appear with a growing
-sparkline, stops it from the panel, applies a finished trace from the panel and sees the child run.
+sparkline, opens its detail (which polls in place), stops it with a normal click on the detail's
+Stop button, sees the detail and the row end, applies a finished trace from the panel and sees the child run.
 Screenshots go to ``$PRIMENB_TEST_ARTIFACTS`` (default ``test-artifacts/``) and docs/img/sidebar.png.
 
 Needs the system Chromium (``apt-get install chromium``) and Playwright (never its own browser
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.request
 from collections.abc import Iterator
@@ -116,11 +118,31 @@ def test_sidebar_live_run_stop_and_apply(lab: dict[str, Any]) -> None:
             docs_img.mkdir(parents=True, exist_ok=True)
             shutil.copy(ARTIFACTS / "sidebar.png", docs_img / "sidebar.png")
 
-            # stop it from the panel
-            long_row.locator('button[data-action="stop"]').click()
-            expect(long_row).to_have_attribute("data-state", "stopped", timeout=180_000)
+            # its detail, live: the steps it has run (not "0 → None"), read again at every poll
+            # without rebuilding what did not change, so a normal click on Stop lands
+            long_row.locator(".primenb-name").click()
+            detail = panel.locator(".primenb-detail")
+            steps = detail.locator("table.primenb-kv tr", has=page.locator("th", has_text="steps")).locator("td")
+            expect(steps).to_have_text(re.compile(r"^0 → \d+( so far)? \(max 100000\)$"), timeout=60_000)
+            chart = detail.locator("svg.primenb-chart-loss")
+            expect(chart).to_be_visible(timeout=60_000)
+            stop = detail.locator('[data-section="actions"] button[data-action="stop"]')
+            stop.evaluate("b => { b.dataset.kept = 'yes'; }")  # the node, not one built anew
+            grown = int(chart.get_attribute("data-points") or 0)
+            wait_for(lambda: int(chart.get_attribute("data-points") or 0) > grown, 60, "the detail to poll")
+            first_steps = steps.text_content()
+            wait_for(lambda: steps.text_content() != first_steps, 60, "the detail's steps to move on")
+            assert stop.get_attribute("data-kept") == "yes"  # polled twice, the same Stop button
+            stop.click(timeout=10_000)  # a normal click (actionability checks), while it polls
+            badge = detail.locator(".primenb-detail-head .primenb-badge")
+            expect(badge).to_have_text("stopped", timeout=180_000)  # the detail ends in place
             assert lab["long"].wait(timeout=60) == "stopped"
             page.screenshot(path=str(ARTIFACTS / "sidebar-stopped.png"))
+            detail.locator('button[data-action="back"]').click()
+            expect(long_row).to_have_attribute("data-state", "stopped", timeout=60_000)
+            # the row ends with the run's stored final loss, not the poll before it ended
+            final = next(i for i in _api(lab, "traces")["items"] if i["trace"] == long_id)["final_loss"]
+            expect(long_row.locator(".primenb-meta")).to_contain_text(f"loss {final:.3f}", timeout=30_000)
 
             # apply the finished trace from the panel: a dialog, 2 steps, the child appears
             panel.locator(f'.primenb-run[data-trace="{parent_id}"] button[data-action="apply"]').click()

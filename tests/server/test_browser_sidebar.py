@@ -15,6 +15,7 @@ One JupyterLab over 10,000 indexed runs plus a few hand-made ones at the top of 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -94,6 +95,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             os.environ["PRIME_HOME"] = old
 
 
+# whether a row's line shows its text up to the end of the part that starts with the argument
+# (e.g. "reward 0.123") inside its box, i.e. before the ellipsis
+SHOWN_UP_TO = """(row, word) => {
+  const meta = row.querySelector('.primenb-meta');
+  const text = meta.firstChild;
+  const start = text.textContent.indexOf(word);
+  if (start < 0) return false;
+  const stop = text.textContent.indexOf(' · ', start);
+  const range = document.createRange();
+  range.setStart(text, 0);
+  range.setEnd(text, stop < 0 ? text.textContent.length : stop);
+  return range.getBoundingClientRect().right <= meta.getBoundingClientRect().right + 0.5;
+}"""
+
+
 def open_panel(page: Any, lab: Lab) -> tuple[Any, float]:
     """Open JupyterLab and the Prime runs panel; the seconds from the tab click to the first rows."""
     page.goto(lab.url())
@@ -128,6 +144,12 @@ def test_warmup_run_metrics_across_phases(lab: dict[str, Any]) -> None:
         wait_for(lambda: spark.get_attribute("data-points") == str(rewards), 60, f"{rewards} reward points")
         expect(live.locator(".primenb-meta")).to_contain_text(f"reward {rewards / 10:.3f}")
         page.screenshot(path=str(ARTIFACTS / "sidebar-warmup-live.png"))
+        # at the default width the reward is shown, not behind the ellipsis (it was the line's tail)
+        assert live.evaluate(SHOWN_UP_TO, "reward"), live.locator(".primenb-meta").inner_text()
+        # a row's hover toolbar sits on its second line: never over the run's name
+        live.hover()
+        name, bar = live.locator(".primenb-name").bounding_box(), live.locator(".primenb-row-actions").bounding_box()
+        assert name is not None and bar is not None and bar["y"] >= name["y"] + name["height"] - 1, (name, bar)
 
         # a reward function failing on every completion: said by name in the row and the detail
         failing = panel.locator(f'.primenb-run[data-trace="{ids["failing"]}"]')
@@ -222,7 +244,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
                 "port": 9,
                 "url": url,
                 "models": ["tiny", "tiny-adapter-warm-done"],
-                "started": time.time() - 125,
+                "started": time.time() - 5,
             }
         )
         with chromium_page() as page:
@@ -231,7 +253,13 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
             expect(servers).to_be_visible(timeout=30_000)
             row = servers.locator(f'.primenb-server[data-pid="{worker.pid}"]')
             expect(row.locator(".primenb-server-url")).to_have_text(url)
-            expect(row.locator(".primenb-server-models")).to_contain_text("tiny, tiny-adapter-warm-done · up 2 min")
+            # the uptime first (a long model list hides behind the ellipsis, not it), counting on at
+            # each poll (it redrew only when the minute changed)
+            line = row.locator(".primenb-server-models")
+            expect(line).to_have_text(re.compile(r"^up \d+ s · tiny, tiny-adapter-warm-done$"))
+            first = line.text_content()
+            wait_for(lambda: line.text_content() != first, 30, "the server's uptime to count on")
+            assert re.fullmatch(r"up \d+ s · tiny, tiny-adapter-warm-done", line.text_content() or "")
             # the run's detail: its latest eval
             panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
             evals = panel.locator(".primenb-evals tr.primenb-eval")

@@ -124,6 +124,27 @@ async def test_detail(home: Path, jp_fetch: Any) -> None:
     assert d["headline"]["model"] == "primenb/tiny-byte"
 
 
+async def test_a_live_runs_detail_counts_its_steps(home: Path, jp_fetch: Any) -> None:
+    """The trace records its last step when the run ends: a live run's detail said
+    "steps 0 → None (max 60)". It counts from status.json's step instead."""
+    from primenb.protocol.record import read_trace, write_trace
+
+    run_dir = home / "runs" / "live-run"
+    doc = read_trace(run_dir)
+    assert doc is not None
+    write_trace(run_dir, {**doc, "steps": {"start": 0, "last": None, "max": 10}})
+    d = await get(jp_fetch, "traces", LIVE)
+    assert d["live"] and d["headline"]["steps"] == "0 → 3 so far (max 10)"
+
+
+def test_steps_text() -> None:
+    from primenb.traces.trace import steps_text
+
+    assert steps_text({"start": 0, "last": 30, "max": 30}) == "0 → 30 (max 30)"
+    assert steps_text({"start": 0, "last": None, "max": 60}, live_step=12) == "0 → 12 so far (max 60)"
+    assert steps_text({"start": 5, "last": None}) == "5 → not started"
+
+
 @pytest.mark.parametrize(
     ("trace", "code"),
     [("nope0000", 404), ("..", 400), ("a", 400), ("s000%2F..%2F..", 400), ("s0000000*", 400), ("%2Fetc%2Fpasswd", 400)],

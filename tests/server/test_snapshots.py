@@ -4,9 +4,17 @@ not come back (no saved widget state), so reopening never shows "model not found
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
-from primenb.server.snapshots import WIDGET_STATE, WIDGET_VIEW, keep_snapshots, pre_save_hook
+from primenb.server.snapshots import (
+    WIDGET_STATE,
+    WIDGET_VIEW,
+    keep_snapshots,
+    pre_save_hook,
+    refresh_run_views,
+    run_view,
+)
 
 
 def output(model_id: str, *, marked: bool = True, html: bool = True) -> dict[str, Any]:
@@ -44,3 +52,43 @@ def test_the_hook_takes_notebook_models_only_and_tolerates_odd_content() -> None
     pre_save_hook({"type": "file", "content": "text"}, path="x.txt")
     odd = {"cells": [None, {"outputs": [None, {"data": []}, {"data": {WIDGET_VIEW: 1, "text/html": ""}}]}]}
     assert keep_snapshots(odd) == 0
+
+
+def monitor_output(trace: str | None, html: str = "<b>run3</b> queued") -> dict[str, Any]:
+    mark: dict[str, Any] = {"snapshot": True, **({"trace": trace} if trace else {})}
+    data = {WIDGET_VIEW: {"model_id": "m"}, "text/html": html, "text/plain": "Run(run3, queued)"}
+    return {"output_type": "display_data", "data": data, "metadata": {"primenb": mark}}
+
+
+def test_a_monitor_saves_its_runs_view_as_of_the_save_not_its_queued_start() -> None:
+    """A kernel restart during the warm-up, `--attach` in a new cell, the run completes, save:
+    the original cell's output had kept the "queued" of its first display. Saved now, each
+    monitor output names its trace and gets the run's view as of the save."""
+    nb = notebook(monitor_output("trace-1"), monitor_output(None), monitor_output("gone"), output("b"))
+    views = {"trace-1": {"text/html": "<b>run3</b> completed at step 30/30", "text/plain": "Run(run3, completed)"}}
+    assert refresh_run_views(nb, views.get) == 1
+    first, untraced, gone, builder = nb["cells"][0]["outputs"]
+    assert first["data"]["text/html"] == "<b>run3</b> completed at step 30/30"
+    assert first["data"]["text/plain"] == "Run(run3, completed)"
+    assert untraced["data"]["text/html"] == gone["data"]["text/html"] == "<b>run3</b> queued"  # nothing known
+    assert "primenb-builder-static" in builder["data"]["text/html"]
+
+    def broken(trace: str) -> dict[str, Any] | None:
+        raise OSError("the run directory went away mid-read")
+
+    assert refresh_run_views(notebook(monitor_output("trace-1")), broken) == 0  # the save goes on
+    asked: list[str] = []
+    hostile = notebook(monitor_output("../../etc"), monitor_output("x" * 65), monitor_output("t 1"))
+    assert refresh_run_views(hostile, lambda t: asked.append(t) or None) == 0 and asked == []
+
+
+def test_run_view_reads_the_indexed_run(home: Path) -> None:
+    """The hook's renderer: the index's run directory for the trace, rendered as the monitor's
+    static summary would be; an unknown trace renders nothing."""
+    from primenb.protocol.index import Index
+
+    ((trace, run_dir),) = Index().query("SELECT trace, run_dir FROM traces WHERE name = 'live-run'")
+    view = run_view(trace)
+    assert view is not None and "running" in view["text/html"] and "step 3/10" in view["text/html"]
+    assert str(run_dir) not in view["text/html"]  # no absolute path in a saved notebook
+    assert run_view("no-such-trace") is None

@@ -139,6 +139,18 @@ def test_diff_shows_the_evals_that_differ(home: Path, shell: Any) -> None:
     assert result.success and "evals" in set(result.result.df["section"])
 
 
+def test_diff_shows_measured_evals_to_four_digits(home: Path) -> None:
+    """A measured mean read 0.11141858141858144: it reads 0.1114, unless 4 digits would make two
+    different values look the same."""
+    a, b, c = _runs(home)
+    _eval(a, "reverse-text", 0.11141858141858144)
+    _eval(b, "reverse-text", 0.25)
+    _eval(c, "reverse-text", 0.11141858141858)
+    assert h.diff("a000000000", "b000000001").section("evals")["reverse-text.mean"] == ["0.1114", "0.25"]
+    close = h.diff("a000000000", "c000000002").section("evals")["reverse-text.mean"]
+    assert close[0] != close[1] and close[0] == "0.11141858141858144"
+
+
 def test_compare_summary_has_the_eval_columns(home: Path, shell: Any) -> None:
     a, b, _c = _runs(home)
     _eval(a, "reverse-text", 0.5)
