@@ -22,19 +22,6 @@ STOP_LINGER_S = 1.0  # after the last request: late clients get a clear 503, not
 STOP_GRACE_S = 1.0  # requests still decoding when stopped get this long, then end with "abort"
 
 
-def _cpu_threads() -> None:
-    """Decode on the CPU with one core fewer than the process may use (``PRIMENB_SERVE_THREADS``
-    overrides): the event loop streams tokens and the clients usually share the machine, and torch's
-    thread pool spin-waits when its cores are taken. Measured on 2 busy cores with the embedded
-    model, one request decoded 45 tokens/s with 2 threads and 605 with 1."""
-    import torch
-
-    given = os.environ.get("PRIMENB_SERVE_THREADS", "")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads = int(given) if given.isdigit() and int(given) > 0 else max(1, usable - 1)
-    torch.set_num_threads(threads)
-
-
 def load_into(pool: Any, spec: dict[str, Any]) -> Any:
     """Serve one model of a spec (the base itself, or a checkpoint)."""
     if spec.get("kind") == "base":
@@ -84,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from primenb.engine.batching import Scheduler
-    from primenb.engine.serving import ModelPool
+    from primenb.engine.serving import ModelPool, cpu_threads
     from primenb.serve.app import State, build_app
 
     pool = ModelPool(device=os.environ.get("PRIMENB_SERVE_DEVICE") or None)  # default: the GPU if any
     if pool.device == "cpu":
-        _cpu_threads()
+        cpu_threads()
     try:
         for model in spec["models"]:
             load_into(pool, model)
