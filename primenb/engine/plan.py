@@ -44,7 +44,7 @@ class OptimSpec:
     type: str = "adamw"
     lr: float = 1e-6
     weight_decay: float = 0.01
-    max_norm: float = 1.0
+    max_norm: float | None = 1.0  # None: no gradient clipping (upstream's meaning)
     betas: tuple[float, float] = (0.9, 0.999)
     momentum: float = 0.9
     nesterov: bool = True
@@ -165,7 +165,8 @@ def _optim(raw: Any) -> OptimSpec:
     kind = str(raw.type)
     if kind not in OPTIM_TYPES:  # the schema's union; kept for plans built by hand
         raise PlanError(f"optimizer type {kind!r} is not supported; use one of {', '.join(OPTIM_TYPES)}")
-    spec = OptimSpec(type=kind, lr=float(raw.lr), weight_decay=float(raw.weight_decay), max_norm=float(raw.max_norm))
+    max_norm = None if raw.max_norm is None else float(raw.max_norm)
+    spec = OptimSpec(type=kind, lr=float(raw.lr), weight_decay=float(raw.weight_decay), max_norm=max_norm)
     if hasattr(raw, "betas1"):
         spec.betas = (float(raw.betas1), float(raw.betas2))
     if kind == "sgd":
@@ -428,7 +429,7 @@ def optim_args(optim: OptimSpec) -> dict[str, Any]:
     args: dict[str, Any] = {
         "learning_rate": optim.lr,
         "weight_decay": optim.weight_decay,
-        "max_grad_norm": optim.max_norm,
+        "max_grad_norm": 0.0 if optim.max_norm is None else optim.max_norm,  # the Trainer clips only above 0
     }
     if optim.type == "adamw":
         args.update(optim="adamw_torch", adam_beta1=optim.betas[0], adam_beta2=optim.betas[1])

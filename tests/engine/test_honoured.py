@@ -274,3 +274,46 @@ def test_token_batch_size_trains_in_whole_groups() -> None:
 
 def test_pattern_of_a_set_leaf() -> None:
     assert pattern(("orchestrator", "train", "source", 0, "name")) == "orchestrator.train.source[].name"
+
+
+def _nullable(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _nullable(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return any(a is type(None) or _nullable(a) for a in get_args(annotation))
+    return annotation is type(None)
+
+
+@pytest.mark.parametrize(("mode", "root"), [("rl", RLConfig), ("sft", SFTConfig)])
+def test_every_nullable_leaf_set_to_none_plans_or_is_refused_clearly(mode: str, root: type[BaseModel]) -> None:
+    """A key the schema lets be None (``max_norm = "None"`` disables clipping upstream) either
+    builds a plan or is refused with a `PlanError`: never a TypeError from ``float(None)``."""
+    tried, crashes = 0, []
+    for leaf in schema_leaves(root):
+        if not _nullable(leaf.field.annotation) or _unreachable(leaf):
+            continue
+        cfg = _base(mode)
+        _open(cfg, leaf, root)[leaf.name] = None
+        try:
+            model = typed_config(cfg)
+        except Exception:  # not a valid config this way (a rule refuses it): not the plan's case
+            continue
+        tried += 1
+        try:
+            build_plan(model)
+        except PlanError:
+            pass
+        except Exception as exc:  # the defect this test looks for
+            crashes.append(f"{leaf.path}: {type(exc).__name__}: {exc}")
+    assert not crashes, "\n".join(crashes)
+    assert tried >= 20, tried
+
+
+def test_max_norm_none_turns_clipping_off() -> None:
+    from primenb.engine.plan import optim_args
+
+    cfg = sft_config()
+    cfg.setdefault("optim", {})["max_norm"] = None
+    plan = build_plan(cfg)
+    assert plan.optim.max_norm is None and optim_args(plan.optim)["max_grad_norm"] == 0.0
