@@ -107,7 +107,7 @@ def write_run(run_dir: Path, cfg: dict[str, Any]) -> Path:
 def run_engine(
     run_dir: Path,
     argv: list[str] | None = None,
-    timeout: float = 240,
+    timeout: float = 1200,  # only catches a hang: these runs take ~36 s alone, minutes on a busy machine
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     cmd = argv or [sys.executable, "-m", "primenb.engine", str(run_dir)]

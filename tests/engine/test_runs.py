@@ -336,7 +336,7 @@ def test_two_ranks_with_torchrun(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "ddp", rl_config(max_steps=2))
     cmd = launch_command(run_dir, 2)
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    proc = run_engine(run_dir, argv=cmd, timeout=300)
+    proc = run_engine(run_dir, argv=cmd, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     st = status(run_dir)
     assert st["state"] == "completed" and st["world_size"] == 2 and st["ranks_seen"] == 2
@@ -349,7 +349,7 @@ def test_two_ranks_with_torchrun(tmp_path: Path) -> None:
 
 def test_two_ranks_with_accelerate_launch(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "acc", sft_config(max_steps=2, eval=None, ckpt=None))
-    proc = run_engine(run_dir, argv=launch_command(run_dir, 2, launcher="accelerate"), timeout=300)
+    proc = run_engine(run_dir, argv=launch_command(run_dir, 2, launcher="accelerate"), timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     st = status(run_dir)
     assert st["state"] == "completed" and st["ranks_seen"] == 2 and st["ranks_in_sync"] is True
