@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from primenb.errors import PrimenbError
@@ -63,10 +64,20 @@ def test_random_toml_documents_give_diagnostics(doc: dict[str, Any]) -> None:
 
 @FUZZ
 @given(st.text(max_size=300))
+@example(".toml")  # found by this test: a one-line text ending in .toml is a path
+@example("[model\nname = 1")
 def test_random_text_gives_diagnostics(text: str) -> None:
     from primenb.config import check
 
-    check(text).report.to_text()
+    if "\n" not in text and text.endswith(".toml"):  # one line naming a .toml file is read as a path
+        with pytest.raises(PrimenbError, match=r"config file|not UTF-8"):
+            check(text)
+        return
+    outcome = check(text)
+    assert isinstance(outcome.report.to_text(), str)
+    # refused only with a diagnostic that says something, never silently
+    assert outcome.model is not None or outcome.report.errors, text
+    assert all(d.message.strip() for d in outcome.report.errors)
 
 
 @FUZZ
