@@ -434,6 +434,7 @@ COMMANDS += (
                 action="store_true",
                 help="keep a server this eval starts running (default: stopped at the end)",
             ),
+            _TRUST,
             _JSON,
         ),
     ),

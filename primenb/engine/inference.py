@@ -7,6 +7,7 @@ Knows nothing of traces: `primenb.harness.inference` turns a trace into a `Train
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ class Trained:
     model_id: str
     checkpoint: Path
     base_seed: int = 0
-    env_sources: list[dict[str, Any]] = field(default_factory=list)
+    # the task's prompt format: built by the caller's trust road (the engine never turns a
+    # trace's recorded environment id into code itself); None = prompts are used as given
+    environment: Callable[[], Any] | None = field(default=None, compare=False)
     default_tokens: int = 64
 
 
@@ -47,19 +50,13 @@ def load(trained: Trained, *, device: str | None = None) -> tuple[Any, Any]:
 
 
 def _environment(trained: Trained) -> Any:
-    from primenb.envs import get_environment
-
-    for src in trained.env_sources:
-        if src.get("env_id"):
-            try:
-                return get_environment(src["env_id"], **(src.get("args") or {}))
-            except Exception as exc:
-                warnings.warn(
-                    f"environment {src['env_id']!r} cannot be built here ({exc}); prompts are used as given",
-                    stacklevel=3,
-                )
-                return None
-    return None
+    if trained.environment is None:
+        return None
+    try:
+        return trained.environment()
+    except Exception as exc:
+        warnings.warn(f"{exc}; prompts are used as given", stacklevel=3)
+        return None
 
 
 def generate(

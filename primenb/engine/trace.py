@@ -85,6 +85,13 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _prompt_format(env: Any) -> dict[str, str]:
+    """The environment's text prompt format, kept as data: what serving an imported (untrusted)
+    trace uses instead of building its environment (`primenb.traces.trust.prompt_format`)."""
+    template = getattr(env, "text_template", None)
+    return {"text_template": template} if isinstance(template, str) and len(template) <= 10_000 else {}
+
+
 def env_version(env_id: str, env: Any) -> str | None:
     """The environment's own ``version``, else the version of the package that provides it."""
     own = getattr(env, "version", None)
@@ -263,6 +270,7 @@ class TraceRecorder:
                     "version": env_version(spec.env_id, src.env),
                     "hash": digest,
                     "examples": n,
+                    **_prompt_format(src.env),
                 }
             )
         self._set_data(kind, parts)
@@ -279,6 +287,7 @@ class TraceRecorder:
                 "version": env_version(name, env),
                 "hash": digest,
                 "examples": n,
+                **_prompt_format(env),
             }
         else:
             n = len(dataset)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,43 @@ def _default_tokens(trace: Trace) -> int:
     return 64
 
 
-def trained(ref: Any, checkpoint: str | None = None) -> Trained:
+class PlainFormat:
+    """An untrusted trace's recorded prompt format, as data: no environment code is built."""
+
+    def __init__(self, template: str | None) -> None:
+        self.template = template
+
+    def format_prompt(self, prompt: Any, *, chat: bool) -> Any:
+        if chat:
+            return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        text = prompt if isinstance(prompt, str) else str(prompt)
+        return self.template.replace("{prompt}", text).replace("{system_prompt}", "") if self.template else text
+
+
+def prompt_environment(trace: Trace, verb: str, *, trust: bool = False) -> Callable[[], Any] | None:
+    """What shows a prompt to the trace's model as in training, built when asked, through the trust
+    road (`primenb.traces.trust`): the environment, or for an untrusted imported trace its recorded
+    prompt format as plain data (with a warning saying how to trust it)."""
+    from primenb.traces import trust as road
+
+    found = road.sources(trace)
+    if not found:
+        return None
+    src = found[0]
+
+    def build() -> Any:
+        try:
+            return road.environment(src["env_id"], src["args"], trace=trace, verb=verb, trust=trust)
+        except road.UntrustedTrace as exc:
+            warnings.warn(f"{exc}; until then its recorded prompt format is used as plain data", stacklevel=4)
+            return PlainFormat(road.prompt_format(trace, verb))
+        except Exception as exc:
+            raise PrimenbError(f"environment {src['env_id'][:200]!r} cannot be built here ({exc})") from None
+
+    return build
+
+
+def trained(ref: Any, checkpoint: str | None = None, *, trust: bool = False) -> Trained:
     """The engine's view of a trace's model (its final checkpoint, or ``checkpoint``)."""
     trace = get(ref)
     ckpt = Path(checkpoint) if checkpoint else trace.final_checkpoint
@@ -36,10 +74,10 @@ def trained(ref: Any, checkpoint: str | None = None) -> Trained:
     if ckpt is None or not ckpt.is_dir():
         missing = f" ({ckpt} is missing)" if ckpt else ""
         raise PrimenbError(f"trace {trace.id} ({trace.name}) has no checkpoint to load{missing}")
-    return describe(trace, ckpt)
+    return describe(trace, ckpt, trust=trust)
 
 
-def describe(trace: Trace, ckpt: Path) -> Trained:
+def describe(trace: Trace, ckpt: Path, *, trust: bool = False) -> Trained:
     """A trace's model with its checkpoint at ``ckpt``, unchecked: a path on another host (a
     trace served where it trained) cannot be checked here."""
     from primenb.engine.inference import Trained
@@ -50,7 +88,7 @@ def describe(trace: Trace, ckpt: Path) -> Trained:
         model_id=str(trace.model.get("id") or DEFAULT_MODEL),
         checkpoint=ckpt,
         base_seed=int(base_seed),
-        env_sources=list((trace.data.get("train") or {}).get("sources") or []),
+        environment=prompt_environment(trace, "generate", trust=trust),
         default_tokens=_default_tokens(trace),
     )
 
@@ -62,8 +100,10 @@ def load(ref: Any, *, checkpoint: str | None = None, device: str | None = None) 
     return engine_load(trained(ref, checkpoint), device=device)
 
 
-def generate(ref: Any, prompts: Any, *, checkpoint: str | None = None, **sampling: Any) -> Any:
-    """Completions from a trace's model (greedy by default; see `primenb.engine.inference.generate`)."""
+def generate(ref: Any, prompts: Any, *, checkpoint: str | None = None, trust: bool = False, **sampling: Any) -> Any:
+    """Completions from a trace's model (greedy by default; see `primenb.engine.inference.generate`).
+    An imported trace's environment is built only with ``trust``; until then its recorded prompt
+    format is used as plain data."""
     from primenb.engine.inference import generate as engine_generate
 
-    return engine_generate(trained(ref, checkpoint), prompts, **sampling)
+    return engine_generate(trained(ref, checkpoint, trust=trust), prompts, **sampling)

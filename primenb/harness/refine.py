@@ -91,21 +91,14 @@ def environment_ids(config: Config) -> list[str]:
 def require_trusted(trace: Trace, config: Config, verb: str, *, trust: bool) -> None:
     """An imported trace is someone else's: its config may name any importable callable as an
     environment (``subprocess:getoutput`` with a ``cmd`` argument). Until trusted (``--trust``), only
-    environments that are built in, registered here or installed as verifiers tasksets run."""
-    if trust or not trace.get("imported"):
-        return
-    from primenb.envs.registry import known_ids
+    environments that are built in, registered here or installed as verifiers tasksets run. The
+    gate is `primenb.traces.trust.check`, the one every verb that reads a trace goes through."""
+    from primenb.traces import trust as trust_road
 
-    known = set(known_ids())
-    foreign = [e for e in environment_ids(config) if e not in known]
-    if foreign:
-        module = foreign[0].partition(":")[0]
-        raise ApplyRefused(
-            f"trace {trace.id} was imported from another machine and its config names environment "
-            f"{foreign[0]!r}, which is not built in or registered here: {verb} would import and run "
-            f"module {module!r}. Read the trace's configs/config.toml; if you trust it, {verb} again "
-            f"with --trust (or trust=True), or register the environment with %prime_env add"
-        )
+    try:
+        trust_road.check(trace, environment_ids(config), verb, trust=trust)
+    except trust_road.UntrustedTrace as exc:
+        raise ApplyRefused(str(exc)) from None
 
 
 def check_architecture(parent: Trace, config: Config, ckpt: Path) -> None:
@@ -154,12 +147,12 @@ def check_architecture(parent: Trace, config: Config, ckpt: Path) -> None:
         )
 
 
-def data_differences(parent: Trace, config: Config) -> list[str]:
+def data_differences(parent: Trace, config: Config, *, trust: bool = False) -> list[str]:
     """How the new run's training data differs from the parent's (hash per source)."""
     from primenb.engine.data import is_env_name, sft_env_args
     from primenb.engine.plan import build_plan
-    from primenb.envs import get_environment
     from primenb.protocol.hashing import rows_hash
+    from primenb.traces.trust import environment
 
     plan = build_plan(config.resolved(primenb=True))
     if plan.mode == "rl":
@@ -172,7 +165,7 @@ def data_differences(parent: Trace, config: Config) -> list[str]:
     notes = []
     for name, env_id, args in wanted:
         old = before.pop(name, None)
-        env = get_environment(env_id, **args)
+        env = environment(env_id, args, trace=parent, verb="apply", trust=trust)
         digest, n = rows_hash(env.train_rows())
         if old is None:
             notes.append(f"source {name!r} ({env_id}) is new: the parent did not train on it")
@@ -234,7 +227,7 @@ def apply(
     config = edited_config(text, [p for p in auto if p[0] not in settable] + pairs, mode=parent.mode)
     require_trusted(parent, config, "apply", trust=trust)  # before anything builds its environment
     check_architecture(parent, config, ckpt)
-    for note in data_differences(parent, config):
+    for note in data_differences(parent, config, trust=trust):
         warnings.warn(f"the training data differs from trace {parent.id}'s: {note}", HarnessWarning, stacklevel=2)
     lineage = Lineage(parent=parent.id)
     return _launch(config, name=name or f"{parent.name}-apply-{secrets.token_hex(2)}", backend=backend, lineage=lineage)

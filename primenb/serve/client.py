@@ -53,19 +53,6 @@ def _safe_model(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._/:+@-]+", "-", name).lstrip("/.:+@-")[:MAX_ID] or "model"
 
 
-def _text_template(sources: list[dict[str, Any]]) -> str | None:
-    for src in sources:
-        if src.get("env_id"):
-            try:
-                from primenb.envs import get_environment
-
-                env = get_environment(src["env_id"], **(src.get("args") or {}))
-            except Exception:  # served raw: the prompt format is a convenience, not a requirement
-                return None
-            return getattr(env, "text_template", None)
-    return None
-
-
 def finetune_kind(trace: Any, checkpoint: Path | None = None) -> str:
     """``lora`` (an adapter) or ``full`` (weights of its own): what the checkpoint holds when it is
     here, else what the run recorded."""
@@ -99,6 +86,7 @@ def model_specs(
     (`remote.one_host`), checkpoints are paths on that host."""
     from primenb.harness.inference import describe, trained
     from primenb.traces.trace import get
+    from primenb.traces.trust import prompt_format
 
     taken = set(taken or ())
     specs: list[dict[str, Any]] = []
@@ -122,7 +110,8 @@ def model_specs(
             "kind": "checkpoint",
             "model_name": model_name,
             "seed": info.base_seed,
-            "text_template": _text_template(info.env_sources),
+            # the road every trace's environment takes: an untrusted trace's format is plain data
+            "text_template": prompt_format(trace, "serve"),
             "trace": trace.id,
             "trace_name": trace.name,
         }

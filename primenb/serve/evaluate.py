@@ -152,17 +152,18 @@ def _bind(targets: list[Target], server: client.Server) -> None:
             t.model_id = found
 
 
-def _env_args(env_id: str, given: dict[str, Any], traces: list[Any]) -> dict[str, Any]:
+def _env_args(env_id: str, given: dict[str, Any], traces: list[Any]) -> tuple[dict[str, Any], Any]:
     """The arguments given, else those the (first) trace evaluated this environment with: the
-    same held-out rows as the run's own eval."""
+    same held-out rows as the run's own eval; and the trace they were read from (None: given)."""
+    from primenb.traces.trust import sources
+
     if given:
-        return given
+        return given, None
     for trace in traces:
-        for kind in ("eval", "train"):
-            for src in (trace.data.get(kind) or {}).get("sources") or []:
-                if src.get("env_id") == env_id and isinstance(src.get("args"), dict):
-                    return dict(src["args"])
-    return {}
+        for src in sources(trace, ("eval", "train")):
+            if src["env_id"] == env_id:
+                return dict(src["args"]), trace
+    return {}, None
 
 
 def _max_tokens(traces: list[Any]) -> int:
@@ -192,21 +193,24 @@ def evaluate(
     pass_reward: float = 1.0,
     keep_server: bool = False,
     store: bool = True,
+    trust: bool = False,
 ) -> EvalResult:
     """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows: ``rollouts``
     independent samples of each, seeded from ``seed``. One trace alone is compared against the
     model it was trained on. A server this eval had to start is stopped at the end unless
-    ``keep_server``."""
+    ``keep_server``. Arguments read from an imported trace reach an environment that is not
+    built in or registered here only with ``trust``."""
     import pandas as pd
 
-    from primenb.envs import get_environment
+    from primenb.traces.trust import environment as trusted_environment
 
     if num_examples < 1 or rollouts < 1:
         raise PrimenbError("-n and -r must be at least 1")
     targets = _targets(models, client.servers())
     traces = [t.trace for t in targets if t.trace is not None]
-    env_args = _env_args(env, dict(args or {}), traces)
-    environment = get_environment(env, **env_args)
+    env_args, recorded_by = _env_args(env, dict(args or {}), traces)
+    # arguments an imported trace recorded reach only an environment built in or registered here
+    environment = trusted_environment(env, env_args, trace=recorded_by, verb="eval", trust=trust)
     rows = environment.eval_rows()[:num_examples]
     if not rows:
         raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")

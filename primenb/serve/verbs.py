@@ -69,6 +69,7 @@ def eval_run(args: argparse.Namespace) -> Any:
         seed=args.seed,
         pass_reward=args.pass_reward,
         keep_server=args.keep_server,
+        trust=getattr(args, "trust", False),
     )
 
 

@@ -150,9 +150,10 @@ class EnvTaskset(vf.Taskset[EnvTask, EnvTasksetConfig]):
     """A primenb environment's held-out rows, in order."""
 
     def load(self) -> list[EnvTask]:
-        from primenb.envs import get_environment
+        from primenb.traces.trust import environment
 
-        env = get_environment(self.config.env, **self.config.args)
+        # `evaluate` built this id with these arguments through the trust road before it got here
+        env = environment(self.config.env, self.config.args, verb="eval")
         tasks = []
         for row in env.eval_rows():
             messages = env.format_prompt(row["prompt"], chat=True)
