@@ -36,6 +36,8 @@ def stdev(values: Any) -> float:
     vals = [float(v) for v in values]
     if len(vals) < 2:
         return 0.0
+    if not all(map(math.isfinite, vals)):  # statistics.stdev raises AttributeError on inf (3.11)
+        return math.nan
     try:
         return statistics.stdev(vals)
     except (OverflowError, ValueError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from primenb.serve import client, eval_stats
 from primenb.serve.aio import run_async
 
 WARMUP = RunDir.WARMUP_CHECKPOINT
+log = logging.getLogger("primenb.serve")
 MAX_IN_FLIGHT = 64  # rollouts asked at once: the server batches them (its --max-batch) and queues the rest
 
 
@@ -456,13 +458,16 @@ def _score_all(
     that does not return stops the eval with what to fix, instead of hanging the kernel."""
     from primenb.envs.catalog import REWARD_CALL_TIMEOUT, score_each
 
-    names = environment.reward_names()
+    names = list(dict.fromkeys(environment.reward_names()))  # one column per name, as `score_each` keys them
     per_func: dict[str, list[float]] = {n: [] for n in names}
+    failed: dict[str, list[str]] = {}
     totals = []
     for row, text in zip(rows, texts, strict=True):
         total, by_func = score_each(environment, row, text)
         for name in names:
             value = by_func.get(name, 0.0)
+            if isinstance(value, str):  # its error text (`error_text`: the type only under deny)
+                failed.setdefault(name, []).append(value)
             if isinstance(value, str) and value.startswith("RewardTimeout"):
                 raise PrimenbError(
                     f"reward function {name!r} did not return within {REWARD_CALL_TIMEOUT:g} s; the eval "
@@ -471,6 +476,14 @@ def _score_all(
                 )
             per_func[name].append(value if isinstance(value, float) else 0.0)
         totals.append(total)
+    for name, errors in failed.items():
+        log.warning(
+            "reward function %r failed on %d of %d completions (scored 0.0): %s",
+            name,
+            len(errors),
+            len(texts),
+            errors[0],
+        )
     return per_func, totals
 
 
