@@ -67,6 +67,12 @@ def _path(pid: int) -> Path:
 
 
 def write(record: dict[str, Any]) -> None:
+    """Write ``record``; one read here (`shaped`) and written back keeps the key variable it was
+    recorded with, though this process may not hold that key."""
+    record = dict(record)
+    recorded = record.pop("recorded_key_var", None)
+    if recorded is not None:
+        record["api_key_var"] = recorded
     atomic_write_text(_path(record["pid"]), json.dumps(record, indent=1))
 
 
@@ -174,13 +180,17 @@ def shaped(rec: Any, pid: int) -> dict[str, Any]:
     key_var = _key_var(rec)
     out: dict[str, Any] = {
         "pid": pid,
-        "url": _url(rec.get("url"), keyed=rec.get("api_key_var") is not None),
+        # another address only when this process holds the server's key: a forged record cannot
+        # point `serve list` at a host of its choosing
+        "url": _url(rec.get("url"), keyed=key_var is not None),
         "models": [m for m in rec.get("models") or [] if isinstance(m, str) and len(m) <= MAX_URL][:MAX_MODELS]
         if isinstance(rec.get("models"), list)
         else [],
         "started": _number(rec.get("started")) or 0.0,
         "api_key_var": key_var,
     }
+    if isinstance(rec.get("api_key_var"), str):  # what was recorded, written back as is (`write`)
+        out["recorded_key_var"] = rec["api_key_var"]
     if isinstance(rec.get("api_key_check"), dict):
         out["api_key_check"] = rec["api_key_check"]
     for field in ("host", "port"):

@@ -166,3 +166,29 @@ def test_api_key_var_must_name_a_set_variable(
     if says == "not a name":
         assert name not in str(err.value)  # possibly the key itself: never echoed
     assert not list(registry.folder().iterdir())  # nothing written, no server started
+
+
+def test_a_record_read_without_the_key_is_written_back_with_its_key_variable(
+    worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PRIMENB_KEY", raising=False)
+    check = registry.key_check("the-server-key")
+    registry.write({**GOOD, "pid": worker.pid, "api_key_var": "PRIMENB_KEY", "api_key_check": check})
+    rec = registry.read(worker.pid)
+    assert rec is not None and rec["api_key_var"] is None  # this process does not hold the key
+    registry.update_models(worker.pid, ["m", "n"])  # a read-modify-write, as the worker and revive do
+    on_disk = json.loads((registry.folder() / f"{worker.pid}.json").read_text())
+    assert on_disk["api_key_var"] == "PRIMENB_KEY" and on_disk["models"] == ["m", "n"]
+    assert "recorded_key_var" not in on_disk
+    monkeypatch.setenv("PRIMENB_KEY", "the-server-key")
+    (s,) = client.servers(revive=False)
+    assert s.api_key_var == "PRIMENB_KEY"
+
+
+def test_a_non_loopback_url_is_listed_only_with_the_server_s_key(worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    away = {**GOOD, "pid": worker.pid, "url": "http://10.1.2.3:9/v1", "api_key_var": "PRIMENB_KEY"}
+    registry.write({**away, "api_key_check": registry.key_check("the-server-key")})
+    monkeypatch.delenv("PRIMENB_KEY", raising=False)
+    assert _listed() == []  # a forged record naming any variable cannot point the list elsewhere
+    monkeypatch.setenv("PRIMENB_KEY", "the-server-key")
+    assert _listed() == [worker.pid]
