@@ -54,6 +54,11 @@ def test_the_issue_files_are_skipped_with_a_warning_and_the_good_server_stays_li
     said = " ".join(str(w.message) for w in caught)
     assert "\u00b2" not in said and "\\xb2" in said  # a file name is shown escaped, never raw
     assert "not on this machine" in said  # a keyless record pointing away from loopback
+    from primenb.server.servers import list_servers  # the sidebar's list reads the same files
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert [i["pid"] for i in list_servers()["servers"]] == [worker.pid]
 
 
 def test_a_record_s_ssh_options_never_reach_ssh(worker: Any, tmp_path: Path) -> None:
