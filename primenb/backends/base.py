@@ -105,9 +105,5 @@ class Backend(ABC):
         server there and forwards a local port to it (`primenb.backends.ssh_serve.SSHServeHost`)."""
         raise PrimenbError(f"{run_dir.name}: traces of the {self.name} backend are served on this machine")
 
-    def serve_host_from(self, record: dict[str, Any]) -> Any:
-        """The same host again, from what ``serve_host(...).start`` recorded (to stop it later)."""
-        raise PrimenbError(f"the {self.name} backend does not serve on another host")
-
 
 __all__ = ["Backend", "Capabilities", "Lineage"]

@@ -188,11 +188,6 @@ class SSHBackend(Backend):
             raise PrimenbError(f"{Path(run_dir).name} never reached its SSH host: there is nothing to serve there")
         return SSHServeHost(info)
 
-    def serve_host_from(self, record: dict[str, Any]) -> Any:
-        from primenb.backends.ssh_serve import SSHServeHost
-
-        return SSHServeHost(dict(record.get("ssh") or {}))
-
 
 def _failed(run_dir: Path, why: str) -> None:
     files = RunDir(run_dir)

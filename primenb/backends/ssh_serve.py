@@ -228,8 +228,7 @@ class SSHServeHost:
             "started": time.time(),
             "api_key_var": api_key_var,
             "remote": {
-                "backend": "ssh",  # the backend whose serve_host_from re-opens this host
-                "ssh": self.to_json(),
+                "backend": "ssh",  # the caller adds the trace whose run's own files name this host
                 "where": self.describe(),
                 "dir": folder,
                 "pid": remote_pid,

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from primenb.envs.errors import RewardFunctionError
-from primenb.protocol.privacy import error_text
+from primenb.protocol.privacy import error_text, is_private
 
 log = logging.getLogger("primenb.envs")
 
@@ -139,7 +139,8 @@ class GuardedReward:
                 n,
                 FAILED_SCORE,
                 what,
-                exc_info=first if self.failing_batches == 1 else None,
+                # a traceback prints the message: under deny only the type (in `what`) is shown
+                exc_info=first if self.failing_batches == 1 and not is_private() else None,
             )
             if self.failing_batches == LOG_FIRST_BATCHES:
                 log.warning(

@@ -6,8 +6,10 @@ stderr, launcher.log). Types and code locations are kept: they say where it fail
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from primenb.protocol.hashing import redact_text
@@ -24,6 +26,19 @@ def set_private(on: bool) -> None:
 
 def is_private() -> bool:
     return _private
+
+
+@contextlib.contextmanager
+def private_while(on: bool) -> Iterator[None]:
+    """Deny mode for the body when ``on`` (an eval of a deny trace in the notebook's own process),
+    restored after: the kernel's other work keeps its own mode."""
+    global _private
+    before = _private
+    _private = before or bool(on)
+    try:
+        yield
+    finally:
+        _private = before
 
 
 TEXT_FIELDS = ("prompt", "completion", "answer")

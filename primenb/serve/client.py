@@ -273,6 +273,28 @@ def _admin(server: Server, method: str, path: str, body: Any = None, timeout: fl
 # -- verbs ----------------------------------------------------------------------------------------
 
 
+def check_key_var(name: str | None) -> None:
+    """``--api-key-var`` names a variable that holds the key, on any host: a missing or empty one
+    would start a server with no key. What was given is never echoed (it may be the key itself,
+    pasted where its name belongs)."""
+    if name is None:
+        return
+    from primenb.protocol.hashing import has_credential
+
+    # a token (hf_..., sk-...) is an identifier too: one that looks like a key, or is as long as one, is refused
+    if not registry.KEY_VAR_RE.match(name) or len(name) > 64 or has_credential(name):
+        raise ServeError(
+            "--api-key-var wants the NAME of an environment variable (letters, digits and '_', e.g. "
+            "PRIMENB_API_KEY) whose value is the key; what was given is not a name and is not shown, "
+            "in case it is the key itself. Put the key in a variable and pass its name."
+        )
+    if not os.environ.get(name):
+        raise ServeError(
+            f"--api-key-var {name}: that environment variable is not set or is empty, so the server "
+            f"would have no key. Set it first (os.environ[{name!r}] = ... or %env {name}=...)."
+        )
+
+
 def start(
     traces: list[Any] | None = None,
     *,
@@ -288,23 +310,19 @@ def start(
     """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
     base model(s) under them; return once it answers. Traces trained on an SSH host are served
     there, through a forwarded port here; traces of different hosts are refused."""
-    if not registry.is_loopback(host):
-        if not api_key_var:
-            raise ServeError(
-                f"--host {host} makes the server reachable from other machines: it needs an API key. "
-                "Put one in an environment variable and pass its name with --api-key-var VAR."
-            )
-        if not os.environ.get(api_key_var):
-            raise ServeError(f"--api-key-var {api_key_var}: that environment variable is not set (or is empty).")
-    if api_key_var and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_var):
-        raise ServeError(f"--api-key-var wants an environment variable name, not {api_key_var!r}")
+    if not registry.is_loopback(host) and not api_key_var:
+        raise ServeError(
+            f"--host {host} makes the server reachable from other machines: it needs an API key. "
+            "Put one in an environment variable and pass its name with --api-key-var VAR."
+        )
+    check_key_var(api_key_var)
     from primenb.traces.trace import get
 
     refs = [get(r) for r in (list(traces) if traces else completed_traces())]
     on = remote.one_host(refs)
     specs = model_specs(refs, base, host=on, parents=parents)
     if on is not None:
-        return _start_remote(on, specs, host, port, api_key_var, timeout)
+        return _start_remote(on, specs, refs[0].id, host, port, api_key_var, timeout)
     folder = registry.folder()
     tag = uuid.uuid4().hex[:12]
     spec_path, ready = folder / f"spec-{tag}.json", folder / f"ready-{tag}.json"
@@ -341,9 +359,11 @@ def start(
 
 
 def _start_remote(
-    on: Any, specs: list[dict[str, Any]], host: str, port: int, key_var: str | None, timeout: float
+    on: Any, specs: list[dict[str, Any]], trace: str, host: str, port: int, key_var: str | None, timeout: float
 ) -> Server:
-    rec = remote.start(on, {"models": specs}, bind=host, port=int(port), api_key_var=key_var, timeout=timeout)
+    rec = remote.start(
+        on, {"models": specs}, trace=trace, bind=host, port=int(port), api_key_var=key_var, timeout=timeout
+    )
     server = Server(rec["url"], int(rec["pid"]), list(rec["models"]), key_var, rec["remote"])
     try:
         _admin(server, "GET", "/v1/models", timeout=30.0)  # answers through the forward
@@ -506,6 +526,7 @@ __all__ = [
     "ServeError",
     "Server",
     "add",
+    "check_key_var",
     "completed_traces",
     "find",
     "model_specs",

@@ -21,6 +21,29 @@ def rollout_seed(base: int, example: int, rollout: int) -> int:
     return int.from_bytes(digest[:7], "big")
 
 
+def mean(values: Any) -> float:
+    """The mean, also of values whose sum overflows (1e308 twice: `fsum` raises, this does not)."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return math.nan
+    try:
+        return statistics.fmean(vals)
+    except (OverflowError, ValueError):  # an intermediate sum past float's range, or inf - inf
+        return math.fsum(v / len(vals) for v in vals) if all(map(math.isfinite, vals)) else math.nan
+
+
+def stdev(values: Any) -> float:
+    vals = [float(v) for v in values]
+    if len(vals) < 2:
+        return 0.0
+    if not all(map(math.isfinite, vals)):  # statistics.stdev raises AttributeError on inf (3.11)
+        return math.nan
+    try:
+        return statistics.stdev(vals)
+    except (OverflowError, ValueError):
+        return math.nan
+
+
 def per_example(records: list[dict[str, Any]]) -> dict[int, list[float]]:
     rewards: dict[int, list[float]] = defaultdict(list)
     for r in records:
@@ -30,14 +53,14 @@ def per_example(records: list[dict[str, Any]]) -> dict[int, list[float]]:
 
 def interval(records: list[dict[str, Any]]) -> tuple[float, float, float]:
     """Mean reward and its 95 % interval over examples (each example's mean over its rollouts)."""
-    means = [statistics.fmean(v) for v in per_example(records).values()]
+    means = [mean(v) for v in per_example(records).values()]
     if not means:
         return math.nan, math.nan, math.nan
-    mean = statistics.fmean(means)
+    centre = mean(means)
     if len(means) < 2:
-        return mean, mean, mean
-    half = Z95 * statistics.stdev(means) / math.sqrt(len(means))
-    return mean, mean - half, mean + half
+        return centre, centre, centre
+    half = Z95 * stdev(means) / math.sqrt(len(means))
+    return centre, centre - half, centre + half
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -68,4 +91,4 @@ def pass_rates(records: list[dict[str, Any]], rollouts: int, threshold: float) -
     }
 
 
-__all__ = ["interval", "pass_at_k", "pass_ks", "pass_rates", "per_example", "rollout_seed"]
+__all__ = ["interval", "mean", "pass_at_k", "pass_ks", "pass_rates", "per_example", "rollout_seed", "stdev"]

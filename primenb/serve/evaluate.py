@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import html
+import logging
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +24,13 @@ from typing import Any
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.privacy import private_while
 from primenb.protocol.rundir import RunDir
 from primenb.serve import client, eval_stats
 from primenb.serve.aio import run_async
 
 WARMUP = RunDir.WARMUP_CHECKPOINT
+log = logging.getLogger("primenb.serve")
 MAX_IN_FLIGHT = 64  # rollouts asked at once: the server batches them (its --max-batch) and queues the rest
 
 
@@ -200,14 +202,63 @@ def evaluate(
     model it was trained on. A server this eval had to start is stopped at the end unless
     ``keep_server``. Arguments read from an imported trace reach an environment that is not
     built in or registered here only with ``trust``."""
+    if num_examples < 1 or rollouts < 1:
+        raise PrimenbError("-n and -r must be at least 1")
+    check_sampling(temperature, max_tokens)
+    targets = _targets(models, client.servers())
+    traces = [t.trace for t in targets if t.trace is not None]
+    # deny is a property of the run: an eval of a deny trace withholds reward errors' messages too
+    private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
+    with private_while(private):
+        return _evaluate(
+            targets,
+            traces,
+            env,
+            args,
+            num_examples,
+            rollouts,
+            temperature,
+            max_tokens,
+            seed,
+            pass_reward,
+            keep_server,
+            store,
+            trust,
+            private,
+        )
+
+
+def check_sampling(temperature: Any, max_tokens: Any) -> None:
+    """The eval's sampling values, checked as the server checks a request's (say what to pass)."""
+    ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    if not ok or not math.isfinite(temperature) or not 0 <= temperature <= 2:
+        raise PrimenbError(f"--temperature {temperature!r}: use a number from 0 (greedy) to 2")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise PrimenbError(
+            f"--max-tokens {max_tokens!r}: use a whole number of tokens of at least 1 (leave it out for the run's own)"
+        )
+
+
+def _evaluate(
+    targets: list[Target],
+    traces: list[Any],
+    env: str,
+    args: dict[str, Any] | None,
+    num_examples: int,
+    rollouts: int,
+    temperature: float,
+    max_tokens: int | None,
+    seed: int,
+    pass_reward: float,
+    keep_server: bool,
+    store: bool,
+    trust: bool,
+    private: bool,
+) -> EvalResult:
     import pandas as pd
 
     from primenb.traces.trust import environment as trusted_environment
 
-    if num_examples < 1 or rollouts < 1:
-        raise PrimenbError("-n and -r must be at least 1")
-    targets = _targets(models, client.servers())
-    traces = [t.trace for t in targets if t.trace is not None]
     env_args, recorded_by = _env_args(env, dict(args or {}), traces)
     # arguments an imported trace recorded reach only an environment built in or registered here
     environment = trusted_environment(env, env_args, trace=recorded_by, verb="eval", trust=trust)
@@ -232,7 +283,6 @@ def evaluate(
         note = f"; started {server.url} for this eval" + (" and kept it" if keep_server else " and stopped it")
     out = EvalResult(env, table, frame, server.url, evaluator=summary[0]["evaluator"], baseline=baseline, seed=seed)
     out.server_note = note
-    private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
     if store:
         for target, row in zip(targets, summary, strict=True):
             if target.trace is not None and target.stage == "final":
@@ -278,13 +328,13 @@ def _evaluate_on(
                 "model": target.model_id,
                 "role": target.role,
                 "reward_mean": mean,
-                "reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
+                "reward_std": eval_stats.stdev(rewards),
                 "ci95_low": lo,
                 "ci95_high": hi,
                 "n": len(rewards),
                 "examples": len(eval_stats.per_example(records)),
                 "rollouts": rollouts,
-                **{f"reward/{n}": statistics.fmean(r["rewards"].get(n, 0.0) for r in records) for n in names},
+                **{f"reward/{n}": eval_stats.mean(r["rewards"].get(n, 0.0) for r in records) for n in names},
                 "tokens_per_s": sum(r["tokens"] for r in records) / wall if wall > 0 else float("nan"),
                 "wall_s": wall,
                 "evaluator": evaluator,
@@ -393,12 +443,7 @@ def _primenb_rollouts(
     texts = [a for a, _ in answers]
     all_rows = [rows[i % len(rows)] for i in range(len(texts))]
     all_prompts = [prompts[i % len(prompts)] for i in range(len(texts))]
-    cols = {k: [r.get(k) for r in all_rows] for k in {k for r in all_rows for k in r if k != "prompt"}}
-    per_func = {}
-    for name, func in zip(environment.reward_names(), environment.reward_funcs, strict=True):
-        values = func(prompts=all_prompts, completions=texts, **cols)
-        per_func[name] = [float(v if v is not None else 0.0) for v in values]
-    rewards = environment.score(all_prompts, texts, all_rows)
+    per_func, rewards = _score_all(environment, all_rows, texts)
     return [
         {
             "example": i % len(rows),
@@ -413,6 +458,50 @@ def _primenb_rollouts(
         }
         for i in range(len(texts))
     ], wall
+
+
+def _score_all(
+    environment: Any, rows: list[dict[str, Any]], texts: list[str]
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Each completion scored as ``env add`` scores it (`score_each`): each reward call bounded in
+    time, a raise or a non-finite value scored 0.0 (its error text withheld under deny); a reward
+    that does not return stops the eval with what to fix, instead of hanging the kernel."""
+    from primenb.envs.catalog import REWARD_CALL_TIMEOUT, score_each
+
+    names = list(dict.fromkeys(environment.reward_names()))  # one column per name, as `score_each` keys them
+    per_func: dict[str, list[float]] = {n: [] for n in names}
+    failed: dict[str, list[str]] = {}
+    totals = []
+    for row, text in zip(rows, texts, strict=True):
+        total, by_func = score_each(environment, row, text)
+        for name in names:
+            value = by_func.get(name, 0.0)
+            if isinstance(value, str):  # its error text (`error_text`: the type only under deny)
+                failed.setdefault(name, []).append(value)
+            if isinstance(value, str) and value.startswith("RewardTimeout"):
+                raise PrimenbError(
+                    f"reward function {name!r} did not return within {REWARD_CALL_TIMEOUT:g} s; the eval "
+                    "stopped. A reward must return for every completion: fix the function (a network "
+                    "call without a timeout, an endless loop) and run the eval again"
+                )
+            per_func[name].append(value if isinstance(value, float) else 0.0)
+        totals.append(total)
+    for name, errors in failed.items():
+        log.warning(
+            "reward function %r failed on %d of %d completions (scored 0.0): %s",
+            name,
+            len(errors),
+            len(texts),
+            errors[0],
+        )
+    return per_func, totals
+
+
+def _finite(doc: Any) -> Any:
+    """``doc`` with NaN and infinities as null (a reward's 1e308 summed is inf: not JSON)."""
+    import json
+
+    return json.loads(json.dumps(doc, default=str), parse_constant=lambda _: None)
 
 
 def _store(
@@ -437,6 +526,7 @@ def _store(
         "summary": row,
         "samples": mine,
     }
+    doc = _finite(doc)
     atomic_write_json(path, doc)
     return str(path)
 

@@ -12,11 +12,17 @@ forged record never gets another program signalled."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import hmac
 import ipaddress
 import json
 import math
 import os
+import re
 import subprocess
+import urllib.parse
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +34,10 @@ WORKER = "primenb.serve.worker"  # the module a server runs (`python -m primenb.
 MAX_RECORD_BYTES = 1 << 20
 MAX_MODELS = 200
 MAX_URL = 300
+MAX_PID = 1 << 22  # Linux's largest pid_max: a bigger "pid" is no process (os.kill would overflow)
+KEY_ROUNDS = 200_000
+KEY_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+PID_FILE_RE = re.compile(r"^[0-9]{1,7}\.json\Z")  # ASCII digits only: "²".isdigit() is true
 
 
 def folder() -> Path:
@@ -57,6 +67,12 @@ def _path(pid: int) -> Path:
 
 
 def write(record: dict[str, Any]) -> None:
+    """Write ``record``; one read here (`shaped`) and written back keeps the key variable it was
+    recorded with, though this process may not hold that key."""
+    record = dict(record)
+    recorded = record.pop("recorded_key_var", None)
+    if recorded is not None:
+        record["api_key_var"] = recorded
     atomic_write_text(_path(record["pid"]), json.dumps(record, indent=1))
 
 
@@ -67,34 +83,130 @@ def update_models(pid: int, models: list[str]) -> None:
         write(rec)
 
 
-def read(pid: int) -> dict[str, Any] | None:
-    """The record of ``pid`` in the shape a server writes, or None (missing, unreadable, forged)."""
-    return _shaped(read_json_object(_path(pid), max_bytes=MAX_RECORD_BYTES), int(pid))
-
-
 def _number(value: Any) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
 
 
-def _shaped(rec: dict[str, Any], pid: int) -> dict[str, Any] | None:
-    """``rec`` with its fields checked (pid matches its file, an http(s) URL, model ids as text,
-    ``started`` a number): None where a field a client relies on is wrong."""
-    url = rec.get("url")
-    if rec.get("pid") != pid or isinstance(rec.get("pid"), bool) or pid <= 1:
-        return None
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > MAX_URL:
-        return None
-    if "remote" in rec and not isinstance(rec["remote"], dict):
-        return None
-    models = rec.get("models")
-    key_var = rec.get("api_key_var")
-    return {
-        **rec,
-        "models": [m for m in models if isinstance(m, str)][:MAX_MODELS] if isinstance(models, list) else [],
-        "started": _number(rec.get("started")) or 0.0,
-        "api_key_var": key_var if isinstance(key_var, str) and key_var else None,
+class BadRecord(ValueError):
+    """A record not in the shape a server writes; the message says which field."""
+
+
+def _int(value: Any, low: int, high: int, what: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value < high:
+        return value
+    raise BadRecord(f"{what} is not a whole number in [{low}, {high})")  # the value is not echoed
+
+
+def _text(value: Any, what: str, limit: int = MAX_URL) -> str:
+    if isinstance(value, str) and value.isprintable() and len(value) <= limit:
+        return value
+    raise BadRecord(f"{what} is not short printable text")
+
+
+def _url(value: Any, keyed: bool) -> str:
+    """An http URL of a port here: loopback always; another address only for a server that
+    needs a key (primenb never starts a keyless non-loopback server)."""
+    url = _text(value, "url")
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or port is None or parts.username or parts.password:
+        raise BadRecord("url is not http://HOST:PORT/v1")
+    if not (is_loopback(parts.hostname) or keyed):
+        raise BadRecord("url is not on this machine (loopback) and the server has no key")
+    return url
+
+
+def _remote(value: Any) -> dict[str, Any]:
+    """The remote part, typed: where the server runs there and the trace whose run names the host
+    (the SSH options are looked up from that run's own files, never taken from here)."""
+    if not isinstance(value, dict):
+        raise BadRecord("remote is not a table")
+    if value.get("backend") != "ssh":
+        raise BadRecord("remote backend is not one primenb serves on")
+    out: dict[str, Any] = {
+        "backend": "ssh",
+        "trace": _text(value.get("trace"), "remote trace", 100),
+        "where": _text(value.get("where", ""), "remote where"),
+        "dir": _text(value.get("dir"), "remote dir"),
+        "pid": _int(value.get("pid"), 2, MAX_PID, "remote pid"),
+        "port": _int(value.get("port"), 1, 65536, "remote port"),
+        "forward": _text(value.get("forward"), "remote forward", 100),
     }
+    if isinstance(value.get("log"), str):
+        out["log"] = _text(value["log"], "remote log", 4096)
+    return out
+
+
+def key_check(value: str) -> dict[str, str]:
+    """What a record keeps of its server's key: a salted slow hash, so a client sends the named
+    variable's value only when it is that key (a forged record naming HF_TOKEN gets nothing)."""
+    salt = os.urandom(16).hex()
+    return {"salt": salt, "hash": _key_hash(salt, value)}
+
+
+@functools.lru_cache(maxsize=64)
+def _key_hash(salt: str, value: str) -> str:
+    return hashlib.pbkdf2_hmac("sha256", value.encode(), bytes.fromhex(salt), KEY_ROUNDS).hex()
+
+
+def _key_var(rec: dict[str, Any]) -> str | None:
+    """The record's key variable when its value here is the key the server was started with."""
+    name, check = rec.get("api_key_var"), rec.get("api_key_check")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not KEY_VAR_RE.match(name):
+        raise BadRecord("api_key_var is not a variable name")
+    value = os.environ.get(name)
+    if not value or not isinstance(check, dict):
+        return None
+    salt, digest = check.get("salt"), check.get("hash")
+    if not (isinstance(salt, str) and re.fullmatch(r"[0-9a-f]{32}", salt) and isinstance(digest, str)):
+        return None
+    return name if hmac.compare_digest(_key_hash(salt, value), digest) else None
+
+
+def shaped(rec: Any, pid: int) -> dict[str, Any]:
+    """``rec`` typed as a server writes it (bounded ints, a URL of a port here, model ids as text,
+    a typed remote part); `BadRecord` says what is wrong. ``api_key_var`` is kept only while that
+    variable holds the server's own key (see `key_check`)."""
+    if not isinstance(rec, dict):
+        raise BadRecord("not a JSON object")
+    if _int(rec.get("pid"), 2, MAX_PID, "pid") != pid:
+        raise BadRecord("its pid is not the one in its file name")
+    key_var = _key_var(rec)
+    out: dict[str, Any] = {
+        "pid": pid,
+        # another address only when this process holds the server's key: a forged record cannot
+        # point `serve list` at a host of its choosing
+        "url": _url(rec.get("url"), keyed=key_var is not None),
+        "models": [m for m in rec.get("models") or [] if isinstance(m, str) and len(m) <= MAX_URL][:MAX_MODELS]
+        if isinstance(rec.get("models"), list)
+        else [],
+        "started": _number(rec.get("started")) or 0.0,
+        "api_key_var": key_var,
+    }
+    if isinstance(rec.get("api_key_var"), str):  # what was recorded, written back as is (`write`)
+        out["recorded_key_var"] = rec["api_key_var"]
+    if isinstance(rec.get("api_key_check"), dict):
+        out["api_key_check"] = rec["api_key_check"]
+    for field in ("host", "port"):
+        if field in rec:
+            out[field] = _text(rec[field], "host", 255) if field == "host" else _int(rec[field], 0, 65536, "port")
+    if "remote" in rec:
+        out["remote"] = _remote(rec["remote"])
+    return out
+
+
+def read(pid: int) -> dict[str, Any] | None:
+    """The record of ``pid`` in the shape a server writes, or None (missing, unreadable, forged)."""
+    try:
+        return shaped(read_json_object(_path(pid), max_bytes=MAX_RECORD_BYTES), int(pid))
+    except BadRecord:
+        return None
 
 
 def remove(pid: int) -> None:
@@ -138,17 +250,23 @@ def _zombie(pid: int) -> bool:
 
 
 def records() -> list[dict[str, Any]]:
-    """Live servers, oldest first (see `read` for the shape); the record of a local server whose
-    process is gone, or whose pid now runs another program, is removed; a malformed one is skipped."""
+    """Live servers, oldest first (see `shaped`); the record of a local server whose process is
+    gone, or whose pid now runs another program, is removed; a malformed file is skipped with a
+    warning, never breaking the list of the others."""
     out = []
-    for path in folder().glob("*.json"):
-        if not path.stem.isdigit():
+    for path in sorted(folder().iterdir()):
+        if not path.name.endswith(".json") or path.name.startswith(("spec-", "ready-")):
             continue
-        rec = read(int(path.stem))
-        if rec is None:
+        try:
+            if not PID_FILE_RE.match(path.name):
+                raise BadRecord("its name is not <pid>.json")
+            pid = int(path.name[:-5])
+            rec = shaped(read_json_object(path, max_bytes=MAX_RECORD_BYTES), pid)
+        except BadRecord as exc:
+            warnings.warn(f"skipping the server record {ascii(path.name)[1:-1]}: {exc}", stacklevel=2)
             continue
         # a remote server outlives its forward (pid): its record stays until `stop` ends it there
-        if not rec.get("remote") and not live_worker(rec["pid"]):
+        if "remote" not in rec and not live_worker(rec["pid"]):
             remove(rec["pid"])
             continue
         out.append(rec)
@@ -157,14 +275,17 @@ def records() -> list[dict[str, Any]]:
 
 __all__ = [
     "WORKER",
+    "BadRecord",
     "alive",
     "folder",
     "is_loopback",
     "is_worker",
+    "key_check",
     "live_worker",
     "read",
     "records",
     "remove",
+    "shaped",
     "update_models",
     "url_host",
     "write",

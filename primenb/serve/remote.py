@@ -4,6 +4,7 @@ traces of different hosts in one call are refused with what to run instead."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -50,14 +51,21 @@ def checkpoint_on(host: Any, trace: Any) -> str:
     return str(host.checkpoint(Path(trace.run_dir), trace.final_checkpoint))
 
 
-def start(host: Any, spec: dict[str, Any], *, bind: str, port: int, api_key_var: str | None, timeout: float) -> Any:
-    """Start a server for ``spec`` on ``host``, forwarded to ``bind:port`` here, and record it;
-    its registry record."""
+def start(
+    host: Any, spec: dict[str, Any], *, trace: str, bind: str, port: int, api_key_var: str | None, timeout: float
+) -> Any:
+    """Start a server for ``spec`` on ``host`` (the host of trace id ``trace``), forwarded to
+    ``bind:port`` here, and record it; its registry record. The record names the trace, not the
+    SSH options: `reopen` finds the host again from that run's own files."""
     folder = registry.folder()
     log = folder / f"forward-{int(time.time() * 1000)}.log"
     record = host.start(spec, bind=bind, port=port, api_key_var=api_key_var, log=log, timeout=timeout)
     record["url"] = f"http://{registry.url_host(bind)}:{int(record['port'])}/v1"
     record["remote"]["log"] = str(log)
+    record["remote"]["trace"] = trace
+    key = os.environ.get(api_key_var) if api_key_var else None
+    if key:
+        record["api_key_check"] = registry.key_check(key)
     registry.write(record)
     return record
 
@@ -105,10 +113,14 @@ def stop(record: dict[str, Any], timeout: float = 30.0) -> None:
 
 
 def reopen(remote: dict[str, Any]) -> Any:
-    """The host of a registry record's ``remote`` part (its backend re-opens it)."""
-    from primenb.backends import get_backend
+    """The host of a registry record's ``remote`` part: the host of the trace it names, from that
+    run's own files (a record is data: its SSH options, Python or key names are never used)."""
+    from primenb.traces.trace import get
 
-    return get_backend(str(remote.get("backend") or "")).serve_host_from(remote)
+    found = host_of(get(str(remote.get("trace") or "")))
+    if found is None:
+        raise PlacementError(f"the trace {remote.get('trace')!r} of this server record is not served on a host")
+    return found
 
 
 def host_key(remote: dict[str, Any] | None) -> str | None:

@@ -22,6 +22,7 @@ so `register` puts it in ``sys.modules`` under `PLUGIN` for the in-process eval.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -124,14 +125,19 @@ class EnvTask(vf.Task[EnvTaskData]):
 def _reward(name: str, func: Callable[..., Any], weight: float, row: dict[str, Any]) -> Callable[..., Any]:
     from verifiers.v1.types import content_text
 
+    from primenb.envs.catalog import REWARD_CALL_TIMEOUT, call_bounded
+
     cols = {k: [v] for k, v in row.items() if k != "prompt"}
 
     async def reward(task: EnvTaskData, trace: Any) -> float:
         replies = trace.assistant_messages
         text = content_text(replies[-1].content) if replies else ""  # unstripped, as the engine scores it
-        values = await asyncio.to_thread(func, prompts=[task.text_prompt], completions=[text], **cols)
-        value = values[0]
-        return float(value if value is not None else 0.0)  # as Environment.score counts None
+        # the same bound and finite-number rule as the primenb evaluator and `env add`
+        values = await asyncio.to_thread(
+            call_bounded, func, REWARD_CALL_TIMEOUT, prompts=[task.text_prompt], completions=[text], **cols
+        )
+        value = float(values[0] if values[0] is not None else 0.0)  # as Environment.score counts None
+        return value if math.isfinite(value) else 0.0
 
     reward.__name__ = name
     reward.reward = True  # type: ignore[attr-defined]

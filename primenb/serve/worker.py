@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.time(),
         "api_key_var": spec.get("api_key_var"),
     }
+    if key:  # lets a client tell this key from another variable a forged record names
+        record["api_key_check"] = registry.key_check(key)
     registry.write(record)
 
     async def watch() -> None:
