@@ -108,6 +108,9 @@ class MlflowSink(Sink):
         tags = {"primenb.trace_id": s.trace_id, "primenb.trace": s.trace_path}
         self.run_id = self.client.create_run(exp_id, run_name=s.name, tags=tags).info.run_id
         self.uri = uri
+        # the file store makes "a/b" a file under folder "a": a key that is also another key's
+        # prefix ("reward_errors", "reward_errors/lcs") cannot be stored, so there "/" becomes "."
+        self.key = (lambda k: k.replace("/", ".")) if uri.startswith("file:") else (lambda k: k)
         for k, v in _flat(s.config).items():
             self.client.log_param(self.run_id, k[:250], str(v)[:6000])
 
@@ -117,11 +120,11 @@ class MlflowSink(Sink):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in values.items()])
+        self.client.log_batch(self.run_id, metrics=[Metric(self.key(k), v, now, step) for k, v in values.items()])
 
     def finish(self, summary: dict[str, float]) -> None:
         for k, v in summary.items():
-            self.client.log_metric(self.run_id, "final/" + k, v)
+            self.client.log_metric(self.run_id, self.key("final/" + k), v)
         self.client.set_terminated(self.run_id)
 
     def location(self) -> dict[str, str]:
