@@ -109,6 +109,7 @@ def read_tensorboard(folder: Path) -> dict[str, list[tuple[int, float]]]:
 def read_mlflow(uri: str, run_id: str, want: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
     from mlflow.tracking import MlflowClient
 
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # primenb's default store (docs/trackers.md)
     client = MlflowClient(tracking_uri=uri)
     assert client.get_run(run_id).info.status == "FINISHED"
     out = {}
@@ -120,13 +121,10 @@ def read_mlflow(uri: str, run_id: str, want: dict[str, Any]) -> dict[str, list[t
 
 def read_wandb(folder: Path) -> dict[str, list[tuple[int, float]]]:
     from wandb.proto import wandb_internal_pb2
-    from wandb.sdk.internal.datastore import DataStore
 
     (path,) = folder.parent.glob("run-*.wandb")
-    ds = DataStore()
-    ds.open_for_scan(str(path))
     out: dict[str, list[tuple[int, float]]] = {}
-    while (data := ds.scan_data()) is not None:
+    for data in wandb_records(path.read_bytes()):
         rec = wandb_internal_pb2.Record()
         rec.ParseFromString(data)
         if rec.WhichOneof("record_type") != "history":
@@ -137,6 +135,31 @@ def read_wandb(folder: Path) -> dict[str, list[tuple[int, float]]]:
             if not k.startswith("_") and step is not None:
                 out.setdefault(k, []).append((int(step), float(v)))
     return out
+
+
+def wandb_records(blob: bytes) -> list[bytes]:
+    """The records of a W&B transaction log (``run-ID.wandb``): wandb 0.31 reads it in its Go core
+    only, so this follows its documented LevelDB-style layout: a 7-byte header (":W&B", magic,
+    version), then 32 KiB blocks of chunks (crc32, length, type: full, first, middle, last)."""
+    import struct
+
+    assert blob[:4] == b":W&B"
+    block, pos, records, partial = 32768, 7, [], b""
+    while pos + 7 <= len(blob):
+        left = block - pos % block
+        if left < 7:  # a block's tail too short for a chunk header is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", blob[pos : pos + 7])
+        chunk = blob[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 0 and length == 0:
+            continue
+        partial = chunk if kind in (1, 2) else partial + chunk
+        if kind in (1, 4):
+            records.append(partial)
+            partial = b""
+    return records
 
 
 def read_trackio(folder: Path, project: str, run_name: str) -> dict[str, list[tuple[int, float]]]:
