@@ -183,12 +183,17 @@ def test_no_sample_text_and_no_secret_reaches_a_tracker(run: Path) -> None:
     blob = tracker_bytes(run)
     assert MARKER.encode() in blob  # control: the config's text is in the trackers' files, searchable
     assert SECRET.encode() not in blob
-    texts = set()
-    for line in (run / "samples.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        texts |= {t for k in ("prompt", "completion") for t in strings(row.get(k)) if len(t) >= 12}
+    texts = sample_texts(run)
     assert texts  # the run did write sample text (the run allows it), and none of it went to a tracker
     assert not [t for t in texts if t.encode() in blob]
+
+
+def sample_texts(run_dir: Path) -> set[str]:
+    texts: set[str] = set()
+    for line in (run_dir / "samples.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        texts |= {t for k in ("prompt", "completion") for t in strings(row.get(k)) if len(t) >= 12}
+    return texts
 
 
 def strings(value: Any) -> list[str]:
@@ -222,3 +227,15 @@ def test_export_refuses_an_unknown_tracker(run: Path) -> None:
 
     with pytest.raises(PrimenbError, match="use one of"):
         backfill(str(run), "neptune")
+
+
+def test_deny_sends_the_scalars_and_the_config_only(run: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The same run under data_collection = "deny": every scalar still arrives, and no prompt or
+    completion of the allowed twin (same config, same data) is in any tracker's files."""
+    denied = _run(tmp_path_factory.mktemp("deny"), "denied", deny=True)
+    same(read_tensorboard(Path(trace(denied)["trackers"]["tensorboard"]["folder"])), expected(denied))
+    blob = tracker_bytes(denied)
+    assert MARKER.encode() in blob and SECRET.encode() not in blob  # the config went, scanned
+    texts = sample_texts(run)
+    assert texts  # control: the allowed twin wrote sample text
+    assert not [t for t in texts if t.encode() in blob]
