@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: the CPU wheel is on disk; a loose "torch" pulls a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e ".[train,test,dev]"
+	$(BIN)/pip install -q -c constraints.txt -e ".[train,test,dev,trackers]"
 	touch $(STAMP)
 
 demo: venv

@@ -271,10 +271,16 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "harness",
         "export",
-        "write a self-contained folder for another machine",
+        "write a self-contained folder for another machine, or (--to) send the metrics to a tracker",
         (
             arg("trace", help=_TRACE),
-            arg("path", help="folder to write"),
+            arg("path", nargs="?", default=None, help="folder to write"),
+            arg(
+                "--to",
+                default=None,
+                choices=("mlflow", "trackio", "wandb", "tensorboard"),
+                help="backfill a tracker from the stored metrics instead (docs/trackers.md)",
+            ),
         ),
     ),
     Command(

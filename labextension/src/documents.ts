@@ -8,9 +8,9 @@ export const RUN_STATES: ReadonlyArray<RunState> = ["queued", "running", "comple
 export const LIVE_STATES: ReadonlyArray<RunState> = ["queued", "running"];
 
 /** The trace columns of the harness index, in table order (`IIndexRow`). */
-export const INDEX_COLUMNS: ReadonlyArray<keyof IIndexRow> = ["trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr", "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend", "max_steps", "best_eval_step", "final_eval", "final_loss", "host", "reproduces", "metrics_match", "fingerprint", "data_hash", "seed", "run_dir", "revision"];
+export const INDEX_COLUMNS: ReadonlyArray<keyof IIndexRow> = ["trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr", "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend", "trackers", "max_steps", "best_eval_step", "final_eval", "final_loss", "host", "reproduces", "metrics_match", "fingerprint", "data_hash", "seed", "run_dir", "revision"];
 
-export const DOCUMENT_VERSIONS = {"eval": 1, "index": 2, "manifest": 1, "status": 1, "trace": 1} as const;
+export const DOCUMENT_VERSIONS = {"eval": 1, "index": 3, "manifest": 1, "status": 1, "trace": 1} as const;
 
 export interface IAdapter {
   type?: string | null;
@@ -85,6 +85,7 @@ export interface IIndexRow {
   best_eval: number | null;
   duration: number | null;
   backend: string | null;
+  trackers: string | null;
   max_steps: number | null;
   best_eval_step: number | null;
   final_eval: number | null;
@@ -275,5 +276,6 @@ export interface ITraceDoc {
   deps?: Record<string, unknown> | null;
   hardware?: Record<string, unknown> | null;
   git?: Record<string, unknown> | null;
+  trackers?: Record<string, unknown> | null;
   [extra: string]: unknown;
 }

@@ -114,6 +114,7 @@ class EngineContext:
     first_eval: dict[str, float] = field(default_factory=dict)
     train_started: float = 0.0
     trace: Any = None  # primenb.engine.trace.TraceRecorder (rank 0 records)
+    trackers: Any = None  # primenb.trackers.Fanout: each metrics row is also sent there
     metric_phase: str = ""  # the "phase" field of every metrics row (see primenb.protocol.rundir)
     clock: StepClock = field(default_factory=StepClock)
 
@@ -148,7 +149,10 @@ class EngineContext:
                     row["phase"] = self.metric_phase
                 if nonfinite:
                     row["nonfinite"] = nonfinite
-                self.metrics.write({"step": step, "time": time.time(), **row})
+                full = {"step": step, "time": time.time(), **row}
+                self.metrics.write(full)
+                if self.trackers is not None:  # scalars only: samples never go to a tracker
+                    self.trackers.log_row(full)
 
     def write_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if self.samples is not None:

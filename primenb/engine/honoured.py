@@ -28,7 +28,10 @@ _PRIMENB = (
     "init_from",
     "start_step",
     "privacy.data_collection",
+    "report_to",
 )
+# [monitors.wandb]: a W&B run per primenb run (primenb.trackers)
+_WANDB = ("monitors.wandb", "monitors.wandb.*")
 
 PLAN: dict[str, tuple[str, ...]] = {
     "rl": (
@@ -59,6 +62,8 @@ PLAN: dict[str, tuple[str, ...]] = {
         *(f"primenb.{k}" for k in _PRIMENB),
         "primenb.sft_warmup_steps",
         "primenb.reward_error_limit",
+        *_WANDB,
+        *(f"{part}.{k}" for part in ("trainer", "orchestrator") for k in _WANDB),
     ),
     "sft": (
         "max_steps",
@@ -84,6 +89,7 @@ PLAN: dict[str, tuple[str, ...]] = {
         "data.loss_mask.user",
         *(f"eval.{k}" for k in _EVAL),
         *(f"primenb.{k}" for k in _PRIMENB),
+        *_WANDB,
     ),
 }
 

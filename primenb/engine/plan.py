@@ -86,6 +86,8 @@ class Plan:
     sft_warmup_steps: int = 0  # rl: SFT steps on the environments' ideal answers before GRPO
     start_step: int = 0  # a continuation: init_from's step; steps start_step+1..max_steps train
     data_collection: str = "allow"  # "deny": no prompt/completion text is written anywhere
+    report_to: list[str] = field(default_factory=list)  # trackers ([primenb] report_to + [monitors.wandb])
+    wandb: dict[str, Any] | None = None  # [monitors.wandb], as written
     # rl: the share of failed reward calls that fails the run (a hand-made plan: the schema's default)
     reward_error_limit: float = PrimenbSettings.model_fields["reward_error_limit"].default
     # rl
@@ -257,6 +259,8 @@ def build_plan(cfg: dict[str, Any] | TypedConfig) -> Plan:
         sft_warmup_steps=extra.sft_warmup_steps if isinstance(m, RLConfig) else 0,
         start_step=extra.start_step,
         data_collection=extra.privacy.data_collection,
+        report_to=_report_to(extra.report_to, _wandb_table(m)),
+        wandb=_wandb_table(m),
         reward_error_limit=extra.reward_error_limit,
         seq_len=seq_len,
     )
@@ -266,6 +270,22 @@ def build_plan(cfg: dict[str, Any] | TypedConfig) -> Plan:
     else:
         _sft(plan, m)
     return plan
+
+
+def _wandb_table(m: Any) -> dict[str, Any] | None:
+    """``[monitors.wandb]`` of the config (RL: the shared table, else the trainer's)."""
+    for owner in (m, getattr(m, "trainer", None), getattr(m, "orchestrator", None)):
+        table = getattr(getattr(owner, "monitors", None), "wandb", None)
+        if table is not None:
+            return dict(table.model_dump())
+    return None
+
+
+def _report_to(kinds: Sequence[str], wandb: dict[str, Any] | None) -> list[str]:
+    out = list(dict.fromkeys(kinds))
+    if wandb is not None and "wandb" not in out:
+        out.append("wandb")
+    return out
 
 
 def _rl(plan: Plan, m: RLConfig) -> None:

@@ -166,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         from primenb.engine.train import run_training
 
         ctx.open_writers()
+        if is_main:
+            from primenb.engine.reporting import open_trackers
+
+            ctx.trackers = open_trackers(plan, cfg, run_dir, trace.trace_id)
         result = run_training(plan, ctx)
         state = State.STOPPED if result.stopped else State.COMPLETED
         status.finish(
@@ -208,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ctx is not None:
             ctx.close()
+            if ctx.trackers is not None:  # where each tracker run lives goes into the trace
+                trace.doc["trackers"] = ctx.trackers.finish(ctx.last_eval)
         trace.finish(status.data)  # completed, failed or stopped: the trace says which
         _shutdown_dist()
         _flush_logs()

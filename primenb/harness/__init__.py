@@ -107,6 +107,13 @@ def export(ref: Any, path: str) -> Path:
     return _export(ref, path)
 
 
+def export_to(ref: Any, kind: str) -> dict[str, str]:
+    """Backfill tracker ``kind`` (mlflow, trackio, wandb, tensorboard) from a trace's stored metrics."""
+    from primenb.traces.backfill import backfill
+
+    return backfill(ref, kind)
+
+
 def import_(path: str, dest: str | None = None) -> Trace:
     """Bring an exported trace back as a run directory (same trace id) and index it."""
     from primenb.traces.transfer import import_ as _import
@@ -140,6 +147,7 @@ __all__ = [
     "compare",
     "diff",
     "export",
+    "export_to",
     "generate",
     "get",
     "import_",

@@ -30,7 +30,7 @@ from primenb.protocol import reader
 STATUS_VERSION = 1
 TRACE_VERSION = 1
 MANIFEST_VERSION = 1
-INDEX_VERSION = 2  # the index's SQLite layout (``PRAGMA user_version``)
+INDEX_VERSION = 3  # the index's SQLite layout (``PRAGMA user_version``)
 EVAL_VERSION = 1
 
 
@@ -249,6 +249,8 @@ class TraceDoc(Document):
     deps: dict[str, Any] | None = None
     hardware: dict[str, Any] | None = None
     git: dict[str, Any] | None = None
+    # where each tracker run lives: {"wandb": {"url"|"folder", "run_id"}, "mlflow": {"uri", "run_id"}, ...}
+    trackers: dict[str, Any] | None = None
 
 
 class MetricRow(Document):
@@ -328,6 +330,7 @@ class IndexRow(Document):
     best_eval: float | None = _shown(default=None)
     duration: float | None = _shown(default=None)
     backend: Str = _shown(default=None)
+    trackers: Str = _shown(default=None)  # where the run is in W&B / trackio / MLflow / TensorBoard
     max_steps: Int = None
     best_eval_step: Int = None
     final_eval: float | None = None

@@ -108,6 +108,18 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
     }
 
 
+def tracker_text(where: Any) -> str | None:
+    """``wandb: URL; mlflow: RUN_ID``: where each tracker run of a trace lives, in one cell."""
+    if not isinstance(where, dict):
+        return None
+    parts = []
+    for kind, loc in where.items():
+        loc = loc if isinstance(loc, dict) else {}
+        spot = next((loc[k] for k in ("url", "run_id", "folder") if isinstance(loc.get(k), str) and loc[k]), "")
+        parts.append(f"{kind}: {spot}" if spot else str(kind))
+    return _text("; ".join(parts)) if parts else None
+
+
 def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved: bool = False) -> dict[str, Any]:
     """The index row of a trace; ``resolved``: ``run_dir`` is already absolute and real."""
     from primenb.protocol.record import iso_to_epoch
@@ -148,6 +160,7 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
         "final_loss": _num(metrics.get("final_loss")),
         "duration": _num(doc.get("duration_s")),
         "backend": _text(doc.get("backend")),
+        "trackers": tracker_text(doc.get("trackers")),
         "host": _text(doc.get("host")),
         "reproduces": _text(doc.get("reproduces")),
         "metrics_match": None if match is None else int(bool(match)),

@@ -120,6 +120,7 @@ class RunDir:
     TRACE = "trace.json"
     METRICS = "metrics.jsonl"
     SAMPLES = "samples.jsonl"
+    TRACKERS = "trackers"  # the trackers' local files (W&B offline runs, event files, stores)
     LAUNCHER = "launcher.json"
     REMOTE_LAUNCHER = "remote_launcher.json"
     REMOTE = "remote.json"  # a remote backend's mirror: how to reach the remote run again
@@ -167,6 +168,10 @@ class RunDir:
     @property
     def metrics_path(self) -> Path:
         return self.root / self.METRICS
+
+    @property
+    def trackers_dir(self) -> Path:
+        return self.root / self.TRACKERS
 
     @property
     def samples_path(self) -> Path:

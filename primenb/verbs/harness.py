@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from primenb.errors import PrimenbError
 from primenb.render.summary import short_path
 from primenb.verbs import Face, as_json, warnings_to
 
@@ -81,6 +82,14 @@ def reindex(args: argparse.Namespace, face: Face) -> None:
 def export(args: argparse.Namespace, face: Face) -> None:
     import primenb.harness as h
 
+    if args.to:
+        if args.path:
+            raise PrimenbError("give either a folder or --to TRACKER, not both")
+        where = h.export_to(face.ref(args.trace), args.to)
+        face.say(f"sent to {args.to}: " + ", ".join(f"{k} {v}" for k, v in where.items()))
+        return
+    if not args.path:
+        raise PrimenbError("export needs a folder to write (or --to mlflow|trackio|wandb|tensorboard)")
     face.say(f"exported to {h.export(face.ref(args.trace), args.path)}")
 
 

@@ -107,7 +107,8 @@ def test_loading_the_extension_imports_no_training_stack():
         "from IPython.core.interactiveshell import InteractiveShell\n"
         "sh = InteractiveShell.instance()\n"
         "sh.run_line_magic('load_ext', 'primenb')\n"
-        "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft', 'accelerate', 'pandas', 'plotly')"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft', 'accelerate', 'pandas', 'plotly',"
+        " 'wandb', 'trackio', 'mlflow', 'tensorboard', 'primenb.trackers')"
         " if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

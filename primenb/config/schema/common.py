@@ -359,4 +359,6 @@ class PrimenbSettings(Section):
     # than this share of the completions it has scored so far; below it, failures score 0.0.
     reward_error_limit: Annotated[float, Field(ge=0, le=1)] = 0.5
     monitor: PrimenbMonitorSettings = PrimenbMonitorSettings()
+    # experiment trackers fed with the run's metric rows (docs/trackers.md); [monitors.wandb] adds wandb
+    report_to: list[Literal["wandb", "trackio", "mlflow", "tensorboard"]] = []
     privacy: PrimenbPrivacySettings = PrimenbPrivacySettings()

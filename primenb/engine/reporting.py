@@ -1,0 +1,35 @@
+"""The engine's side of the trackers (primenb.trackers): open them from the plan, feed them the
+metric rows written to metrics.jsonl, close them with the final eval. Never raises: a tracker
+that cannot start or fails later is a warning in run.log (the monitor shows it)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from primenb.protocol.hashing import redact
+from primenb.protocol.rundir import RunDir
+from primenb.trackers import Fanout, TrackerSettings, open_sinks
+
+log = logging.getLogger("primenb.engine")
+
+
+def open_trackers(plan: Any, cfg: dict[str, Any] | None, run_dir: RunDir, trace_id: str | None) -> Fanout | None:
+    if not plan.report_to:
+        return None
+    settings = TrackerSettings(
+        root=run_dir.trackers_dir,
+        name=plan.run_name or run_dir.root.name,
+        trace_id=trace_id or "",
+        trace_path=str(run_dir.root),
+        # the same secret scan as the trace's config; scalars and this config are all a tracker gets
+        config=redact(cfg or {}),
+        wandb=redact(plan.wandb) if plan.wandb else None,
+    )
+    try:
+        fan = open_sinks(list(plan.report_to), settings)
+    except Exception as exc:  # never stop a run for a tracker
+        log.warning("trackers could not start: %s", exc)
+        return None
+    log.info("trackers: %s", ", ".join(s.kind for s in fan.sinks) or "none started")
+    return fan

@@ -1,0 +1,46 @@
+"""A tracker that fails is a warning and is dropped; the others and the caller go on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from primenb.trackers import TrackerSettings, open_sinks
+from primenb.trackers.sinks import Fanout, Sink
+
+
+class Broken(Sink):
+    kind = "broken"
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        raise ConnectionError("unreachable")
+
+
+class Kept(Sink):
+    kind = "kept"
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict[str, float]]] = []
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.rows.append((step, values))
+
+    def location(self) -> dict[str, str]:
+        return {"run_id": "r1"}
+
+
+def test_a_failing_sink_is_dropped_with_a_warning_and_the_others_go_on() -> None:
+    kept = Kept()
+    fan = Fanout([Broken(), kept], [])
+    fan.log_row({"step": 1, "time": 5.0, "phase": "rl", "loss": 0.5, "flag": True})
+    fan.log_row({"step": 2, "loss": 0.25})
+    assert kept.rows == [(1, {"loss": 0.5}), (2, {"loss": 0.25})]  # bookkeeping fields and bools left out
+    assert len(fan.warnings) == 1 and "broken" in fan.warnings[0] and "unreachable" in fan.warnings[0]
+    assert fan.finish({}) == {"kept": {"run_id": "r1"}}
+
+
+def test_a_bad_mlflow_uri_is_a_warning_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://127.0.0.1:1/x")
+    fan = open_sinks(["mlflow"], TrackerSettings(root=tmp_path / "t", name="n"))
+    assert fan.sinks == [] and "mlflow" in fan.warnings[0]
