@@ -154,7 +154,7 @@ def test_a_cancelled_request_leaves_at_the_next_step(scheduler: Scheduler) -> No
 def test_a_full_queue_and_too_many_rows_are_refused(pool: ModelPool) -> None:
     s = Scheduler(pool, max_batch=2, max_queue=1).start()
     try:
-        busy = Call(s, BASE, "a=", temperature=1.0, n=2, max_tokens=1500)  # takes both rows
+        busy = Call(s, BASE, "a=", temperature=1.0, n=2, max_tokens=1500, ignore_eos=True)  # both rows, for long
         while not busy.events:
             time.sleep(0.005)
         Call(s, BASE, "b=")  # waits for a row: the queue's one place
