@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from primenb.render.eta import replay
+from primenb.render.phase import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = (

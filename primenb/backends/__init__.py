@@ -52,6 +52,16 @@ def _backend_class(name: str) -> type[Backend] | None:
     return None
 
 
+def serves_on_host(kind: str) -> bool:
+    """Whether runs of the backend kind ``kind`` (a bare kind, never a saved name) are served on the
+    host that trained them: what a server record may name as its remote backend."""
+    if kind == "ssh":
+        from primenb.backends.ssh import SSHBackend
+
+        return SSHBackend.capabilities.serves_on_host
+    return False
+
+
 def capabilities(name: str | None) -> Capabilities:
     """What the backend called ``name`` needs from a face and what its verbs mean (see
     `Capabilities`); a saved name or URL has its kind's; an unknown name has the defaults."""
@@ -138,5 +148,6 @@ __all__ = [
     "get_backend",
     "open_run",
     "run_backend",
+    "serves_on_host",
     "submit",
 ]

@@ -166,28 +166,6 @@ class EtaClock:
         return self._pace.get(p.phase)
 
 
-def replay(recording: Mapping[str, Any], poll: float = 0.5) -> list[tuple[float, Progress, Eta | None]]:
-    """The monitor's view of a recorded run: (time, progress, ETA) every ``poll`` seconds.
-
-    ``recording``: ``{"end": seconds, "status": [[t, status.json], ...], "step_plan": {...}}``
-    (`bench/record_eta.py` writes them; ``step_plan`` fills in for runs recorded before
-    status.json carried it)."""
-    from primenb.render.phase import progress
-
-    now = [0.0]
-    clock = EtaClock(lambda: now[0])
-    snaps, out, i, t = recording["status"], [], 0, 0.0
-    plan = {"step_plan": recording["step_plan"]} if recording.get("step_plan") else {}
-    while t < recording["end"]:
-        while i + 1 < len(snaps) and snaps[i + 1][0] <= t:
-            i += 1
-        now[0] = t
-        p = progress({**plan, **snaps[i][1]})
-        out.append((t, p, clock.eta(p)))
-        t += poll
-    return out
-
-
 __all__ = [
     "DEFAULT_GRPO_PER_SFT",
     "GRPO_COST_PER_ROLLOUT_TOKEN",
@@ -195,5 +173,4 @@ __all__ = [
     "EtaClock",
     "duration",
     "grpo_per_sft",
-    "replay",
 ]

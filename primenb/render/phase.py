@@ -7,6 +7,7 @@ Runs written before ``phase_step``/``phase_total`` existed fall back to ``step``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,4 +119,24 @@ def phase_line(p: Progress, eta: Eta | float | None = None, waited: float | None
     return text + (f" · {p.then}" if p.then else "")
 
 
-__all__ = ["WAITING_TEXT", "Eta", "EtaClock", "Progress", "duration", "phase_line", "progress"]
+def replay(recording: Mapping[str, Any], poll: float = 0.5) -> list[tuple[float, Progress, Eta | None]]:
+    """The monitor's view of a recorded run: (time, progress, ETA) every ``poll`` seconds.
+
+    ``recording``: ``{"end": seconds, "status": [[t, status.json], ...], "step_plan": {...}}``
+    (`bench/record_eta.py` writes them; ``step_plan`` fills in for runs recorded before
+    status.json carried it)."""
+    now = [0.0]
+    clock = EtaClock(lambda: now[0])
+    snaps, out, i, t = recording["status"], [], 0, 0.0
+    plan = {"step_plan": recording["step_plan"]} if recording.get("step_plan") else {}
+    while t < recording["end"]:
+        while i + 1 < len(snaps) and snaps[i + 1][0] <= t:
+            i += 1
+        now[0] = t
+        p = progress({**plan, **snaps[i][1]})
+        out.append((t, p, clock.eta(p)))
+        t += poll
+    return out
+
+
+__all__ = ["WAITING_TEXT", "Eta", "EtaClock", "Progress", "duration", "phase_line", "progress", "replay"]

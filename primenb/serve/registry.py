@@ -125,10 +125,13 @@ def _remote(value: Any) -> dict[str, Any]:
     (the SSH options are looked up from that run's own files, never taken from here)."""
     if not isinstance(value, dict):
         raise BadRecord("remote is not a table")
-    if value.get("backend") != "ssh":
+    from primenb.backends import serves_on_host
+
+    kind = value.get("backend")
+    if not isinstance(kind, str) or not serves_on_host(kind):
         raise BadRecord("remote backend is not one primenb serves on")
     out: dict[str, Any] = {
-        "backend": "ssh",
+        "backend": kind,
         "trace": _text(value.get("trace"), "remote trace", 100),
         "where": _text(value.get("where", ""), "remote where"),
         "dir": _text(value.get("dir"), "remote dir"),

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from primenb.render.eta import DEFAULT_GRPO_PER_SFT, grpo_per_sft, replay
+from primenb.render.eta import DEFAULT_GRPO_PER_SFT, grpo_per_sft
 from primenb.render.health import check
-from primenb.render.phase import Eta, EtaClock, phase_line, progress
+from primenb.render.phase import Eta, EtaClock, phase_line, progress, replay
 from primenb.run import Run
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
