@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -36,13 +37,14 @@ def scalars(row: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-class Sink:
+class Sink(abc.ABC):
     kind = ""
 
-    def log(self, step: int, values: dict[str, float]) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def log(self, step: int, values: dict[str, float]) -> None:
+        """One metrics row's scalars at ``step``."""
 
-    def finish(self, summary: dict[str, float]) -> None:
+    def finish(self, summary: dict[str, float]) -> None:  # noqa: B027 - optional: most sinks close nothing
         """Close the run; ``summary`` is the final eval."""
 
     def location(self) -> dict[str, str]:

@@ -33,10 +33,11 @@ def sft_tiny(steps: int, ckpt: int) -> str:
 
 
 def need_service(why: str) -> None:
-    """A backend test service is missing: skip on a developer machine, fail under CI=true (where
-    `.ci/run` starts every service, so a missing one is a broken set-up, not a reason to skip)."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI=true but {why}")
+    """A backend test service is missing: skip on a developer machine, fail under CI=true or
+    PRIMENB_REQUIRE_SERVICES=1 (`.ci/run` sets it and starts every service, so a missing one is a
+    broken set-up, not a reason to skip)."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("PRIMENB_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"CI=true or PRIMENB_REQUIRE_SERVICES=1 but {why}")
     pytest.skip(why)  # only off CI: sshd/SLURM need root and `.ci/services.sh start`, which CI always runs
 
 
