@@ -41,6 +41,7 @@ function item(trace: string, status: string, extra: Partial<ITraceItem> = {}): I
     best_eval: null,
     duration: null,
     backend: 'local',
+    trackers: null,
     batch: null,
     group_size: null,
     lora_rank: null,
