@@ -19,7 +19,7 @@ import pytest
 
 from tests.tiny import sft_toml
 
-pytestmark = pytest.mark.slow  # two tiny trainings, two servers, two evals
+pytestmark = pytest.mark.slow  # per run: a tiny training, a server, two evals (about a minute)
 
 MARK = "PRIVATE-E2E-MARK-3d81c"
 DENY = '[primenb.privacy]\ndata_collection = "deny"\n'
@@ -151,7 +151,7 @@ def test_a_marker_in_prompts_completions_and_reward_errors_never_leaves_a_deny_r
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     import primenb.harness as h
-    from primenb.serve import client
+    from primenb.serve import client, evaluate
     from primenb.traces.trace import get
 
     caplog.set_level(logging.DEBUG)
@@ -190,6 +190,9 @@ def test_a_marker_in_prompts_completions_and_reward_errors_never_leaves_a_deny_r
         assert all(a for a in answers)
 
         # eval against the running server: the reward raises on each reply, quoting prompt and reply
+        # (both evaluators: verifiers' when it is installed, and primenb's own)
+        cells.run("%prime_eval marky --env markenv -n 2 --max-tokens 4")
+        monkeypatch.setattr(evaluate, "_verifiers_installed", lambda: False)
         cells.run("%prime_eval marky --env markenv -n 2 --max-tokens 4")
     finally:
         client.stop("all") if client.servers() else None
