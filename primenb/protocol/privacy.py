@@ -28,17 +28,34 @@ def is_private() -> bool:
     return _private
 
 
+# Library loggers that write request bodies (prompts) at DEBUG: the openai client logs each
+# request's options, messages included, when a kernel's logging is at DEBUG.
+BODY_LOGGERS = ("openai._base_client",)
+
+
+def _no_debug(record: logging.LogRecord) -> bool:
+    return record.levelno > logging.DEBUG
+
+
 @contextlib.contextmanager
 def private_while(on: bool) -> Iterator[None]:
     """Deny mode for the body when ``on`` (an eval of a deny trace in the notebook's own process),
-    restored after: the kernel's other work keeps its own mode."""
+    restored after: the kernel's other work keeps its own mode. The request bodies an eval sends
+    are kept out of the kernel's DEBUG log too (`BODY_LOGGERS`)."""
     global _private
     before = _private
     _private = before or bool(on)
+    quiet = _private and not before
+    if quiet:
+        for name in BODY_LOGGERS:
+            logging.getLogger(name).addFilter(_no_debug)
     try:
         yield
     finally:
         _private = before
+        if quiet:
+            for name in BODY_LOGGERS:
+                logging.getLogger(name).removeFilter(_no_debug)
 
 
 TEXT_FIELDS = ("prompt", "completion", "answer")

@@ -288,10 +288,10 @@ def check_key_var(name: str | None) -> None:
             "PRIMENB_API_KEY) whose value is the key; what was given is not a name and is not shown, "
             "in case it is the key itself. Put the key in a variable and pass its name."
         )
-    if not os.environ.get(name):
+    if not os.environ.get(name, "").strip():  # spaces alone: no key a client could send as Bearer
         raise ServeError(
-            f"--api-key-var {name}: that environment variable is not set or is empty, so the server "
-            f"would have no key. Set it first (os.environ[{name!r}] = ... or %env {name}=...)."
+            f"--api-key-var {name}: that environment variable is not set or is empty (or only spaces), so the "
+            f"server would have no key. Set it first (os.environ[{name!r}] = ... or %env {name}=...)."
         )
 
 

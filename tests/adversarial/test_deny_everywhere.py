@@ -55,14 +55,15 @@ def grep(roots: list[Path], needle: str = MARK) -> list[str]:
 
 def server_answers() -> str:
     """What the sidebar's routes answer for every run (list, detail, samples)."""
+    import primenb.harness as h
     from primenb.server import data
 
+    h.reindex()  # the run's own trace is listed whatever the backend
     listed = data.list_traces(limit=500)
+    assert listed["items"], listed  # every listed trace is read below (keys `items` and `trace`)
     out: list[Any] = [listed]
-    for row in listed.get("traces") or listed.get("rows") or []:
-        tid = row.get("trace_id") or row.get("id")
-        if tid:
-            out += [data.trace_detail(tid), data.samples(tid, 50)]
+    for row in listed["items"]:
+        out += [data.trace_detail(row["trace"]), data.samples(row["trace"], 50)]
     return json.dumps(out, default=str)
 
 
