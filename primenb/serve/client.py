@@ -144,11 +144,13 @@ def model_specs(
 def completed_traces() -> list[str]:
     """Every completed trace served on this machine with a checkpoint here (``%prime_serve`` with
     no TRACE); a trace served on the host that trained it (SSH) is served when named."""
-    from primenb.protocol.index import Index
+    from primenb.protocol.documents import State
+    from primenb.protocol.index import Index, status_in
     from primenb.traces.trace import get
 
     out = []
-    for (trace_id,) in Index().query("SELECT trace FROM traces WHERE status = 'completed' ORDER BY created"):
+    cond, params = status_in([State.COMPLETED])
+    for (trace_id,) in Index().query(f"SELECT trace FROM traces WHERE {cond} ORDER BY created", params):
         try:
             trace = get(trace_id)
             if remote.host_of(trace) is not None:
