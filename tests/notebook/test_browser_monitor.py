@@ -35,6 +35,7 @@ from tests.jupyterlab import (
     screenshot,
     stop_runs,
     wait_for,
+    wait_outputs_settled,
     write_notebook,
 )
 from tests.tiny import rl_toml
@@ -242,7 +243,7 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         open_notebook(page, lab, "monitor.ipynb")
         summary = page.locator(".primenb-summary").first
         summary.wait_for(timeout=60_000)
-        time.sleep(2)  # give any widget view the time to fail
+        wait_outputs_settled(page)  # every view in its final state: none left to fail
         body = page.locator(".jp-Notebook").first.inner_text()
         assert "Error displaying widget" not in body and "model not found" not in body
         assert f"completed at step {STEPS}/{STEPS}" in summary.inner_text()

@@ -27,6 +27,7 @@ from tests.jupyterlab import (
     screenshot,
     stop_runs,
     wait_for,
+    wait_outputs_settled,
     write_notebook,
 )
 from tests.tiny import sft_toml
@@ -130,7 +131,7 @@ def test_widgets_render_and_reopen_in_notebook7(tmp_path: Path) -> None:
                 open_notebook(page, nb7, nb.name)
                 expect(page.locator(".primenb-summary").first).to_be_visible(timeout=60_000)
                 expect(page.locator(".primenb-builder-static").first).to_be_visible()
-                time.sleep(2)  # give any widget view the time to fail
+                wait_outputs_settled(page)  # every view in its final state: none left to fail
                 _no_widget_error(page)
                 assert f"completed at step {STEPS}/{STEPS}" in page.locator(".primenb-summary").first.inner_text()
                 screenshot(page, "notebook7-reopened")

@@ -29,6 +29,7 @@ from tests.jupyterlab import (
     saved_outputs,
     screenshot,
     wait_for,
+    wait_outputs_settled,
     write_notebook,
 )
 from tests.tiny import sft_toml
@@ -215,7 +216,7 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
         with chromium_page(1400, 1100) as page:
             open_notebook(page, lab, nb.name)
             expect(page.locator(".primenb-builder-static").first).to_be_visible(timeout=60_000)
-            time.sleep(2)  # give any widget view the time to fail
+            wait_outputs_settled(page)  # every view in its final state: none left to fail
             _no_widget_error(page)
             screenshot(page, "themes-reopened")
     print(f"themes: {time.monotonic() - t0:.1f}s; screenshots: {[str(s) for s in shots]} in {ARTIFACTS}")

@@ -183,8 +183,10 @@ def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
         page.locator(".jp-Dialog button.jp-mod-accept").click()
         toasts = page.locator(".Toastify__toast")
         expect(toasts.filter(has_text="Apply refused")).to_contain_text("checkpoint", timeout=60_000)
-        page.wait_for_timeout(1000)
+        # the apply has ended (its status line is cleared when the request settles): no toast can follow
+        expect(panel.locator(".primenb-status")).to_have_text("", timeout=30_000)
         assert toasts.filter(has_text="Starting a refinement").count() == 0
+        assert toasts.filter(has_text="Started ").count() == 0
         page.screenshot(path=str(ARTIFACTS / "sidebar-apply-refused.png"))
 
         # Config: the stored config, read-only (not an editor tab of the run's own file)
