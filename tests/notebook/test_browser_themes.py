@@ -205,10 +205,10 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
 
             # Save, then Close and Shut Down (its confirmation answered): the saved file keeps the snapshots
             lab_command(page, "docmanager:save")
-            wait_for(lambda: "primenb-builder-static" in nb.read_text(), 30, "the notebook to be saved")
+            wait_for(lambda: "primenb-builder-static" in nb.read_text(), 120, "the notebook to be saved")
             lab_command(page, "notebook:close-and-shutdown", wait=False)
             dialog = page.locator(".jp-Dialog .jp-mod-accept")
-            dialog.click(timeout=30_000)
+            dialog.click(timeout=120_000)
             wait_for(lambda: lab.get("api/sessions") == [], 60, "the notebook's kernel to shut down")
         views = [o for o in saved_outputs(nb) if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         assert views == [], views
