@@ -79,8 +79,8 @@ class Trace:
 
     @property
     def status(self) -> str:
-        """The state as text, ``"unknown"`` (`State.UNKNOWN`) when the trace records none (kept for
-        compatibility: `state` is the typed one)."""
+        """The state as text, `State.UNKNOWN`'s when the trace records none (kept for compatibility:
+        `state` is the typed one)."""
         return str(self.state or State.UNKNOWN)
 
     @property

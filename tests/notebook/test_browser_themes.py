@@ -195,7 +195,10 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
             assert fit["out"] == [], fit["out"]
             # the sidebar open too: the summary's samples and commands stay in their output area
             page.locator('.jp-SideBar [data-id="primenb-runs"]').click()
-            time.sleep(1)
+            expect(page.locator("#primenb-runs")).to_be_visible(timeout=120_000)
+            wait_for(
+                lambda: page.evaluate(SUMMARY_FIT)["width"] < 600, 120, "the notebook to narrow beside the sidebar"
+            )
             summary = page.locator(".primenb-summary")
             summary.scroll_into_view_if_needed()
             shots.append(screenshot(page, "themes-900px-summary-sidebar"))
