@@ -116,10 +116,10 @@ class Run:
         }
 
     @property
-    def state(self) -> str:
-        """The run's `State` (a string: ``"running"``...), ``"unknown"`` when status.json has none.
-        `status` is the whole status document."""
-        return State.parse(self.status.get("state")) or "unknown"
+    def state(self) -> State:
+        """The run's `State` (a string: ``"running"``...), `State.UNKNOWN` when status.json has
+        none. `status` is the whole status document."""
+        return State.of(self.status.get("state"))
 
     @property
     def done(self) -> bool:

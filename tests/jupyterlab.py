@@ -216,6 +216,25 @@ def kernel_idle(page: Any) -> bool:
     return status == "idle"
 
 
+# Every cell's outputs have their rendered views, and no widget view still waits for its model.
+# A widget view shows "Loading widget..." from the moment it renders until the kernel's widget
+# manager has restored, then either the widget or "Error displaying widget: model not found":
+# once this holds, no view is left that could still fail.
+OUTPUTS_SETTLED = """() => {
+  const panel = window.jupyterapp?.shell?.currentWidget;
+  const cells = panel?.content?.widgets;
+  if (!cells || !cells.length) return false;
+  const rendered = cells.every(c => !c.outputArea || c.outputArea.widgets.length === c.model.outputs.length);
+  return rendered && !panel.node.textContent.includes('Loading widget...');
+}"""
+
+
+def wait_outputs_settled(page: Any, timeout_s: float = 120) -> None:
+    """Wait until the open notebook's outputs are all rendered in their final state (see
+    `OUTPUTS_SETTLED`), so that asserting the absence of a widget error means something."""
+    wait_for(lambda: page.evaluate(OUTPUTS_SETTLED), timeout_s, "every output rendered, no widget view still loading")
+
+
 def lab_command(page: Any, command: str, args: dict[str, Any] | None = None, *, wait: bool = True) -> None:
     """Run a JupyterLab command (e.g. ``notebook:run-all-cells``, ``docmanager:save``). With
     ``wait`` it returns when the command's promise resolves (run-all: when every cell has run)."""

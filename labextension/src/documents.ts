@@ -7,6 +7,9 @@ export const RUN_STATES: ReadonlyArray<RunState> = ["queued", "running", "comple
 
 export const LIVE_STATES: ReadonlyArray<RunState> = ["queued", "running"];
 
+/** What a view shows when a run records no state it can read (`State.UNKNOWN`; never written). */
+export const UNKNOWN_STATE = "unknown";
+
 /** The trace columns of the harness index, in table order (`IIndexRow`). */
 export const INDEX_COLUMNS: ReadonlyArray<keyof IIndexRow> = ["trace", "parent", "name", "created", "status", "mode", "model", "env", "steps", "lr", "batch", "group_size", "lora_rank", "final_reward", "best_eval", "duration", "backend", "trackers", "max_steps", "best_eval_step", "final_eval", "final_loss", "host", "reproduces", "metrics_match", "fingerprint", "data_hash", "seed", "run_dir", "revision"];
 
@@ -192,7 +195,7 @@ export interface ISource {
   [extra: string]: unknown;
 }
 
-export type IState = "queued" | "running" | "completed" | "failed" | "stopped";
+export type IState = "queued" | "running" | "completed" | "failed" | "stopped" | "unknown";
 
 /** ``status.json``: the state and progress of a run, rewritten atomically by its owner (the launcher while queued, then the engine). */
 export interface IStatusDoc {

@@ -4,9 +4,9 @@
  * `metrics?cursor=N`), the polling cadence, sparkline geometry and the harness cell text.
  */
 
-import { IIndexRow, LIVE_STATES as RUN_LIVE_STATES, RUN_STATES, RunState } from './documents';
+import { IIndexRow, LIVE_STATES as RUN_LIVE_STATES, RUN_STATES, RunState, UNKNOWN_STATE } from './documents';
 
-export type State = RunState | 'unknown';
+export type State = RunState | typeof UNKNOWN_STATE;
 
 export const LIVE_STATES: ReadonlyArray<string> = RUN_LIVE_STATES;
 const KNOWN_STATES: ReadonlyArray<string> = RUN_STATES;
@@ -77,7 +77,7 @@ export const MAX_POINTS = 400;
 
 /** A state name safe to use in a CSS class (anything unexpected becomes `unknown`). */
 export function stateOf(status: string | null | undefined): State {
-  return (status && KNOWN_STATES.includes(status) ? status : 'unknown') as State;
+  return (status && KNOWN_STATES.includes(status) ? status : UNKNOWN_STATE) as State;
 }
 
 export function isLive(status: string | null | undefined): boolean {

@@ -17,11 +17,11 @@ import torch
 from transformers import TrainerCallback
 
 from primenb.engine.evaluation import Evaluator
-from primenb.engine.models import CHECKPOINT_META
 from primenb.engine.plan import Plan
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
 from primenb.envs.errors import RewardFunctionError
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.privacy import error_text, withhold_sample
 from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
 
@@ -179,7 +179,8 @@ class EngineContext:
         model.save_pretrained(str(tmp))
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(str(tmp))
-        is_adapter = (tmp / "adapter_config.json").exists()
+        written = CheckpointDir(tmp)
+        is_adapter = written.is_adapter()
         meta = {
             "step": step,
             "mode": self.plan.mode,
@@ -189,7 +190,7 @@ class EngineContext:
             "run": str(self.run_dir.root),
             "time": time.time(),
         }
-        (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=1))
+        written.write_meta(meta)
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)

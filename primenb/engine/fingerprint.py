@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from primenb.fsutil import read_json_object
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.hashing import canonical_json, sha256_text
 
 # config keys that name, date or tune a model without changing its architecture
@@ -114,21 +114,22 @@ def fingerprint_for_name(name: str) -> dict[str, Any]:
 def fingerprint_for_checkpoint(ckpt: str | Path) -> dict[str, Any]:
     """The fingerprint of the model a checkpoint folder loads as: its own config for a full
     model, its recorded base for a LoRA adapter."""
-    folder = Path(ckpt)
-    if (folder / "adapter_config.json").exists():
-        meta = read_json_object(folder / "primenb_checkpoint.json")
-        base = meta.get("base") or {}
+    folder = CheckpointDir(ckpt)
+    if folder.is_adapter():
+        base = folder.base()
         if base.get("path"):
             return fingerprint_for_checkpoint(base["path"])
-        name = base.get("name") or read_json_object(folder / "adapter_config.json").get("base_model_name_or_path")
+        name = base.get("name") or folder.adapter_base_name()
         if not name:
-            raise ValueError(f"{folder}: adapter without a recorded base model")
+            raise ValueError(f"{folder.root}: adapter without a recorded base model")
         return fingerprint_for_name(str(name))
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(f"{folder} is not a checkpoint (no config.json or adapter_config.json)")
+    if not folder.is_full_model():
+        raise FileNotFoundError(
+            f"{folder.root} is not a checkpoint (no {CheckpointDir.MODEL_CONFIG} or {CheckpointDir.ADAPTER_CONFIG})"
+        )
     from transformers import AutoConfig
 
-    return fingerprint_from_config(AutoConfig.from_pretrained(str(folder), local_files_only=True))
+    return fingerprint_from_config(AutoConfig.from_pretrained(str(folder.root), local_files_only=True))
 
 
 __all__ = [

@@ -24,12 +24,12 @@ from primenb.engine.models_info import (
     is_tiny,
     tiny_size,
 )
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.rundir import RunDir
 
 log = logging.getLogger("primenb.engine")
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")  # ids 0..3; byte b is id 4 + b
-CHECKPOINT_META = "primenb_checkpoint.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,18 +179,13 @@ def resolve_checkpoint(path: str | Path) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise ModelLoadError(f"init_from: {p} does not exist")
+    if CheckpointDir(p).is_checkpoint():
+        return p
     for base in (RunDir(p).checkpoints, p):
         steps = sorted((int(c.name[5:]), c) for c in base.glob("step_*") if c.name[5:].isdigit() and c.is_dir())
-        if steps and not (p / "config.json").exists() and not (p / "adapter_config.json").exists():
+        if steps:
             return steps[-1][1]
     return p
-
-
-def read_meta(ckpt: Path) -> dict[str, Any]:
-    try:
-        return json.loads((ckpt / CHECKPOINT_META).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
 
 
 def load_base(source: dict[str, Any]) -> tuple[Any, Any]:
@@ -224,10 +219,11 @@ def load_model(model_name: str, *, seed: int = 0, init_from: str | None = None) 
         return model, _fix_tokenizer(tok, model), base
 
     ckpt = resolve_checkpoint(init_from)
-    if (ckpt / "adapter_config.json").exists():
+    folder = CheckpointDir(ckpt)
+    if folder.is_adapter():
         from peft import PeftModel
 
-        meta = read_meta(ckpt)
+        meta = folder.read_meta()
         base = meta.get("base") or {"name": _adapter_base_name(ckpt), "seed": seed, "path": None}
         model, tok = load_base(base)
         if _has_tokenizer(ckpt):
@@ -238,19 +234,17 @@ def load_model(model_name: str, *, seed: int = 0, init_from: str | None = None) 
             raise ModelLoadError(f"init_from: could not load adapter {ckpt} ({_short(exc)})") from exc
         log.info("init_from adapter %s on base %s", ckpt, base)
         return model, _fix_tokenizer(tok, model), base
-    if not (ckpt / "config.json").exists():
-        raise ModelLoadError(f"init_from: {ckpt} is not a checkpoint (no config.json or adapter_config.json)")
+    if not folder.is_full_model():
+        raise ModelLoadError(
+            f"init_from: {ckpt} is not a checkpoint (no {CheckpointDir.MODEL_CONFIG} or {CheckpointDir.ADAPTER_CONFIG})"
+        )
     model, tok = load_pretrained(str(ckpt))
     log.info("init_from full checkpoint %s", ckpt)
     return model, _fix_tokenizer(tok, model), {"name": model_name, "seed": seed, "path": str(ckpt)}
 
 
 def _adapter_base_name(ckpt: Path) -> str:
-    try:
-        cfg = json.loads((ckpt / "adapter_config.json").read_text())
-        return str(cfg.get("base_model_name_or_path") or "primenb/tiny-byte")
-    except (OSError, json.JSONDecodeError):
-        return "primenb/tiny-byte"
+    return CheckpointDir(ckpt).adapter_base_name() or "primenb/tiny-byte"
 
 
 def _fix_tokenizer(tok: Any, model: Any) -> Any:
@@ -263,7 +257,6 @@ def _fix_tokenizer(tok: Any, model: Any) -> Any:
 
 
 __all__ = [
-    "CHECKPOINT_META",
     "SPECIAL_TOKENS",
     "build_byte_tokenizer",
     "build_tiny_model",
@@ -271,7 +264,6 @@ __all__ = [
     "load_pretrained",
     "load_tokenizer",
     "param_hash",
-    "read_meta",
     "resolve_checkpoint",
     "tiny_config",
 ]

@@ -21,11 +21,11 @@ from primenb.engine.models import (
     _has_tokenizer,
     load_base,
     load_tokenizer,
-    read_meta,
     resolve_checkpoint,
 )
 from primenb.engine.models_info import ModelLoadError, is_tiny
 from primenb.engine.serve_errors import ServeError
+from primenb.protocol.checkpoint import CheckpointDir
 
 
 @dataclass
@@ -135,8 +135,9 @@ class ModelPool:
         if not ckpt.is_dir():
             raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", 404, "checkpoint")
         ckpt = resolve_checkpoint(ckpt)
-        meta = read_meta(ckpt)
-        if (ckpt / "adapter_config.json").exists():
+        folder = CheckpointDir(ckpt)
+        meta = folder.read_meta()
+        if folder.is_adapter():
             desc = meta.get("base") or _base_desc(model_name, seed)
             weights = self._weights(desc)
             weights.counter += 1

@@ -14,6 +14,7 @@ from primenb.backends.base import Lineage
 from primenb.config.tomledit import edited_config, parse_overrides
 from primenb.config.tomlread import read_toml
 from primenb.errors import PrimenbError
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.rundir import FINAL_STATES, RunDir
 from primenb.traces.trace import Trace, get
 
@@ -62,7 +63,7 @@ def _require_checkpoint(trace: Trace) -> Path:
         raise ApplyRefused(
             f"trace {trace.id} ({trace.name}) has no final checkpoint to continue from (status {trace.status}{error})"
         )
-    if not ((ckpt / "config.json").exists() or (ckpt / "adapter_config.json").exists()):
+    if not CheckpointDir(ckpt).is_checkpoint():
         raise ApplyRefused(
             f"trace {trace.id} ({trace.name}): its final checkpoint {ckpt} is missing or "
             "incomplete (deleted, moved, or pruned by ckpt.keep_last); "

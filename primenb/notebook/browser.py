@@ -46,12 +46,13 @@ def _load_index(where: str | None = None) -> pd.DataFrame:
 def _index_signature() -> Any:
     """Changes when a trace is added, removed or updated, or a live run moves on (cheap: one
     aggregate query and the status file of each live run)."""
-    from primenb.protocol.index import Index
-    from primenb.protocol.rundir import RunDir
+    from primenb.protocol.index import Index, status_in
+    from primenb.protocol.rundir import LIVE_STATES, RunDir
 
     index = Index()
     head = index.query("SELECT COUNT(*), MAX(created), SUM(revision) FROM traces")
-    live = index.query("SELECT run_dir FROM traces WHERE status IN ('queued', 'running')")
+    cond, params = status_in(LIVE_STATES)
+    live = index.query(f"SELECT run_dir FROM traces WHERE {cond}", params)
     steps = []
     for (run_dir,) in live:
         st = RunDir(run_dir).read_status()

@@ -79,7 +79,7 @@ class Monitor:
         self.rows_seen = 0
         self.last_row: dict[str, Any] = {}
         self.samples: list[dict[str, Any]] = []
-        self.state = "unknown"
+        self.state = State.UNKNOWN
         self._metrics_tail = JsonlTail(run.files.metrics_path)
         self._samples_tail = JsonlTail(run.files.samples_path)
         self._thread: threading.Thread | None = None

@@ -36,13 +36,16 @@ EVAL_VERSION = 1
 
 class State(enum.StrEnum):
     """The state of a run (``status.json`` ``state``, ``trace.json`` ``status``). Members are
-    strings, so ``State.RUNNING == "running"`` and they are written to JSON as their value."""
+    strings, so ``State.RUNNING == "running"`` and they are written to JSON as their value.
+    `UNKNOWN` is what a viewer says when a run records no state it can read (no status.json yet,
+    a foreign or newer value); nothing writes it (`STATES` are the states a run records)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
     STOPPED = "stopped"
+    UNKNOWN = "unknown"
 
     @property
     def live(self) -> bool:
@@ -62,8 +65,13 @@ class State(enum.StrEnum):
         except ValueError:
             return None
 
+    @classmethod
+    def of(cls, value: Any) -> State:
+        """The state ``value`` names; `UNKNOWN` for anything else (missing, foreign, wrong type)."""
+        return cls.parse(value) or cls.UNKNOWN
 
-STATES = tuple(State)
+
+STATES = tuple(s for s in State if s is not State.UNKNOWN)  # what a run records, in lifecycle order
 LIVE_STATES = (State.QUEUED, State.RUNNING)
 FINAL_STATES = (State.COMPLETED, State.FAILED, State.STOPPED)
 

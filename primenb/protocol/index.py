@@ -578,6 +578,13 @@ def _stale(trace_id: str, run_dir: str) -> bool:
     return doc is None or doc.get("trace_id") != trace_id
 
 
+def status_in(states: Iterable[str]) -> tuple[str, list[str]]:
+    """``status IN (?, ...)`` and its parameters: the one way a query names states (`State`
+    members, or the words a person typed, bound as parameters and never spliced into the SQL)."""
+    values = [str(s) for s in states]
+    return f"status IN ({', '.join('?' for _ in values) or 'NULL'})", values
+
+
 def index_trace(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> bool:
     """Best effort: add a trace to the index and its folder to the roots; never raises."""
     try:
@@ -595,4 +602,4 @@ def index_trace(doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> bool:
         return False
 
 
-__all__ = ["COLUMNS", "NAMES", "Index", "config_fields", "harness_home", "index_row", "index_trace"]
+__all__ = ["COLUMNS", "NAMES", "Index", "config_fields", "harness_home", "index_row", "index_trace", "status_in"]

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.documents import FINAL_STATES, TRACE_VERSION, State, TraceDoc, is_final_state, read_document
 from primenb.protocol.rundir import RunDir, now_iso, read_metrics
 
@@ -189,15 +190,15 @@ def compare_metrics(original: list[dict[str, Any]], again: list[dict[str, Any]])
 
 
 def checkpoint_kind(folder: Path) -> str:
-    return "adapter" if (folder / "adapter_config.json").exists() else "model"
+    return CheckpointDir(folder).kind
 
 
 def checkpoints(run_dir: Path) -> list[dict[str, Any]]:
     files = RunDir(run_dir)
     out = [{"step": step, "path": str(path), "kind": checkpoint_kind(path)} for step, path in files.list_checkpoints()]
-    warm = files.checkpoints / "sft_warmup"
+    warm = files.warmup_checkpoint
     if warm.is_dir():
-        out.insert(0, {"step": None, "name": "sft_warmup", "path": str(warm), "kind": "model"})
+        out.insert(0, {"step": None, "name": RunDir.WARMUP_CHECKPOINT, "path": str(warm), "kind": "model"})
     return out
 
 

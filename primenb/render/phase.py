@@ -44,7 +44,7 @@ MAIN_LABEL = {"rl": "training (GRPO)", "sft": "training (SFT)"}
 class Progress:
     """Where a run stands: its phase, a label for it, and the step count within it."""
 
-    state: str
+    state: State
     phase: str
     label: str
     step: int
@@ -73,7 +73,8 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def progress(status: dict[str, Any]) -> Progress:
-    state = str(status.get("state") or QUEUED)
+    # no state yet: the launcher has not written status.json; a value this primenb does not know: UNKNOWN
+    state = State.of(status.get("state")) if status.get("state") else QUEUED
     phase = str(status.get("phase") or (TRAINING if _int(status.get("step")) else STARTING))
     if state == QUEUED:
         phase = QUEUED

@@ -28,7 +28,7 @@ def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
     """State, progress and the latest values of the metrics a person looks at first."""
     last = rows[-1] if rows else {}
     step = status.get("step") or last.get("step") or 0
-    out: dict[str, Any] = {"state": status.get("state", "unknown"), "step": step, "max_steps": status.get("max_steps")}
+    out: dict[str, Any] = {"state": State.of(status.get("state")), "step": step, "max_steps": status.get("max_steps")}
     keys = {k for r in rows for k in r}
     wanted = ["reward", "loss"] + sorted(k for k in keys if k.startswith("eval/") and k.endswith("/reward"))
     if "reward" not in keys and "loss" not in keys:
@@ -117,7 +117,7 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
     speeds = [r["tokens/s"] for r in rows if isinstance(r.get("tokens/s"), (int, float))]
     trace_id = str(status.get("trace_id") or "")
     checkpoint = short_path(status.get("final_checkpoint") or status.get("last_checkpoint"))
-    state = str(status.get("state", "unknown"))
+    state = State.of(status.get("state"))
     steps = int(status.get("max_steps") or step or 1)
     nxt = []
     if state not in FINAL_STATES:

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.serve import guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
 from primenb.serve.wire import Choices, chat_chunk, completion_chunk, error_body, usage
@@ -414,8 +415,10 @@ def _pool_stats(state: State) -> dict[str, Any]:
 
 async def _add(state: State, spec: AddModel, *, adapter_only: bool = False) -> Any:
     checkpoint = guard.checkpoint_in_run_dir(spec.checkpoint)
-    if adapter_only and not (checkpoint / "adapter_config.json").is_file():
-        raise ServeError(f"{spec.checkpoint} is not a LoRA adapter checkpoint (no adapter_config.json).", 400)
+    if adapter_only and not CheckpointDir(checkpoint).is_adapter():
+        raise ServeError(
+            f"{spec.checkpoint} is not a LoRA adapter checkpoint (no {CheckpointDir.ADAPTER_CONFIG}).", 400
+        )
 
     def load() -> Any:
         entry = state.loader({**spec.model_dump(), "checkpoint": str(checkpoint)})

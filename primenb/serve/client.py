@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.rundir import RunDir
 from primenb.serve import registry, remote
@@ -57,7 +58,7 @@ def finetune_kind(trace: Any, checkpoint: Path | None = None) -> str:
     """``lora`` (an adapter) or ``full`` (weights of its own): what the checkpoint holds when it is
     here, else what the run recorded."""
     if checkpoint is not None and checkpoint.is_dir():
-        return "lora" if (checkpoint / "adapter_config.json").is_file() else "full"
+        return "lora" if CheckpointDir(checkpoint).is_adapter() else "full"
     kind = trace.get("finetune")
     if kind in ("lora", "full"):
         return str(kind)
@@ -143,11 +144,13 @@ def model_specs(
 def completed_traces() -> list[str]:
     """Every completed trace served on this machine with a checkpoint here (``%prime_serve`` with
     no TRACE); a trace served on the host that trained it (SSH) is served when named."""
-    from primenb.protocol.index import Index
+    from primenb.protocol.documents import State
+    from primenb.protocol.index import Index, status_in
     from primenb.traces.trace import get
 
     out = []
-    for (trace_id,) in Index().query("SELECT trace FROM traces WHERE status = 'completed' ORDER BY created"):
+    cond, params = status_in([State.COMPLETED])
+    for (trace_id,) in Index().query(f"SELECT trace FROM traces WHERE {cond} ORDER BY created", params):
         try:
             trace = get(trace_id)
             if remote.host_of(trace) is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from primenb.errors import PrimenbError
 from primenb.protocol.documents import State, is_live_state
-from primenb.protocol.index import Index
+from primenb.protocol.index import Index, status_in
 from primenb.protocol.reader import read_text
 from primenb.protocol.record import current_status, read_trace, reconcile
 from primenb.protocol.rundir import RunDir, read_jsonl, read_metrics
@@ -69,8 +69,9 @@ def list_traces(
     conds: list[str] = []
     params: list[Any] = []
     if status:
-        conds.append(f"status IN ({', '.join('?' for _ in status)})")
-        params += list(status)
+        cond, values = status_in(status)
+        conds.append(cond)
+        params += values
     for column, text in (("env", env), ("model", model)):
         if text:
             conds.append(f"{column} LIKE ? ESCAPE '\\'")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from primenb.errors import PrimenbError
 from primenb.protocol.documents import INDEX_SHOWN, is_live_state
-from primenb.protocol.index import NAMES, Index
+from primenb.protocol.index import NAMES, Index, status_in
 from primenb.traces import views as V
 from primenb.traces.evals import COLUMN_PREFIX, column, read_evals
 from primenb.traces.trace import indexed_short_ids
@@ -151,8 +151,8 @@ def query(
     index = index or Index()
     conds, params = [], []
     if status:
-        states = [s.strip() for s in status.split(",") if s.strip()]
-        conds.append(f"status IN ({', '.join('?' for _ in states)})")
+        cond, states = status_in(s.strip() for s in status.split(",") if s.strip())
+        conds.append(cond)
         params += states
     if env:
         conds.append("env LIKE ?")

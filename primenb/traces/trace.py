@@ -79,9 +79,9 @@ class Trace:
 
     @property
     def status(self) -> str:
-        """The state as text, ``"unknown"`` when the trace records none (kept for compatibility:
+        """The state as text, `State.UNKNOWN`'s when the trace records none (kept for compatibility:
         `state` is the typed one)."""
-        return str(self.state or "unknown")
+        return str(self.state or State.UNKNOWN)
 
     @property
     def mode(self) -> Mode | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.documents import MANIFEST_VERSION, ManifestDoc, is_live_state, parse
 from primenb.protocol.reader import open_regular, read_json_object
 from primenb.protocol.record import TRACE_FILE, read_trace, write_trace
@@ -110,12 +111,10 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
     if ckpt is not None and ckpt.is_dir():
         _copy(ckpt, dest / "final")
         manifest["final"] = {"dir": "final", **(trace.get("final") or {})}
-        meta_path = dest / "final" / "primenb_checkpoint.json"
-        meta = _read(meta_path)
-        base = meta.get("base")
-        base_path = base.get("path") if isinstance(base, dict) else None
+        final = CheckpointDir(dest / "final")
+        base_path = final.base().get("path")
         if (
-            (dest / "final" / "adapter_config.json").exists()
+            final.is_adapter()
             and isinstance(base_path, str)
             and _inside(Path(base_path), trace.run_dir)  # the run's own warm-up, never any folder
             and Path(base_path).is_dir()
@@ -212,10 +211,8 @@ def _copy_bundle(src: Path, target: Path, manifest: dict[str, Any]) -> dict[str,
     if manifest.get("base") and (src / "base").is_dir():
         base_dir = files.checkpoint_dir("base")
         _copy(src / "base", base_dir)
-        meta_path = ckpt / "primenb_checkpoint.json"
-        meta = _read(meta_path)
-        meta["base"] = {**(meta["base"] if isinstance(meta.get("base"), dict) else {}), "path": str(base_dir)}
-        atomic_write_json(meta_path, meta)
+        copied = CheckpointDir(ckpt)
+        copied.write_meta({**copied.read_meta(), "base": {**copied.base(), "path": str(base_dir)}})
     return new_final
 
 

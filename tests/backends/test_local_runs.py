@@ -148,7 +148,7 @@ def test_a_killed_engine_ends_failed_with_the_reason(workdir):
     run = submit(config, name="killed")
     assert _wait_for(lambda: len(run.metric_rows()) >= 2), run.logs()
     os.killpg(run.launcher["pgid"], signal.SIGKILL)
-    assert _wait_for(lambda: run.status["state"] == "failed", timeout=30)
+    assert _wait_for(lambda: run.status["state"] == "failed")
     assert "killed by signal 9" in run.status["error"]
     assert attach("killed").status["state"] == "failed"  # written to disk for every later viewer
 

@@ -61,7 +61,7 @@ def _restart_through_the_ui(page: Any) -> None:
 
     lab_command(page, "notebook:restart-kernel", wait=False)
     accept = page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept")
-    expect(accept).to_be_visible(timeout=30_000)
+    expect(accept).to_be_visible(timeout=120_000)
     accept.click()
 
 

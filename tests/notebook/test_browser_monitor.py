@@ -35,6 +35,7 @@ from tests.jupyterlab import (
     screenshot,
     stop_runs,
     wait_for,
+    wait_outputs_settled,
     write_notebook,
 )
 from tests.tiny import rl_toml
@@ -213,7 +214,7 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         ):
             assert text in summary, (text, summary)
         assert str(lab.root) not in summary
-        wait_for(lambda: page.locator(".primenb-monitor").count() == 0, 30, "the live widget to be replaced")
+        wait_for(lambda: page.locator(".primenb-monitor").count() == 0, 120, "the live widget to be replaced")
         _dismiss_news(page)
         out = page.locator(".primenb-summary").first
         out.scroll_into_view_if_needed()
@@ -230,7 +231,7 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
 
         lab_command(page, "docmanager:save")
         saved = lab.root / "monitor.ipynb"
-        wait_for(lambda: "primenb-summary" in saved.read_text(), 30, "the notebook to be saved with the summary")
+        wait_for(lambda: "primenb-summary" in saved.read_text(), 120, "the notebook to be saved with the summary")
     text = saved.read_text()
     assert WIDGET_VIEW not in text and str(lab.root) not in text
     outputs = [o for c in nbformat.reads(text, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
@@ -242,7 +243,7 @@ def test_monitor_phases_summary_and_saved_notebook(lab: Lab) -> None:
         open_notebook(page, lab, "monitor.ipynb")
         summary = page.locator(".primenb-summary").first
         summary.wait_for(timeout=60_000)
-        time.sleep(2)  # give any widget view the time to fail
+        wait_outputs_settled(page)  # every view in its final state: none left to fail
         body = page.locator(".jp-Notebook").first.inner_text()
         assert "Error displaying widget" not in body and "model not found" not in body
         assert f"completed at step {STEPS}/{STEPS}" in summary.inner_text()

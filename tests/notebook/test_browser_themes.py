@@ -29,6 +29,7 @@ from tests.jupyterlab import (
     saved_outputs,
     screenshot,
     wait_for,
+    wait_outputs_settled,
     write_notebook,
 )
 from tests.tiny import sft_toml
@@ -194,7 +195,10 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
             assert fit["out"] == [], fit["out"]
             # the sidebar open too: the summary's samples and commands stay in their output area
             page.locator('.jp-SideBar [data-id="primenb-runs"]').click()
-            time.sleep(1)
+            expect(page.locator("#primenb-runs")).to_be_visible(timeout=120_000)
+            wait_for(
+                lambda: page.evaluate(SUMMARY_FIT)["width"] < 600, 120, "the notebook to narrow beside the sidebar"
+            )
             summary = page.locator(".primenb-summary")
             summary.scroll_into_view_if_needed()
             shots.append(screenshot(page, "themes-900px-summary-sidebar"))
@@ -204,10 +208,10 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
 
             # Save, then Close and Shut Down (its confirmation answered): the saved file keeps the snapshots
             lab_command(page, "docmanager:save")
-            wait_for(lambda: "primenb-builder-static" in nb.read_text(), 30, "the notebook to be saved")
+            wait_for(lambda: "primenb-builder-static" in nb.read_text(), 120, "the notebook to be saved")
             lab_command(page, "notebook:close-and-shutdown", wait=False)
             dialog = page.locator(".jp-Dialog .jp-mod-accept")
-            dialog.click(timeout=30_000)
+            dialog.click(timeout=120_000)
             wait_for(lambda: lab.get("api/sessions") == [], 60, "the notebook's kernel to shut down")
         views = [o for o in saved_outputs(nb) if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         assert views == [], views
@@ -215,7 +219,7 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
         with chromium_page(1400, 1100) as page:
             open_notebook(page, lab, nb.name)
             expect(page.locator(".primenb-builder-static").first).to_be_visible(timeout=60_000)
-            time.sleep(2)  # give any widget view the time to fail
+            wait_outputs_settled(page)  # every view in its final state: none left to fail
             _no_widget_error(page)
             screenshot(page, "themes-reopened")
     print(f"themes: {time.monotonic() - t0:.1f}s; screenshots: {[str(s) for s in shots]} in {ARTIFACTS}")

@@ -74,7 +74,7 @@ def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
             # an invalid value: its error appears next to its field, and the status says so
             _type(page, "batch_size", "10")
             error = _field(page, "batch_size").locator(".primenb-diag-error")
-            expect(error).to_contain_text("divisible by micro_batch_size", timeout=30_000)
+            expect(error).to_contain_text("divisible by micro_batch_size", timeout=120_000)
             expect(builder.get_by_text("✗ 1 error")).to_be_visible()
             expect(_field(page, "lr").locator(".primenb-diag-error")).to_have_count(0)
             screenshot(page, "widgets-2-invalid")
@@ -82,10 +82,10 @@ def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
             # the fix, and a change the TOML text shows at once
             _type(page, "batch_size", "8")
             _type(page, "max_steps", "6")
-            expect(error).to_have_count(0, timeout=30_000)
+            expect(error).to_have_count(0, timeout=120_000)
             expect(builder.get_by_text("✓ valid SFT config")).to_be_visible()
             toml = builder.locator(".primenb-toml textarea")
-            expect(toml).to_have_value(_contains("max_steps = 6"), timeout=10_000)
+            expect(toml).to_have_value(_contains("max_steps = 6"), timeout=60_000)
             screenshot(page, "widgets-3-fixed")
 
             # launch: the monitor of the run appears under the form and follows it to the end
@@ -98,7 +98,7 @@ def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
             # a second run with another learning rate (typed into the TOML text this time)
             text = toml.input_value().replace("lr = 0.002", "lr = 0.001")
             toml.fill(text)
-            expect(builder.get_by_text("✓ valid SFT config")).to_be_visible(timeout=30_000)
+            expect(builder.get_by_text("✓ valid SFT config")).to_be_visible(timeout=120_000)
             builder.get_by_role("button", name="Launch").click()
             # two monitors (live, or already the static summary that replaces one) say completed
             ended = builder.locator(".primenb-monitor, .primenb-summary").filter(has_text="completed")
@@ -119,7 +119,7 @@ def test_build_launch_monitor_and_diff_in_jupyterlab(tmp_path: Path) -> None:
                 page.mouse.click(box["x"] + 160, box["y"] + 50)
                 page.keyboard.up("Shift")
                 try:
-                    expect(hb.get_by_text("2 selected")).to_be_visible(timeout=10_000)
+                    expect(hb.get_by_text("2 selected")).to_be_visible(timeout=60_000)
                     break
                 except AssertionError:
                     if attempt == 2:

@@ -17,10 +17,11 @@ import pytest
 import torch
 
 from primenb.engine.batching import Scheduler
-from primenb.engine.models import CHECKPOINT_META, build_byte_tokenizer, build_tiny_model
+from primenb.engine.models import build_byte_tokenizer, build_tiny_model
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Failed, Finished, GenRequest, Sampling
 from primenb.engine.serving import ModelPool
+from primenb.protocol.checkpoint import CheckpointDir
 
 pytestmark = pytest.mark.slow  # real weights (random, untrained) decoded on the CPU: a minute
 
@@ -44,7 +45,7 @@ def _adapter(root: Path, name: str, seed: int) -> Path:
             if "lora_" in pname:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
     model.save_pretrained(str(ckpt))
-    (ckpt / CHECKPOINT_META).write_text(json.dumps({"base": {"name": BASE, "seed": 0, "path": None}}))
+    (ckpt / CheckpointDir.META).write_text(json.dumps({"base": {"name": BASE, "seed": 0, "path": None}}))
     (run / "status.json").write_text("{}")
     return ckpt
 

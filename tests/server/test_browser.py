@@ -133,16 +133,16 @@ def test_sidebar_live_run_stop_and_apply(lab: dict[str, Any]) -> None:
             first_steps = steps.text_content()
             wait_for(lambda: steps.text_content() != first_steps, 60, "the detail's steps to move on")
             assert stop.get_attribute("data-kept") == "yes"  # polled twice, the same Stop button
-            stop.click(timeout=10_000)  # a normal click (actionability checks), while it polls
+            stop.click(timeout=60_000)  # a normal click (actionability checks), while it polls
             badge = detail.locator(".primenb-detail-head .primenb-badge")
             expect(badge).to_have_text("stopped", timeout=180_000)  # the detail ends in place
-            assert lab["long"].wait(timeout=60) == "stopped"
+            assert lab["long"].wait(timeout=300) == "stopped"
             page.screenshot(path=str(ARTIFACTS / "sidebar-stopped.png"))
             detail.locator('button[data-action="back"]').click()
             expect(long_row).to_have_attribute("data-state", "stopped", timeout=60_000)
             # the row ends with the run's stored final loss, not the poll before it ended
             final = next(i for i in _api(lab, "traces")["items"] if i["trace"] == long_id)["final_loss"]
-            expect(long_row.locator(".primenb-meta")).to_contain_text(f"loss {final:.3f}", timeout=30_000)
+            expect(long_row.locator(".primenb-meta")).to_contain_text(f"loss {final:.3f}", timeout=120_000)
 
             # apply the finished trace from the panel: a dialog, 2 steps, the child appears
             panel.locator(f'.primenb-run[data-trace="{parent_id}"] button[data-action="apply"]').click()

@@ -154,13 +154,13 @@ def test_warmup_run_metrics_across_phases(lab: dict[str, Any]) -> None:
         # a reward function failing on every completion: said by name in the row and the detail
         failing = panel.locator(f'.primenb-run[data-trace="{ids["failing"]}"]')
         expect(failing.locator(".primenb-meta")).to_contain_text(
-            f"reward function exact_match failed on {8 * rewards} of {8 * rewards} completions", timeout=30_000
+            f"reward function exact_match failed on {8 * rewards} of {8 * rewards} completions", timeout=120_000
         )
 
         # the finished warm-up run's detail: every GRPO reward, and the warm-up's loss
         panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
         chart = panel.locator("svg.primenb-chart-reward")
-        expect(chart).to_have_attribute("data-points", str(rewards), timeout=30_000)
+        expect(chart).to_have_attribute("data-points", str(rewards), timeout=120_000)
         expect(panel.locator("svg.primenb-chart-warmup-loss")).to_have_attribute("data-points", str(WARMUP_STEPS))
         expect(panel.locator(".primenb-charts")).not_to_contain_text("no metrics yet")
         page.screenshot(path=str(ARTIFACTS / "sidebar-warmup-detail.png"))
@@ -183,27 +183,29 @@ def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
         page.locator(".jp-Dialog button.jp-mod-accept").click()
         toasts = page.locator(".Toastify__toast")
         expect(toasts.filter(has_text="Apply refused")).to_contain_text("checkpoint", timeout=60_000)
-        page.wait_for_timeout(1000)
+        # the apply has ended (its status line is cleared when the request settles): no toast can follow
+        expect(panel.locator(".primenb-status")).to_have_text("", timeout=120_000)
         assert toasts.filter(has_text="Starting a refinement").count() == 0
+        assert toasts.filter(has_text="Started ").count() == 0
         page.screenshot(path=str(ARTIFACTS / "sidebar-apply-refused.png"))
 
         # Config: the stored config, read-only (not an editor tab of the run's own file)
         done.hover()
         done.locator('button[data-action="config"]').click()
         view = page.locator(".primenb-text-view")
-        expect(view).to_contain_text("max_steps = 6", timeout=30_000)
+        expect(view).to_contain_text("max_steps = 6", timeout=120_000)
         assert page.locator(".jp-FileEditor").count() == 0
         assert view.evaluate("n => n.isContentEditable") is False
 
         # Insert cell with a trace id that is a Python expression: refused, no cell inserted
         open_notebook(page, server, "scratch.ipynb")
         cells_js = "() => window.jupyterapp.shell.currentWidget.content.model.sharedModel.cells.map(c => c.getSource())"
-        wait_for(lambda: page.evaluate(cells_js) == ["1 + 1"], 30, "the notebook's cell")
+        wait_for(lambda: page.evaluate(cells_js) == ["1 + 1"], 120, "the notebook's cell")
         page.evaluate("() => window.jupyterapp.shell.activateById('primenb-runs')")
         hostile = panel.locator(".primenb-run", has=page.locator(".primenb-name", has_text="hostile-run"))
         hostile.hover()
         hostile.locator('button[data-action="insert"]').click()
-        expect(toasts.filter(has_text="not a plain id")).to_be_visible(timeout=30_000)
+        expect(toasts.filter(has_text="not a plain id")).to_be_visible(timeout=120_000)
         cells = page.evaluate(cells_js)
         assert cells == ["1 + 1"], cells
         assert not (server.root / "PWNED").exists()
@@ -211,7 +213,7 @@ def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
         done.hover()
         done.locator('button[data-action="insert"]').click()
         line = f"%prime_harness apply {ids['done']}"
-        wait_for(lambda: line in page.evaluate(cells_js), 30, "the inserted cell")
+        wait_for(lambda: line in page.evaluate(cells_js), 120, "the inserted cell")
 
 
 def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any]) -> None:
@@ -250,7 +252,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
         with chromium_page() as page:
             panel, _ = open_panel(page, lab["lab"])
             servers = panel.locator(".primenb-servers")
-            expect(servers).to_be_visible(timeout=30_000)
+            expect(servers).to_be_visible(timeout=120_000)
             row = servers.locator(f'.primenb-server[data-pid="{worker.pid}"]')
             expect(row.locator(".primenb-server-url")).to_have_text(url)
             # the uptime first (a long model list hides behind the ellipsis, not it), counting on at
@@ -263,7 +265,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
             # the run's detail: its latest eval
             panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
             evals = panel.locator(".primenb-evals tr.primenb-eval")
-            expect(evals).to_have_count(1, timeout=30_000)
+            expect(evals).to_have_count(1, timeout=120_000)
             assert evals.first.locator("td").all_inner_texts() == [
                 "reverse-text",
                 "0.500 ± 0.05",
@@ -275,8 +277,8 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
             # Stop: a POST with Jupyter's XSRF token, then the server is gone from the list
             row.locator('button[data-action="stop-server"]').click()
             expect(page.locator(".Toastify__toast").filter(has_text="Stopped the server")).to_be_visible(timeout=60_000)
-            expect(servers).to_be_hidden(timeout=30_000)
-            assert worker.wait(timeout=30) is not None
+            expect(servers).to_be_hidden(timeout=120_000)
+            assert worker.wait(timeout=120) is not None
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -289,7 +291,7 @@ def test_ten_thousand_runs(lab: dict[str, Any]) -> None:
     total = BULK + len(lab["ids"])
     with chromium_page() as page:
         panel, first_rows_s = open_panel(page, lab["lab"])
-        expect(panel.locator(".primenb-count")).to_have_text(f"{total} runs", timeout=30_000)
+        expect(panel.locator(".primenb-count")).to_have_text(f"{total} runs", timeout=120_000)
         # virtualised: a screenful of rows in the DOM, each at most 40 px tall
         heights = panel.locator(".primenb-run").evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
         assert 5 <= len(heights) <= 80 and max(heights) <= 40, heights
@@ -301,7 +303,7 @@ def test_ten_thousand_runs(lab: dict[str, Any]) -> None:
         started = time.monotonic()
         panel.locator(".primenb-list").evaluate("n => { n.scrollTop = n.scrollHeight; }")
         oldest = panel.locator(".primenb-run", has=page.locator(".primenb-name", has_text="bulk-run-0"))
-        expect(oldest.first).to_be_visible(timeout=30_000)
+        expect(oldest.first).to_be_visible(timeout=120_000)
         scroll_s = time.monotonic() - started
         assert panel.locator(".primenb-run").count() <= 80
         # the status filter is server-side

@@ -85,7 +85,7 @@ async def test_a_worker_record_is_listed_and_stopped(home: Path, jp_fetch: Any, 
     (item,) = (await get(jp_fetch, "servers"))["servers"]
     assert item["models"] == ["base", "base-adapter-run"] and 120 < item["uptime_s"] < 200
     await _post(jp_fetch, json.dumps({"pid": worker.pid}))
-    assert worker.wait(timeout=30) is not None  # SIGTERM
+    assert worker.wait(timeout=120) is not None  # SIGTERM
     assert (await get(jp_fetch, "servers"))["servers"] == [] and registry.read(worker.pid) is None
 
 
