@@ -33,7 +33,7 @@ from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
 # the metrics drawn anyway (the main metrics of RL and SFT); another one asked for is the picked panel
-DEFAULT_METRICS = tuple(M.MAIN_KEYS.values())
+DEFAULT_METRICS = tuple(M.main_keys().values())
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 

@@ -43,7 +43,7 @@ VIEWS = (MONITOR, PICK, SUMMARY, SIDEBAR, CURVE, CHART, COLUMN, HEALTH)
 # the names code reasons about one by one (written here once; the table below uses them)
 REWARD, REWARD_STD, LOSS, GRAD_NORM = "reward", "reward_std", "loss", "grad_norm"
 TOKEN_ACCURACY, TOKENS_PER_S = "mean_token_accuracy", "tokens/s"
-EVAL_REWARD, EVAL_EXACT_MATCH = "eval/<env>/reward", "eval/<env>/exact_match"
+EVAL_REWARD, EVAL_EXACT_MATCH, EVAL_EXAMPLES = "eval/<env>/reward", "eval/<env>/exact_match", "eval/<env>/num_examples"
 FRAC_ZERO_STD = "frac_reward_zero_std"
 REWARD_CALLS, REWARD_ERRORS = "reward_calls", "reward_errors"
 REWARD_ERRORS_PREFIX = REWARD_ERRORS + "/"  # one count per reward function: reward_errors/<function>
@@ -98,6 +98,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(EVAL_REWARD, "eval reward", ALL, HIGHER, shown=_shown(MONITOR, SUMMARY, CURVE, CHART, COLUMN)),
     Metric(EVAL_EXACT_MATCH, "eval exact match", ALL, HIGHER, shown=_shown(CURVE, COLUMN)),
     Metric("eval/<env>/accuracy", "eval accuracy", ALL, HIGHER, shown=_shown(COLUMN)),
+    Metric(EVAL_EXAMPLES, "eval examples", ALL),
     Metric(
         LOSS,
         "loss",
@@ -233,6 +234,20 @@ def first_present(metric: Metric | str, keys: Iterable[str], *, warm: bool = Fal
     return found[0] if found else None
 
 
+def with_main_names(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with each main metric (train reward, loss) also under its own name when it was
+    logged only under an alias (a platform's ``reward/mean``): the name every view looks for."""
+    for m in METRICS:
+        alias = _first_alias(m, row) if m.main and m.key not in row else None
+        if alias:
+            row[m.key] = row[alias]
+    return row
+
+
+def _first_alias(metric: Metric, row: Mapping[str, Any]) -> str | None:
+    return next((a for a in metric.aliases if a in row), None)
+
+
 def eval_keys(keys: Iterable[str], *, warm: bool = False) -> list[str]:
     """The eval reward keys (one per eval source), sorted."""
     return instances(EVAL_REWARD, keys, warm=warm)
@@ -282,20 +297,31 @@ def columns(keys: Iterable[str]) -> list[str]:
     return [k for m in shown_in(COLUMN) for k in instances(m, seen)]
 
 
-# the sidebar: which series its sparkline draws, in order of preference (RL's main metric, SFT's,
-# the warm-up's), and the health counts it folds (`reward_errors/*`: every function's)
-SPARK_KEYS: tuple[str, ...] = tuple(
-    dict.fromkeys(
-        (warmup(m.key) if phase == WARMUP else m.key)
-        for phase in PHASES
-        for m in shown_in(SIDEBAR, phase)
-        if phase in m.main
-    )
-)
-HEALTH_KEYS: tuple[str, ...] = tuple(re.sub(r"<\w+>", "*", m.key) for m in shown_in(HEALTH) if SIDEBAR in m.shown)
-# the trace summary's field of each sparkline metric's last value
-FINAL_FIELDS: dict[str, str] = {m.key: m.final for m in METRICS if m.final and SIDEBAR in m.shown}
-MAIN_KEYS: dict[str, str] = {phase: main_metric(phase).key for phase in (RL, SFT)}
+def spark_keys() -> tuple[str, ...]:
+    """What the sidebar's sparkline draws, in order of preference: the main metric of RL, of SFT,
+    of the warm-up (``reward``, ``loss``, ``warmup/loss``), then the table's other sidebar metrics."""
+    main = [warmup(main_metric(p).key) if p == WARMUP else main_metric(p).key for p in PHASES]
+    main = [k for k in main if SIDEBAR in by_key(bare(k)).shown]
+    rest = [m.key for m in shown_in(SIDEBAR) if not m.main and HEALTH not in m.shown and not m.is_pattern]
+    return tuple(dict.fromkeys([*main, *rest]))
+
+
+def health_keys() -> tuple[str, ...]:
+    """The reward-health counts the sidebar folds (a pattern's instances asked for as ``.../*``)."""
+    return tuple(re.sub(r"<\w+>", "*", m.key) for m in shown_in(HEALTH) if SIDEBAR in m.shown)
+
+
+def final_fields() -> dict[str, str]:
+    """The trace summary's (and index's) field holding each sidebar metric's last value."""
+    return {m.key: m.final for m in shown_in(SIDEBAR) if m.final}
+
+
+def main_keys() -> dict[str, str]:
+    """The main metric of each mode (what the sidebar's line shows before a point is drawn)."""
+    return {phase: main_metric(phase).key for phase in (RL, SFT)}
+
+
+SPARK_KEYS, HEALTH_KEYS, MAIN_KEYS = spark_keys(), health_keys(), main_keys()
 
 
 def table_json() -> list[dict[str, Any]]:
@@ -318,7 +344,6 @@ __all__ = [
     "COLUMN",
     "CURVE",
     "EVAL_PREFIX",
-    "FINAL_FIELDS",
     "HEALTH",
     "HEALTH_KEYS",
     "HIGHER",
@@ -340,8 +365,10 @@ __all__ = [
     "columns",
     "curve_keys",
     "eval_keys",
+    "final_fields",
     "first_present",
     "headline_keys",
+    "health_keys",
     "higher_is_better",
     "instances",
     "is_eval_key",
@@ -349,12 +376,15 @@ __all__ = [
     "is_warmup_key",
     "is_warmup_row",
     "label",
+    "main_keys",
     "main_metric",
     "match",
     "panel_metrics",
     "row_phase",
     "shown_in",
+    "spark_keys",
     "summarised_curves",
     "summarised_evals",
     "warmup",
+    "with_main_names",
 ]

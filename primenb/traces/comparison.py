@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol import metrics as M
 from primenb.traces import views as V
 from primenb.traces.evals import column
 from primenb.traces.trace import Trace, get, indexed_short_ids
@@ -182,9 +183,7 @@ def default_metrics(rows_by_trace: list[list[dict[str, Any]]]) -> list[str]:
     for rows in rows_by_trace:
         for r in rows:
             keys.update(dict.fromkeys(r))
-    out = [k for k in ("reward",) if k in keys]
-    out += sorted(k for k in keys if k.startswith("eval/") and k.endswith("/reward"))
-    out += [k for k in ("loss",) if k in keys]
+    out = M.curve_keys(keys)  # the metrics table's chart metrics: train reward, eval rewards, loss
     return out or [k for k in keys if k not in ("step", "time")][:1]
 
 
