@@ -72,10 +72,6 @@ class Metric:
     def is_pattern(self) -> bool:
         return "<" in self.key
 
-    @property
-    def higher_is_better(self) -> bool:
-        return self.direction == HIGHER
-
 
 def _shown(*views: str) -> frozenset[str]:
     return frozenset(views)
@@ -219,7 +215,10 @@ def label(key: str) -> str:
     m = match(key)
     if m is None or m.is_pattern:
         return key
-    return f"SFT warm-up {m.label}" if is_warmup_key(key) else m.label
+    if not is_warmup_key(key):
+        return m.label
+    # the warm-up's first panel names its phase in full ("SFT warm-up loss"), the others briefly
+    return f"SFT warm-up {m.label}" if WARMUP in m.main else f"warm-up {m.label}"
 
 
 def is_timing_key(key: str) -> bool:

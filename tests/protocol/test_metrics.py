@@ -89,6 +89,7 @@ def test_keys_are_matched_through_aliases_patterns_and_the_warm_up_prefix() -> N
     assert M.first_present("reward", {"train/reward", "loss"}) == "train/reward"
     assert M.higher_is_better("eval/a/reward") is True and M.higher_is_better("warmup/loss") is False
     assert M.label("warmup/loss") == "SFT warm-up loss" and M.label("whatever") == "whatever"
+    assert M.label("warmup/mean_token_accuracy") == "warm-up token accuracy" and M.label("loss") == "loss"
     assert M.is_timing_key("warmup/train_runtime") and M.is_timing_key("tokens/s") and not M.is_timing_key("loss")
 
 
