@@ -32,15 +32,6 @@ def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
     return out
 
 
-def series(rows: list[dict[str, Any]], keys: list[str]) -> dict[str, tuple[list[float], list[float]]]:
-    out = {}
-    for key in keys:
-        pts = [(r["step"], r[key]) for r in rows if key in r and "step" in r]
-        if pts:
-            out[key] = ([p[0] for p in pts], [p[1] for p in pts])
-    return out
-
-
 def short_path(path: str | os.PathLike[str] | None) -> str:
     """A path fit for a saved notebook: relative to the working folder, or ``~/...``, or (outside
     both) the last three parts after an ellipsis; never the absolute path."""
