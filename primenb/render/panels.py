@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from primenb.protocol import metrics as M
 from primenb.render.svgchart import line_chart
 
-PANELS = 4  # fixed panels; the last one shows the metric picked in the search box
 EVAL_LINES = 2  # eval sources drawn per panel (more sources: pick them in the search box)
 
 
@@ -28,6 +27,9 @@ class Panel:
     combined: bool = False
 
 
+# the monitor's panel widgets: the most panels a phase shows (from the metrics table), and one for
+# the metric picked in the search box (4: e.g. train reward, eval reward, loss, grad_norm)
+PANELS = max(len(M.panel_metrics(M.MONITOR, phase)) for phase in M.PHASES) + 1
 Points = Mapping[str, tuple[Sequence[float], Sequence[float]]]
 WHOLE_RUN_EVAL = "eval reward (warm-up, then GRPO)"
 
@@ -72,7 +74,7 @@ def panels(
     for metric in M.panel_metrics(view, stage):
         if metric.key == M.EVAL_REWARD:
             # the warm-up's evals alone are no panel (one point at 0): they join GRPO's
-            out += [whole] if whole else [] if stage == M.WARMUP else [Panel("eval reward", _evals(keys))]
+            out += [whole] if whole else ([] if stage == M.WARMUP else [Panel("eval reward", _evals(keys))])
         else:
             out.append(_panel(metric, stage, keys))
     out = [p for p in out if any(k in keys for k in p.keys)]  # a panel comes with its first point
