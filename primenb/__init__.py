@@ -1,7 +1,7 @@
 """primenb: the Prime Intellect fine-tuning workflow in Jupyter.
 
 `%load_ext primenb` registers the magics. Importing this package stays cheap: the config
-schema, pandas, plotly and the training stack are imported only when first used.
+schema, pandas and the training stack are imported only when first used.
 """
 
 from __future__ import annotations
@@ -80,6 +80,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'primenb' has no attribute {name!r}")
 
 
-# importing these is cheap (each loads pandas, plotly or torch on first use), yet only on first access
+# importing these is cheap (each loads pandas or torch on first use), yet only on first access
 _SUBPACKAGES = ("harness",)
 _WIDGETS = {"ConfigBuilder": "primenb.notebook.builder", "HarnessBrowser": "primenb.notebook.browser"}

@@ -10,19 +10,23 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from primenb.backends import submit
 from primenb.config import load_config
 from primenb.config.templates import starter
 from primenb.fsutil import atomic_write_text
+from primenb.protocol import metrics as M
 from primenb.render.progress import follow
 from primenb.run import Run
 
 
-def _eval_line(row: dict, prefix: str) -> str:
-    reward = next((v for k, v in row.items() if k.startswith(prefix) and k.endswith("/reward")), None)
-    exact = next((v for k, v in row.items() if k.startswith(prefix) and k.endswith("/exact_match")), None)
-    n = next((v for k, v in row.items() if k.startswith(prefix) and k.endswith("/num_examples")), None)
+def _eval_line(row: dict, *, warm: bool = False) -> str:
+    def first(metric: str) -> Any:
+        key = M.first_present(metric, row, warm=warm)
+        return row[key] if key else None
+
+    reward, exact, n = first(M.EVAL_REWARD), first(M.EVAL_EXACT_MATCH), first(M.EVAL_EXAMPLES)
     if reward is None:
         return "(not measured)"
     return f"mean reward {reward:.3f}, exact match {exact:.2f} on {n} held-out prompts"
@@ -30,14 +34,14 @@ def _eval_line(row: dict, prefix: str) -> str:
 
 def report(run: Run) -> None:
     rows = run.metric_rows()
-    warm = [r for r in rows if any(k.startswith("warmup/eval/") for k in r)]
-    evals = [r for r in rows if any(k.startswith("eval/") and k.endswith("/reward") for k in r)]
+    warm = [r for r in rows if M.eval_keys(r, warm=True)]
+    evals = [r for r in rows if M.eval_keys(r)]
     print("\nheld-out greedy evaluation (reverse-text):")
     if warm:
-        print(f"  start (random init)   : {_eval_line(warm[0], 'warmup/eval/')}")
+        print(f"  start (random init)   : {_eval_line(warm[0], warm=True)}")
     if evals:
-        print(f"  after SFT warm start  : {_eval_line(evals[0], 'eval/')}")
-        print(f"  end (after GRPO)      : {_eval_line(evals[-1], 'eval/')}")
+        print(f"  after SFT warm start  : {_eval_line(evals[0])}")
+        print(f"  end (after GRPO)      : {_eval_line(evals[-1])}")
     status = run.status
     print(f"  {status.get('step')} GRPO steps, {status.get('wall_s')} s in the engine; run directory {run.dir}")
 

@@ -4,7 +4,17 @@
  * `metrics?cursor=N`), the polling cadence, sparkline geometry and the harness cell text.
  */
 
-import { IIndexRow, LIVE_STATES as RUN_LIVE_STATES, RUN_STATES, RunState, UNKNOWN_STATE } from './documents';
+import {
+  FINAL_FIELDS,
+  HEALTH_KEYS as METRIC_HEALTH_KEYS,
+  IIndexRow,
+  LIVE_STATES as RUN_LIVE_STATES,
+  MAIN_KEYS,
+  RUN_STATES,
+  RunState,
+  SPARK_KEYS as METRIC_SPARK_KEYS,
+  UNKNOWN_STATE
+} from './documents';
 
 export type State = RunState | typeof UNKNOWN_STATE;
 
@@ -65,10 +75,18 @@ export interface IRewardHealth {
   byFunction: Record<string, number>;
 }
 
-/** What a run's sparkline draws, in order of preference: reward (RL), loss (SFT), the warm-up's loss. */
-export const SPARK_KEYS: ReadonlyArray<string> = ['reward', 'loss', 'warmup/loss'];
-/** The reward-health keys the engine writes in RL rows (`reward_errors/<function>` per function). */
-export const HEALTH_KEYS: ReadonlyArray<string> = ['reward_calls', 'reward_errors', 'reward_errors/*'];
+/**
+ * What a run's sparkline draws, in order of preference: reward (RL), loss (SFT), the warm-up's
+ * loss (the metrics table's sidebar metrics, generated into documents.ts).
+ */
+export const SPARK_KEYS: ReadonlyArray<string> = METRIC_SPARK_KEYS;
+/**
+ * The reward-health keys the engine writes in RL rows: completions scored, calls that raised, and
+ * those by function (`reward_errors/<function>`, asked for as `reward_errors/*`).
+ */
+export const HEALTH_KEYS: ReadonlyArray<string> = METRIC_HEALTH_KEYS;
+const [CALLS_KEY, ERRORS_KEY, BY_FUNCTION_KEY] = HEALTH_KEYS;
+const BY_FUNCTION_PREFIX = BY_FUNCTION_KEY.replace(/\*$/, '');
 /** The keys the panel asks for. */
 export const PANEL_KEYS: ReadonlyArray<string> = [...SPARK_KEYS, ...HEALTH_KEYS];
 
@@ -133,15 +151,17 @@ export function addAnswer(
 }
 
 function addHealth(health: IRewardHealth, row: Record<string, unknown>): void {
-  if (finite(row['reward_calls'])) {
-    health.calls += row['reward_calls'];
+  const calls = row[CALLS_KEY];
+  if (finite(calls)) {
+    health.calls += calls;
   }
-  if (finite(row['reward_errors'])) {
-    health.errors += row['reward_errors'];
+  const errors = row[ERRORS_KEY];
+  if (finite(errors)) {
+    health.errors += errors;
   }
   for (const [key, value] of Object.entries(row)) {
-    if (key.startsWith('reward_errors/') && finite(value)) {
-      const name = key.slice('reward_errors/'.length);
+    if (key.startsWith(BY_FUNCTION_PREFIX) && finite(value)) {
+      const name = key.slice(BY_FUNCTION_PREFIX.length);
       health.byFunction[name] = (health.byFunction[name] ?? 0) + value;
     }
   }
@@ -248,8 +268,10 @@ export function fmtSteps(steps: number | null | undefined, max: number | null | 
 
 /** The line under a run's name: model · env · backend · steps · reward (RL) or loss (SFT). */
 export function summaryLine(item: ITraceItem, last?: number, key: string | null = null): string {
-  const shown = key ?? (item.mode === 'sft' ? 'loss' : 'reward');
-  const stored = shown === 'reward' ? item.final_reward : shown === 'loss' ? item.final_loss : undefined;
+  const shown = key ?? MAIN_KEYS[item.mode === 'sft' ? 'sft' : 'rl'];
+  const field = FINAL_FIELDS[shown];
+  const final = field === undefined ? undefined : item[field];
+  const stored = typeof final === 'number' ? final : undefined;
   // an ended run's stored final value is the truth; the sparkline's last point may be from the
   // poll before it ended
   const ended = !isLive(item.status) && typeof stored === 'number';

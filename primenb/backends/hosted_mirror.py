@@ -21,6 +21,7 @@ from primenb.backends.primecli import PlatformUnreachable, PrimeCLI, PrimeCLIErr
 from primenb.backends.remote import read_remote, write_remote
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json, atomic_write_text
+from primenb.protocol import metrics as M
 from primenb.protocol.privacy import WITHHELD, config_denies, withheld_or, withhold_sample
 from primenb.protocol.rundir import COMPLETED, FAILED, FINAL_STATES, QUEUED, RUNNING, STOPPED, RunDir, now_iso
 
@@ -232,7 +233,8 @@ class HostedControl:
 def metric_record(rec: Any) -> dict[str, Any] | None:
     """A platform metric record as a metrics.jsonl row: flat ``{"step", name: value}`` or nested
     ``{"step", "metrics": {...}}`` (the record shape is undocumented); ``reward/mean`` also
-    becomes ``reward`` and ``loss/mean`` ``loss``, the names the monitor looks for first."""
+    becomes ``reward`` and ``loss/mean`` ``loss`` (the metrics table's aliases), the names the
+    monitor looks for first."""
     from primenb.protocol.rundir import finite_numbers
 
     if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
@@ -240,10 +242,7 @@ def metric_record(rec: Any) -> dict[str, Any] | None:
     nested = rec.get("metrics")
     values: dict[str, Any] = nested if isinstance(nested, dict) else rec
     row: dict[str, Any] = {"step": rec["step"], **finite_numbers({k: v for k, v in values.items() if k != "step"})}
-    for short in ("reward", "loss"):
-        if short not in row and f"{short}/mean" in row:
-            row[short] = row[f"{short}/mean"]
-    return row
+    return M.with_main_names(row)
 
 
 def sample_record(sample: Any, step: int) -> dict[str, Any]:

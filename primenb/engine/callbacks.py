@@ -21,6 +21,7 @@ from primenb.engine.plan import Plan
 from primenb.engine.stop import StopFlag
 from primenb.envs import Environment, completion_text, prompt_text
 from primenb.envs.errors import RewardFunctionError
+from primenb.protocol import metrics as M
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.privacy import error_text, withhold_sample
 from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
@@ -389,7 +390,7 @@ class WarmupCallback(TrainerCallback):
     """The SFT warm-up phase of an RL run: metrics under ``warmup/`` (own step count), an eval
     before it starts, status ``phase = "sft warmup"``, and stop checks."""
 
-    PREFIX = "warmup/"
+    PREFIX = M.WARMUP_PREFIX
 
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
@@ -575,11 +576,11 @@ class RewardHealth:
         if not self.pending:
             return {}
         out: dict[str, float] = {
-            "reward_calls": float(sum(c for c, _ in self.pending.values())),
-            "reward_errors": float(sum(e for _, e in self.pending.values())),
+            M.REWARD_CALLS: float(sum(c for c, _ in self.pending.values())),
+            M.REWARD_ERRORS: float(sum(e for _, e in self.pending.values())),
         }
         for name, (_, errors) in self.pending.items():
-            out[f"reward_errors/{name}"] = float(errors)
+            out[M.REWARD_ERRORS_PREFIX + name] = float(errors)
         self.pending = {}
         return out
 

@@ -5,7 +5,7 @@ architecture fingerprint, LoRA settings, data hashes, seeds, dependency versions
 state, metrics summary, checkpoints). A SQLite index under ``PRIME_HOME/harness/`` lists them;
 it is rebuilt from the run directories whenever it is missing or damaged.
 
-Importing this package is cheap: pandas, plotly, sqlite and torch load on first use.
+Importing this package is cheap: pandas, sqlite and torch load on first use.
 
 >>> import primenb.harness as h
 >>> h.traces(last=10)                     # DataFrame, newest first
@@ -87,7 +87,7 @@ def diff(*refs: Any) -> TraceDiff:
 
 
 def compare(*refs: Any, metrics: Sequence[str] | None = None) -> Comparison:
-    """Metric curves of traces overlaid in one plotly chart, with a summary table."""
+    """Metric curves of traces overlaid (SVG charts, one per metric), with a summary table."""
     from primenb.traces.comparison import compare as _compare
 
     return _compare(*refs, metrics=metrics)

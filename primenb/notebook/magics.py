@@ -3,7 +3,7 @@
 A thin dispatcher over `primenb.commands` (arguments) and `primenb.verbs` (one handler per
 command, shared with the terminal), with one error guard and the notebook's rendering: a magic
 returns its result and the cell displays it, once. Kept cheap to import: the config package,
-pandas and plotly load on first use.
+pandas loads on first use.
 """
 
 from __future__ import annotations
@@ -111,10 +111,7 @@ class NotebookFace:
         return show_browser(**options, show=False)
 
     def figure(self, make: Callable[[], Any]) -> None:
-        import contextlib
-
-        with contextlib.suppress(ImportError):  # no plotly: the result's own display says it
-            display(make())
+        display(make())  # an SVG figure (primenb.render.svgchart): nothing to import
 
 
 def render(result: Any) -> Any:

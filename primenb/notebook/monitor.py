@@ -19,18 +19,21 @@ import ipywidgets as W
 from IPython import get_ipython
 from IPython.display import display
 
-from primenb.notebook import charts, fallback
+from primenb.notebook import fallback
 from primenb.notebook.layout import keep_label
+from primenb.protocol import metrics as M
 from primenb.protocol.record import read_trace
 from primenb.protocol.rundir import FINAL_STATES, QUEUED, STARTING, State, metric_row
 from primenb.protocol.tail import JsonlTail
+from primenb.render import panels as charts
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
 from primenb.render.summary import STATE_COLORS, command_html, run_html, samples_html, warnings_html
 from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
-DEFAULT_METRICS = ("reward", "loss")
+# the metrics drawn anyway (the main metrics of RL and SFT); another one asked for is the picked panel
+DEFAULT_METRICS = tuple(M.main_keys().values())
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
@@ -91,7 +94,7 @@ class Monitor:
         self._final: dict[str, Any] | None = None  # the summary `finish` put in place
         self._stage: str | None = None
         self._launch_pid: int | None = None  # launcher.json's pid (local runs), 0: none
-        self._preferred = next((m for m in metrics if m not in ("reward", "loss")), None)
+        self._preferred = next((m for m in metrics if m not in DEFAULT_METRICS), None)
         self.updates = 0
 
         self.title = W.HTML(f"<b>{html.escape(run.name)}</b>")

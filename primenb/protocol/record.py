@@ -15,14 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol import metrics as M
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.documents import FINAL_STATES, TRACE_VERSION, State, TraceDoc, is_final_state, read_document
+from primenb.protocol.metrics import is_timing_key
 from primenb.protocol.rundir import RunDir, now_iso, read_metrics
 
 TRACE_FILE = RunDir.TRACE
-# metrics that measure wall-clock time: they differ between identical runs
-_TIMING_KEYS = frozenset({"time", "step_time", "train_runtime", "eval/time_s"})
-CURVE_KEYS = ("reward", "loss")
 
 
 def new_trace_id() -> str:
@@ -40,11 +39,6 @@ def iso_to_epoch(text: str | None) -> float | None:
         return when.timestamp()  # naive: local time, as time.mktime
     except (ValueError, OverflowError, OSError):
         return None
-
-
-def is_timing_key(key: str) -> bool:
-    bare = key.removeprefix("warmup/")
-    return bare in _TIMING_KEYS or bare.endswith(("time_s", "/s", "_per_second", "runtime"))
 
 
 def read_trace(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -115,34 +109,31 @@ def metrics_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             if isinstance(value, float) and not math.isfinite(value):
                 continue
             series.setdefault(key, []).append((step, value))
-            if not key.startswith(("eval/", "warmup/")):
+            if not M.is_warmup_key(key) and not M.is_eval_key(key):
                 final[key] = value
                 last_step = step if last_step is None else max(last_step, step)
     evals: dict[str, Any] = {}
-    for key, pts in series.items():
-        if key.startswith("eval/") and key.endswith(("/reward", "/exact_match")):
-            c = _curve(pts, higher_is_better=True)
-            evals[key] = {
-                "final": c["last"],
-                "final_step": c["last_step"],
-                "best": c["best"],
-                "best_step": c["best_step"],
-                "first": c["first"],
-                "points": c["points"],
-            }
-    curves = {}
-    for key in (*CURVE_KEYS, "warmup/loss"):
-        if series.get(key):
-            curves[key] = _curve(series[key], higher_is_better=key == "reward")
-    reward_keys = sorted(k for k in evals if k.endswith("/reward"))
+    for key in M.summarised_evals(series):
+        c = _curve(series[key], higher_is_better=M.higher_is_better(key) is not False)
+        evals[key] = {
+            "final": c["last"],
+            "final_step": c["last_step"],
+            "best": c["best"],
+            "best_step": c["best_step"],
+            "first": c["first"],
+            "points": c["points"],
+        }
+    curves = {k: _curve(series[k], higher_is_better=bool(M.higher_is_better(k))) for k in M.summarised_curves(series)}
+    reward_keys = M.eval_keys(evals)
     main = reward_keys[0] if reward_keys else None
+    # final_reward, final_loss: the last value under the metric's name, else an alias it was logged as
+    finals = {m.final: curves[k]["last"] if (k := M.first_present(m, curves)) else None for m in M.METRICS if m.final}
     return {
         "last_step": last_step,
         "final": final,
         "eval": evals,
         "curves": curves,
-        "final_reward": curves["reward"]["last"] if "reward" in curves else None,
-        "final_loss": curves["loss"]["last"] if "loss" in curves else None,
+        **finals,
         "final_eval": (
             {"key": main, "value": evals[main]["final"], "step": evals[main]["final_step"]} if main else None
         ),

@@ -14,6 +14,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from primenb.protocol import metrics as M
+
 ZERO_SIGNAL_STEPS = 3  # consecutive logged RL steps without reward variance before warning
 GRAD_NORM_FACTOR = 20.0  # a grad norm this many times the run's median so far ...
 GRAD_NORM_FLOOR = 100.0  # ... and above this is "exploding"
@@ -22,10 +24,6 @@ FAILURES_EXPLAIN = 0.5  # a reward function failing on this share of completions
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _is_warmup(row: dict[str, Any]) -> bool:
-    return row.get("phase") == "sft warmup" or any(k.startswith("warmup/") for k in row)
 
 
 class Health:
@@ -47,26 +45,26 @@ class Health:
             if not isinstance(step, int):
                 continue
             self._nonfinite(row, step)
-            prefix = "warmup/" if _is_warmup(row) else ""
-            self._grad_norm(_num(row.get(prefix + "grad_norm")), step)
-            if not prefix:
+            warm = M.is_warmup_row(row)
+            self._grad_norm(_num(row.get(M.warmup(M.GRAD_NORM) if warm else M.GRAD_NORM)), step)
+            if not warm:
                 self._signal(row, step)
                 self._reward_failures(row)
 
     def _reward_failures(self, row: dict[str, Any]) -> None:
-        calls = _num(row.get("reward_calls"))
+        calls = _num(row.get(M.REWARD_CALLS))
         if calls is not None:
             self.reward_calls += int(calls)
         for key, value in row.items():
             count = _num(value)
-            if key.startswith("reward_errors/") and count:
-                name = key.removeprefix("reward_errors/")[:80]  # a user's name: kept short
+            if key.startswith(M.REWARD_ERRORS_PREFIX) and count:
+                name = key.removeprefix(M.REWARD_ERRORS_PREFIX)[:80]  # a user's name: kept short
                 self.reward_failures[name] = self.reward_failures.get(name, 0) + int(count)
 
     def _nonfinite(self, row: dict[str, Any], step: int) -> None:
         names = row.get("nonfinite")
         for name in names if isinstance(names, list) else []:
-            if isinstance(name, str) and name.removeprefix("warmup/") in ("loss", "grad_norm"):
+            if isinstance(name, str) and M.bare(name) in (M.LOSS, M.GRAD_NORM):
                 self.nonfinite.setdefault(name, step)
 
     def _grad_norm(self, value: float | None, step: int) -> None:
@@ -79,7 +77,7 @@ class Health:
         self.grad_norms.append(value)
 
     def _signal(self, row: dict[str, Any], step: int) -> None:
-        frac, std = _num(row.get("frac_reward_zero_std")), _num(row.get("reward_std"))
+        frac, std = _num(row.get(M.FRAC_ZERO_STD)), _num(row.get(M.REWARD_STD))
         if frac is None and std is None:
             return  # an eval row or a foreign log: says nothing about the groups
         flat = frac >= 1.0 if frac is not None else std == 0.0

@@ -9,19 +9,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from primenb.protocol import metrics as M
 from primenb.protocol.rundir import FINAL_STATES, State
+from primenb.render import panels as P
 from primenb.render.phase import duration, phase_line, progress
-from primenb.render.svgchart import ERROR, GRID, MUTED, STATE_COLORS, line_chart
+from primenb.render.svgchart import ERROR, GRID, MUTED, STATE_COLORS
 
 if TYPE_CHECKING:
     from primenb.run import Run
-
-
-def reward_key(row_keys: Any) -> str | None:
-    for key in ("reward", "rewards/mean", "train/reward"):
-        if key in row_keys:
-            return key
-    return None
 
 
 def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -29,23 +24,11 @@ def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
     last = rows[-1] if rows else {}
     step = status.get("step") or last.get("step") or 0
     out: dict[str, Any] = {"state": State.of(status.get("state")), "step": step, "max_steps": status.get("max_steps")}
-    keys = {k for r in rows for k in r}
-    wanted = ["reward", "loss"] + sorted(k for k in keys if k.startswith("eval/") and k.endswith("/reward"))
-    if "reward" not in keys and "loss" not in keys:
-        wanted += ["warmup/loss"]  # still in the SFT warm-up of an RL run
-    for key in wanted:
+    # the main metrics and eval rewards (the warm-up's main metric while only the warm-up logged)
+    for key in M.headline_keys({k for r in rows for k in r}):
         values = [r[key] for r in rows if key in r]
         if values:
             out[key] = values[-1]
-    return out
-
-
-def series(rows: list[dict[str, Any]], keys: list[str]) -> dict[str, tuple[list[float], list[float]]]:
-    out = {}
-    for key in keys:
-        pts = [(r["step"], r[key]) for r in rows if key in r and "step" in r]
-        if pts:
-            out[key] = ([p[0] for p in pts], [p[1] for p in pts])
     return out
 
 
@@ -68,11 +51,11 @@ def short_path(path: str | os.PathLike[str] | None) -> str:
 
 def _rl_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The main phase's rows (not the SFT warm-up's, which have their own step count)."""
-    return [r for r in rows if r.get("phase") != "sft warmup" and not any(k.startswith("warmup/") for k in r)]
+    return [r for r in rows if not M.is_warmup_row(r)]
 
 
 def eval_keys(rows: list[dict[str, Any]]) -> list[str]:
-    return sorted({k for r in rows for k in r if k.startswith("eval/") and k.endswith("/reward")})
+    return M.eval_keys({k for r in rows for k in r})
 
 
 @dataclass
@@ -114,7 +97,7 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
         pts = [(r[key], r["step"]) for r in rows if key in r]
         best = max(pts, key=lambda p: p[0])
         evals[key] = (pts[-1][0], best[0], best[1])
-    speeds = [r["tokens/s"] for r in rows if isinstance(r.get("tokens/s"), (int, float))]
+    speeds = [r[M.TOKENS_PER_S] for r in rows if isinstance(r.get(M.TOKENS_PER_S), (int, float))]
     trace_id = str(status.get("trace_id") or "")
     checkpoint = short_path(status.get("final_checkpoint") or status.get("last_checkpoint"))
     state = State.of(status.get("state"))
@@ -177,32 +160,29 @@ def run_text(run: Run) -> str:
 
 
 def charts_html(rows: list[dict[str, Any]]) -> str:
-    """Static small multiples: SFT warm-up loss, train reward, eval reward, loss (those with data).
-    The eval panel runs over the whole run: the warm-up's evals, then the main phase's (its steps
-    placed after the warm-up's), so a rise during the warm-up is not hidden."""
-    main = _rl_rows(rows)
-    warm = [r for r in rows if r not in main]
-    warm_evals = sorted({k for r in warm for k in r if k.startswith("warmup/eval/") and k.endswith("/reward")})
-    # one line per eval source over the whole run (as the live monitor draws it)
-    evals = {k[len("warmup/") :]: (list(xs), list(ys)) for k, (xs, ys) in series(warm, warm_evals).items()}
-    offset = max((r["step"] for r in warm if isinstance(r.get("step"), (int, float))), default=0)
-    for key, (xs, ys) in series(main, eval_keys(main)).items():
-        line = evals.setdefault(key, ([], []))
-        line[0].extend(x + offset for x in xs)
-        line[1].extend(ys)
-    # where GRPO starts on the whole-run eval panel (its first eval is the warm-up's last model)
-    marks = [(float(offset), "GRPO")] if warm_evals and main else []
-    panels = [
-        ("SFT warm-up loss", series(warm, ["warmup/loss"]), False, []),
-        ("train reward", series(main, [k for k in (reward_key({k for r in main for k in r}),) if k]), False, []),
-        ("eval reward (warm-up, then GRPO)" if warm_evals else "eval reward", evals, True, marks),
-        ("loss", series(main, ["loss"]), False, []),
-    ]
+    """Static small multiples: the live monitor's panels (`primenb.render.panels`) for the
+    summary's metrics (the metrics table's ``summary`` view), the warm-up's before the main
+    phase's: SFT warm-up loss, train reward (± std), eval reward, loss (those with data). The eval
+    panel runs over the whole run: the warm-up's evals, then the main phase's (its steps placed
+    after the warm-up's), so a rise during the warm-up is not hidden."""
+    points: dict[str, tuple[list[float], list[float]]] = {}
+    for r in rows:
+        for key, value in r.items():
+            if key not in ("step", "time") and isinstance(value, (int, float)) and isinstance(r.get("step"), int):
+                line = points.setdefault(key, ([], []))
+                line[0].append(r["step"])
+                line[1].append(value)
+    keys = set(points)
+    counts = {key: len(xs) for key, (xs, _) in points.items()}
+    stage = P.stage_of("", None, keys)
+    if stage is None:
+        return ""
+    shown = []
+    if stage != M.WARMUP:  # the warm-up's own panels first; its evals are in the main phase's eval panel
+        shown = [p for p in P.panels(M.WARMUP, keys, counts=counts, view=M.SUMMARY) if not p.combined]
+    shown += P.panels(stage, keys, counts=counts, view=M.SUMMARY)
     return "".join(
-        '<div class="primenb-chart">'
-        f"{line_chart(data, title=title, width=300, height=160, shared=shared, marks=mark)}</div>"
-        for title, data, shared, mark in panels
-        if data
+        f'<div class="primenb-chart">{P.panel_svg(panel, points, width=300, height=160)}</div>' for panel in shown
     )
 
 

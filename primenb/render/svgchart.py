@@ -1,5 +1,6 @@
-"""The one chart renderer and the one palette of every primenb view: a dependency-free SVG line
-chart (the live monitor's panels, the static run summary, the harness's trace views) and the
+"""The one chart renderer and the one palette of every primenb view: dependency-free SVG line and
+bar charts (the live monitor's panels, the static run summary, the harness's trace views,
+`compare` and its ``--html`` file, the eval's models side by side), a `Figure` of them, and the
 colours of lines and run states.
 
 Plain SVG in HTML: it needs no JavaScript and no widget front end, so a chart reads the same live,
@@ -12,8 +13,12 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from primenb.fsutil import atomic_write_text
 from primenb.protocol.documents import State
 
 # line colours: readable on both the light and the dark theme's background
@@ -55,7 +60,7 @@ def downsample(xs: Sequence[float], ys: Sequence[float], n: int) -> tuple[list[f
 
 
 def _text(x: float, y: float, body: str, *, size: int = 9, color: str = MUTED, anchor: str = "start") -> str:
-    end = ' text-anchor="end"' if anchor == "end" else ""
+    end = f' text-anchor="{anchor}"' if anchor in ("end", "middle") else ""
     return f'<text x="{x:.0f}" y="{y:.1f}"{end} font-size="{size}" style="fill:{color}">{html.escape(body)}</text>'
 
 
@@ -69,6 +74,8 @@ def line_chart(
     band: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
     values: bool = True,
     marks: Sequence[tuple[float, str]] = (),
+    colors: Mapping[str, str] | None = None,
+    y_label: str = "",
 ) -> str:
     """One small chart. Without ``shared`` each series is scaled to its own range (its legend
     shows it), a chart of one series gets a y axis (ticks at its low, middle and high value, with
@@ -76,7 +83,9 @@ def line_chart(
     area) uses one y axis. A one-point series is a dot (a polyline of one point is invisible). The
     legend (each name with its last value and range, or without ``values`` the name alone) sits
     under the title, so a long title never covers a value. ``marks``: (x, label) pairs drawn as
-    dashed vertical lines (where GRPO starts on a whole-run eval panel)."""
+    dashed vertical lines (where GRPO starts on a whole-run eval panel). ``colors``: a line colour
+    per name (a name keeps its colour across charts where another series has no points); else the
+    palette in order. ``y_label``: the y axis's name, written above its top tick."""
     drawn = {name: xy for name, xy in series.items() if len(xy[0])}
     frame = f'style="background:{BACKGROUND};border:1px solid {GRID}"'
     head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" {frame}>'
@@ -111,6 +120,8 @@ def line_chart(
     parts = [head, title_svg]
     if one_axis:
         parts.extend(_y_axis(ticks, pad_l, pad_t, w, h))
+    if y_label:
+        parts.append(_text(4, pad_t - 3, y_label))
     if band and len(band[0]):
         lo, span = scale(*next(iter(ranges.values())))
         top = [f"{sx(x):.1f},{sy(y, lo, span):.1f}" for x, y in zip(band[0], band[2], strict=True)]
@@ -128,7 +139,7 @@ def line_chart(
         own_lo, own_hi = min(ys), max(ys)
         xs, ys = downsample(xs, ys, w)
         pts = [(sx(x), sy(y, lo, span)) for x, y in zip(xs, ys, strict=True)]
-        color = COLORS[i % len(COLORS)]
+        color = (colors or {}).get(name) or COLORS[i % len(COLORS)]
         if len(pts) == 1:
             parts.append(f'<circle cx="{pts[0][0]:.1f}" cy="{pts[0][1]:.1f}" r="3" fill="{color}"/>')
         else:
@@ -141,6 +152,104 @@ def line_chart(
     parts.append(_text(width - pad_r, height - 3, f"step {x1:g}", anchor="end"))
     parts.append("</svg>")
     return "".join(parts)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar: its name, value, and the interval drawn as a whisker (None: no whisker)."""
+
+    name: str
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+
+def bar_chart(
+    bars: Sequence[Bar],
+    *,
+    title: str = "",
+    width: int = 480,
+    height: int = 300,
+    y_range: tuple[float, float] | None = None,
+    y_label: str = "",
+) -> str:
+    """Bars side by side, each with its interval as a whisker and its value above it, on one y
+    axis (``y_range``, else from 0 to the highest end): a bar of 0 sits on the axis's 0."""
+    frame = f'style="background:{BACKGROUND};border:1px solid {GRID}"'
+    head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" {frame}>'
+    title_svg = _text(8, 12, title, size=11, color=TEXT)
+    drawn = [b for b in bars if math.isfinite(b.value)]
+    if not drawn:
+        return f"{head}{title_svg}{_text(8, 28, 'no data yet', size=10)}</svg>"
+    ends = [v for b in drawn for v in (b.value, b.low, b.high) if v is not None and math.isfinite(v)]
+    lo, hi = y_range if y_range else (min(0.0, *ends), max(0.0, *ends))
+    hi = hi if hi > lo else lo + 1.0
+    ticks = [(value, (value - lo) / (hi - lo), f"{value:.3g}") for value in (lo, (lo + hi) / 2, hi)]
+    pad_l = max(24, 8 + max(_label_width(label) for _, _, label in ticks))
+    pad_r, pad_t, pad_b = 8, 30, 30
+    w, h = width - pad_l - pad_r, max(20, height - pad_t - pad_b)
+
+    def sy(y: float) -> float:
+        return pad_t + h - (min(max(y, lo), hi) - lo) / (hi - lo) * h
+
+    parts = [head, title_svg, *_y_axis(ticks, pad_l, pad_t, w, h)]
+    if y_label:
+        parts.append(_text(4, pad_t - 6, y_label))
+    slot = w / len(drawn)
+    for i, bar in enumerate(drawn):
+        color = COLORS[i % len(COLORS)]
+        x = pad_l + i * slot + slot * 0.2
+        top, base = sy(max(bar.value, 0.0) if lo <= 0 else bar.value), sy(min(bar.value, 0.0) if lo <= 0 else lo)
+        name = html.escape(bar.name)
+        parts.append(
+            f'<rect class="primenb-bar" x="{x:.1f}" y="{top:.1f}" width="{slot * 0.6:.1f}" '
+            f'height="{base - top:.1f}" fill="{color}"><title>{name}: {bar.value:.4g}</title></rect>'
+        )
+        mid = x + slot * 0.3
+        if bar.low is not None and bar.high is not None and math.isfinite(bar.low) and math.isfinite(bar.high):
+            y0, y1 = sy(bar.low), sy(bar.high)
+            parts.append(
+                f'<path class="primenb-interval" d="M{mid - 4:.1f},{y0:.1f}H{mid + 4:.1f}M{mid:.1f},{y0:.1f}'
+                f'V{y1:.1f}M{mid - 4:.1f},{y1:.1f}H{mid + 4:.1f}" style="stroke:{TEXT}" fill="none"/>'
+            )
+        above = min(top, sy(bar.high)) if bar.high is not None and math.isfinite(bar.high) else top
+        parts.append(_text(mid, above - 3, f"{bar.value:.3g}", color=TEXT, anchor="middle"))
+        shown = bar.name if len(bar.name) * 5.5 <= slot else bar.name[: max(1, int(slot / 5.5) - 1)] + "…"
+        parts.append(_text(mid, height - 12, shown, anchor="middle"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+@dataclass
+class Figure:
+    """Charts under one title: what a notebook shows (``_repr_html_``), what a terminal names
+    (``repr``), and what ``write_html`` saves as a page that opens anywhere without a network."""
+
+    title: str
+    charts: list[tuple[str, str]] = field(default_factory=list)  # (title, SVG)
+
+    def html(self) -> str:
+        body = "".join(f'<div class="primenb-chart">{svg}</div>' for _, svg in self.charts)
+        return (
+            f'<div class="primenb-figure"><div style="font-weight:bold;margin:2px 0">{html.escape(self.title)}</div>'
+            f'<div style="display:flex;gap:6px;flex-wrap:wrap">{body}</div></div>'
+        )
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        names = ", ".join(t for t, _ in self.charts)
+        return f"<primenb Figure {self.title!r}: {len(self.charts)} chart(s){': ' + names if names else ''}>"
+
+    def write_html(self, path: str | os.PathLike[str]) -> Path:
+        """The figure as a standalone HTML page (inline SVG: no script, nothing fetched)."""
+        page = (
+            '<!doctype html>\n<html><head><meta charset="utf-8">'
+            f"<title>{html.escape(self.title)}</title></head>"
+            f'<body style="font-family:sans-serif;margin:12px">{self.html()}</body></html>\n'
+        )
+        return atomic_write_text(path, page)
 
 
 def _ticks(lo: float, hi: float) -> list[tuple[float, float, str]]:
@@ -165,4 +274,16 @@ def _y_axis(ticks: list[tuple[float, float, str]], left: int, top: int, w: int, 
     return out
 
 
-__all__ = ["COLORS", "ERROR", "OK", "STATE_COLORS", "WARN", "downsample", "line_chart", "state_color"]
+__all__ = [
+    "COLORS",
+    "ERROR",
+    "OK",
+    "STATE_COLORS",
+    "WARN",
+    "Bar",
+    "Figure",
+    "bar_chart",
+    "downsample",
+    "line_chart",
+    "state_color",
+]

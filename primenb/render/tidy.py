@@ -16,16 +16,16 @@ from typing import Any
 
 import pandas as pd  # a view module: `Run` imports it only when a DataFrame is asked for
 
-from primenb.protocol.rundir import metric_row
+from primenb.protocol import metrics as M
+from primenb.protocol.rundir import TRAINING, metric_row
 
-WARMUP_PHASE = "sft warmup"  # status.json's name for the SFT warm-up of an RL run
-MAIN_PHASE = "training"  # status.json's name for the run's own trainer
-WARMUP_PREFIX = "warmup/"  # older runs mark warm-up values by this key prefix, not a "phase" field
+WARMUP_PHASE = M.WARMUP  # status.json's name for the SFT warm-up of an RL run
+MAIN_PHASE = TRAINING  # status.json's name for the run's own trainer
 _MAX_PHASE_CHARS = 40  # a "phase" from a foreign or hand-edited file is a label, not a payload
 
-# Leading columns, in this order, when present; every other column follows in first-seen order.
-_FIRST = ("phase", "step", "time", "reward", "reward_std")
-_AFTER_EVAL = ("loss", "learning_rate", "lr", "grad_norm", "entropy", "tokens/s")
+# Leading columns, in this order, when present (then the metrics table's COLUMN metrics, in its
+# order); every other column follows in first-seen order.
+_FIRST = ("phase", "step", "time")
 _SAMPLE_FIRST = ("phase", "step", "time", "task", "prompt", "completion", "answer", "reward", "correct")
 _TEXT_COLUMNS = ("prompt", "completion", "answer")
 
@@ -36,7 +36,7 @@ def _phase_of(raw: Mapping[str, Any], keys: Iterable[str]) -> str:
     phase = raw.get("phase")
     if isinstance(phase, str) and phase.strip():
         return phase.strip()[:_MAX_PHASE_CHARS]
-    return WARMUP_PHASE if any(k.startswith(WARMUP_PREFIX) for k in keys) else MAIN_PHASE
+    return WARMUP_PHASE if any(M.is_warmup_key(k) for k in keys) else MAIN_PHASE
 
 
 def merge_metric_rows(raw_rows: Iterable[Any]) -> list[dict[str, Any]]:
@@ -56,18 +56,16 @@ def merge_metric_rows(raw_rows: Iterable[Any]) -> list[dict[str, Any]]:
         phase_order.setdefault(phase, len(phase_order))
         target = merged.setdefault((phase, row["step"]), {"phase": phase, "step": row["step"]})
         for key, value in row.items():
-            name = key[len(WARMUP_PREFIX) :] if key.startswith(WARMUP_PREFIX) else key
+            name = M.bare(key)
             target.setdefault(name, value)
     return [merged[k] for k in sorted(merged, key=lambda k: (phase_order[k[0]], k[1]))]
 
 
 def metric_columns(keys: Iterable[str]) -> list[str]:
-    """Column order: phase, step, time, train reward, eval rewards, eval scores, loss, lr,
-    grad norm, ... then the rest in first-seen order."""
+    """Column order: phase, step, time, then the metrics table's columns (train reward, eval
+    rewards, eval scores, loss, lr, grad norm, ...), then the rest in first-seen order."""
     seen = list(dict.fromkeys(keys))
-    evals = [k for k in seen if k.startswith("eval/") and k.endswith("/reward")]
-    scores = [k for k in seen if k.startswith("eval/") and k.endswith(("/exact_match", "/accuracy"))]
-    first = [k for k in _FIRST if k in seen] + evals + scores + [k for k in _AFTER_EVAL if k in seen]
+    first = [k for k in _FIRST if k in seen] + M.columns(seen)
     return first + [k for k in seen if k not in first]
 
 

@@ -26,6 +26,7 @@ from primenb.fsutil import atomic_write_json
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.privacy import private_while
 from primenb.protocol.rundir import RunDir
+from primenb.render.svgchart import Bar, Figure, bar_chart
 from primenb.serve import client, eval_stats
 from primenb.serve.aio import run_async
 
@@ -45,7 +46,7 @@ class Target:
 
 def reward_range(lows: list[float], highs: list[float]) -> list[float]:
     """The y range of the bars: from 0 (or the lowest negative end) to the highest end. With every
-    reward 0, plotly's own range was -1..1: a bar of 0 floated mid-chart and read as negative."""
+    reward 0, a range of -1..1 (plotly's own, once) floated a bar of 0 mid-chart: it read as negative."""
     finite = [v for v in (*lows, *highs) if isinstance(v, (int, float)) and math.isfinite(v)]
     lo = min([0.0, *finite])
     hi = max([0.0, *finite])
@@ -67,15 +68,20 @@ class EvalResult:
     seed: int = 0  # the eval's seed: each rollout's seed derives from it (see ``samples.seed``)
     server_note: str = ""  # whether this eval started the server, and whether it still runs
 
-    def chart(self) -> Any:
-        import plotly.graph_objects as go
-
+    def chart(self) -> Figure:
+        """The models side by side: each one's mean reward with its 95 % interval, drawn by the one
+        chart renderer (`primenb.render.svgchart`)."""
         t = self.table
-        err = [(hi - m) for m, hi in zip(t["reward_mean"], t["ci95_high"], strict=True)]
-        fig = go.Figure(go.Bar(x=list(t["model"]), y=list(t["reward_mean"]), error_y={"type": "data", "array": err}))
-        fig.update_layout(title=f"{self.env}: mean reward (95 % CI)", yaxis_title="reward", height=360)
-        fig.update_yaxes(range=reward_range(list(t["ci95_low"]), list(t["ci95_high"])))
-        return fig
+
+        def numbers(column: str) -> list[float]:
+            return [float(v) if isinstance(v, (int, float)) else math.nan for v in t[column]]
+
+        means, lows, highs = numbers("reward_mean"), numbers("ci95_low"), numbers("ci95_high")
+        bars = [Bar(str(m), v, lo, hi) for m, v, lo, hi in zip(t["model"], means, lows, highs, strict=True)]
+        lo, hi = reward_range([*lows, *means], [*highs, *means])
+        return Figure(
+            f"{self.env}: mean reward (95 % CI)", [("mean reward", bar_chart(bars, y_range=(lo, hi), y_label="reward"))]
+        )
 
     def _head(self) -> str:
         base = f"; baseline: {self.baseline}" if self.baseline else ""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol import metrics as M
 from primenb.protocol.documents import State, is_live_state
 from primenb.protocol.index import Index, status_in
 from primenb.protocol.reader import read_text
@@ -192,10 +193,7 @@ def _metric_out(row: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     prefixes = tuple(k[:-1] for k in keys if k.endswith("/*"))
     out = {k: v for k, v in row.items() if not keys or k in keys or (prefixes and k.startswith(prefixes))}
     out["step"] = row["step"]
-    phase = row.get("phase")
-    if not isinstance(phase, str):
-        phase = "sft warmup" if any(k.startswith("warmup/") for k in row) else None
-    out["phase"] = phase
+    out["phase"] = M.row_phase(row)
     return out
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol import metrics as M
+from primenb.render.svgchart import Figure
 from primenb.traces import views as V
 from primenb.traces.evals import column
 from primenb.traces.trace import Trace, get, indexed_short_ids
@@ -182,15 +186,14 @@ def default_metrics(rows_by_trace: list[list[dict[str, Any]]]) -> list[str]:
     for rows in rows_by_trace:
         for r in rows:
             keys.update(dict.fromkeys(r))
-    out = [k for k in ("reward",) if k in keys]
-    out += sorted(k for k in keys if k.startswith("eval/") and k.endswith("/reward"))
-    out += [k for k in ("loss",) if k in keys]
+    out = M.curve_keys(keys)  # the metrics table's chart metrics: train reward, eval rewards, loss
     return out or [k for k in keys if k not in ("step", "time")][:1]
 
 
 class Comparison:
-    """Metric curves of several traces overlaid (``figure``, plotly) and a summary table (with
-    the latest ``%prime_eval`` mean reward per environment, ``eval:<env>``)."""
+    """Metric curves of several traces overlaid (``figure``: SVG charts, `primenb.render.svgchart`)
+    and a summary table (with the latest ``%prime_eval`` mean reward per environment,
+    ``eval:<env>``)."""
 
     def __init__(self, traces: list[Trace], metrics: Sequence[str] | None = None) -> None:
         self.traces = traces
@@ -219,42 +222,27 @@ class Comparison:
         ids alone said nothing)."""
         return "compare: " + " vs ".join(t.name or t.id for t in self.traces)
 
-    @property
-    def figure(self) -> Any:
-        """One plotly figure: a panel per metric, one colored line per trace (shared legend)."""
-        import plotly.graph_objects as go
-        from plotly.subplots import make_subplots
+    def figure_of(self, ids: dict[str, str] | None = None, *, width: int = 360, height: int = 180) -> Figure:
+        """A chart per metric, one line per trace in the same colour in every chart (its legend
+        pairs the id, as mapped by ``ids``, with the name), drawn by the one SVG renderer."""
+        labels = list(self.series(self.metrics[0], ids)) if self.metrics else []
+        colors = {label: V.COLORS[j % len(V.COLORS)] for j, label in enumerate(labels)}
+        charts = [
+            (m, V.svg_chart(self.series(m, ids), title=m, width=width, height=height, colors=colors))
+            for m in self.metrics
+        ]
+        return Figure(self.title, [(m, svg) for m, svg in charts if svg])
 
-        n = len(self.metrics)
-        fig = make_subplots(
-            rows=n, cols=1, shared_xaxes=True, subplot_titles=self.metrics, vertical_spacing=min(0.08, 0.3 / max(1, n))
-        )
-        for i, metric in enumerate(self.metrics, start=1):
-            for j, (label, pts) in enumerate(self.series(metric).items()):
-                if not pts:
-                    continue
-                fig.add_trace(
-                    go.Scatter(
-                        x=[p[0] for p in pts],
-                        y=[p[1] for p in pts],
-                        mode="lines+markers" if len(pts) < 30 else "lines",
-                        name=label,
-                        legendgroup=label,
-                        showlegend=i == 1 or not any(self.series(m)[label] for m in self.metrics[: i - 1]),
-                        line={"color": V.COLORS[j % len(V.COLORS)]},
-                        marker={"size": 4},
-                    ),
-                    row=i,
-                    col=1,
-                )
-        fig.update_xaxes(title_text="step", row=n, col=1)
-        fig.update_layout(
-            height=max(280, 220 * n),
-            margin={"l": 50, "r": 20, "t": 40, "b": 40},
-            title=self.title,
-            legend={"orientation": "h", "y": -0.12 if n < 3 else -0.05},
-        )
-        return fig
+    @property
+    def figure(self) -> Figure:
+        """The overlaid curves (`figure_of` with full ids)."""
+        return self.figure_of()
+
+    def write_html(self, path: str | os.PathLike[str]) -> Path:
+        """The curves and the summary table as a standalone page (``compare --html FILE``)."""
+        figure = self.figure_of(width=640, height=260)
+        figure.charts.append(("summary", self._summary_html()))
+        return figure.write_html(path)
 
     def summary_rows(self) -> list[dict[str, Any]]:
         out = []
@@ -306,19 +294,9 @@ class Comparison:
         ]
         return V.table(header, cells, raw=True)
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import HTML, display
-
-        display(self.figure)
-        display(HTML(self._summary_html()))
-
     def _repr_html_(self) -> str:
         short = self._short_ids()  # chart legends name traces by short id too; the table has the full one
-        charts = "".join(V.svg_chart(self.series(m, short), title=m) for m in self.metrics)
-        return (
-            f'<div class="primenb-compare"><div style="display:flex;gap:6px;flex-wrap:wrap">{charts}</div>'
-            f"{self._summary_html(short)}</div>"
-        )
+        return f'<div class="primenb-compare">{self.figure_of(short).html()}{self._summary_html(short)}</div>'
 
     def __repr__(self) -> str:
         rows = self.summary_rows()

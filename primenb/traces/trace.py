@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol import metrics as M
 from primenb.protocol.documents import State
 from primenb.protocol.fields import Mode
 from primenb.protocol.reader import is_regular
@@ -414,13 +415,8 @@ def _interval(e: LatestEval) -> str:
 
 
 def _chart_keys(rows: list[dict[str, Any]]) -> list[str]:
-    keys: dict[str, None] = {}
-    for r in rows:
-        for k in r:
-            if k in ("reward", "loss") or (k.startswith("eval/") and k.endswith("/reward")):
-                keys[k] = None
-    order = {"reward": 0, "loss": 2}
-    return sorted(keys, key=lambda k: order.get(k, 1))
+    """The trace view's charts: the metrics table's chart metrics (train reward, eval rewards, loss)."""
+    return M.curve_keys({k for r in rows for k in r})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""HTML and text building blocks for harness displays (no pandas, no plotly: fast and static,
+"""HTML and text building blocks for harness displays (no pandas: fast and static,
 so they read the same in JupyterLab, VS Code, nbconvert, on GitHub and in a terminal)."""
 
 from __future__ import annotations
@@ -175,13 +175,18 @@ def _common(a: str, b: str) -> int:
 
 
 def svg_chart(
-    series: Mapping[str, Sequence[tuple[float, float]]], *, title: str = "", width: int = 360, height: int = 180
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    *,
+    title: str = "",
+    width: int = 360,
+    height: int = 180,
+    colors: Mapping[str, str] | None = None,
 ) -> str:
     """Several series overlaid on one shared scale: the one renderer of render/svgchart.py."""
     if not any(series.values()):
         return ""
     data = {name: ([p[0] for p in pts], [p[1] for p in pts]) for name, pts in series.items() if pts}
-    return line_chart(data, title=title, width=width, height=height, shared=True, values=False)
+    return line_chart(data, title=title, width=width, height=height, shared=True, values=False, colors=colors)
 
 
 __all__ = [

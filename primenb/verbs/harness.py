@@ -65,7 +65,7 @@ def compare(args: argparse.Namespace, face: Face) -> Any:
 
     comparison = h.compare(*[face.ref(t) for t in args.traces], metrics=args.metrics)
     if getattr(args, "html", None):
-        comparison.figure.write_html(args.html, include_plotlyjs=True)
+        comparison.write_html(args.html)
         face.say(f"wrote the chart to {args.html}")
     return comparison
 

@@ -12,7 +12,9 @@ Runs (module-scoped, on the embedded model; about two minutes on 2 CPU cores):
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -498,15 +500,25 @@ def test_diff_on_three_runs(runs: dict[str, Any], shell: Any) -> None:
     assert result.success and len(result.result) == len(d)
 
 
-def test_compare_overlays_curves_of_three_runs(runs: dict[str, Any], shell: Any) -> None:
+def test_compare_overlays_curves_of_three_runs(runs: dict[str, Any], shell: Any, tmp_path: Path) -> None:
     cmp = h.compare("sft-parent", T(runs, "C2").id, T(runs, "A").id)
     assert cmp.metrics[0] == "reward" and "loss" in cmp.metrics and "eval/reverse-text/reward" in cmp.metrics
     fig = cmp.figure
-    assert fig.layout.title.text == cmp.title and "sft-parent" in cmp.title
-    names = {tr.name for tr in fig.data}
-    assert len(names) == 3 and len(fig.data) >= 6
-    loss_c2 = next(tr for tr in fig.data if tr.name.startswith(T(runs, "C2").id) and tr.yaxis == fig.data[-1].yaxis)
-    assert min(loss_c2.x) == 41  # the continuation sits after its parent on the same axis
+    assert fig.title == cmp.title and "sft-parent" in cmp.title
+    assert [title for title, _ in fig.charts] == cmp.metrics  # one SVG chart per metric
+    labels = list(cmp.series("loss"))
+    assert len(labels) == 3
+    # one line per trace, each trace in one colour in every chart (a legend entry per drawn line)
+    colors: dict[str, set[str]] = {}
+    for _, svg in fig.charts:
+        for color, label in re.findall(r'style="fill:(#[0-9a-f]{6})">([^<]+)</text>', svg):
+            colors.setdefault(html.unescape(label), set()).add(color)
+    assert set(colors) == set(labels) and all(len(c) == 1 for c in colors.values()), colors
+    assert len({c for cs in colors.values() for c in cs}) == 3
+    c2 = next(label for label in labels if label.startswith(T(runs, "C2").id))
+    assert min(step for step, _ in cmp.series("loss")[c2]) == 41  # the continuation sits after its parent
+    page = cmp.write_html(tmp_path / "compare.html").read_text(encoding="utf-8")  # compare --html FILE
+    assert page.count("<svg") == len(cmp.metrics) and "<script" not in page and "final loss" in page
     summary = cmp.summary
     assert list(summary["trace"]) == [T(runs, k).id for k in ("C", "C2", "A")]
     assert summary.loc[1, "steps"] == "40→50"

@@ -492,7 +492,7 @@ def test_stop_magic_returns_at_once_with_one_line(
 
 
 def test_panels_follow_the_stage_and_old_runs_without_phase() -> None:
-    from primenb.notebook.charts import panels, stage_of
+    from primenb.render.panels import panels, stage_of
 
     assert stage_of("importing", "rl", set()) is None  # nothing to draw yet: the phase line speaks
     warm = {"warmup/loss", "warmup/grad_norm", "warmup/eval/rt/reward", "phase"}
@@ -511,7 +511,7 @@ def test_panels_follow_the_stage_and_old_runs_without_phase() -> None:
 
 
 def test_no_panel_is_left_empty_when_its_metric_is_never_logged() -> None:
-    from primenb.notebook.charts import panels
+    from primenb.render.panels import panels
 
     # no eval configured, no token accuracy logged: those panels are left out, not shown empty
     warm = panels("sft warmup", {"warmup/loss", "warmup/grad_norm"}, None)
@@ -528,7 +528,7 @@ def test_the_eval_panel_of_a_warm_up_run_covers_the_whole_run() -> None:
     warm-up made) as its second point, placed after the warm-up's steps, marked where GRPO starts;
     GRPO's eval alone at its step 0 keeps the warm-up's panels (no one-point panel of its own for
     GRPO's whole first step)."""
-    from primenb.notebook.charts import WHOLE_RUN_EVAL, panel_svg, panels, stage_of, whole_run
+    from primenb.render.panels import WHOLE_RUN_EVAL, panel_svg, panels, stage_of, whole_run
 
     warm = {"warmup/loss": ([1.0, 2.0, 30.0], [5.0, 4.0, 1.0]), "warmup/eval/rt/reward": ([0.0], [0.0])}
     counts = {k: len(xs) for k, (xs, _) in warm.items()}

@@ -162,9 +162,7 @@ def test_04_compare_runs_sweep(tmp_path, monkeypatch):
     diff = text(cell(nb, "%prime_harness diff"))
     assert "lr" in diff and ("0.0003" in diff or "3e-4" in diff), diff
     compare = cell(nb, "%prime_harness compare")
-    assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in compare.outputs) or "<svg" in text(
-        compare
-    )
+    assert "<svg" in text(compare)  # the overlaid curves: SVG charts (primenb.render.svgchart)
     assert "lowest final loss: lr-" in text(nb.cells[-1])
 
 

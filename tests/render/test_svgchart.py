@@ -55,3 +55,17 @@ def test_y_labels_fit_left_of_the_axis_with_their_minus_sign() -> None:
     assert [t for _, t in ticks] == ["-0.000633", "-0.000266", "0.0001"]
     for x, text in ticks:
         assert x == axis - 4 and x - 5.5 * len(text) >= 0, (x, text)
+
+
+def test_a_name_keeps_its_colour_when_another_series_has_no_points() -> None:
+    """compare draws a chart per metric: a trace without points in one chart kept the palette's
+    order, so the next trace took its colour there."""
+    colors = {"a": "#111111", "b": "#222222"}
+    svg = line_chart({"a": ([], []), "b": ([1, 2], [1.0, 2.0])}, shared=True, values=False, colors=colors)
+    assert 'stroke="#222222"' in svg and 'style="fill:#222222">b</text>' in svg and "#111111" not in svg
+    assert 'stroke="#1f77b4"' in line_chart({"a": ([], []), "b": ([1, 2], [1.0, 2.0])})  # no colours: the palette
+
+
+def test_the_y_axis_is_named_when_asked() -> None:
+    assert ">reward</text>" in line_chart({"r": ([1, 2], [0.1, 0.2])}, y_label="reward")
+    assert ">reward</text>" not in line_chart({"r": ([1, 2], [0.1, 0.2])})

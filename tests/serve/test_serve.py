@@ -217,7 +217,8 @@ def test_eval_of_the_default_matches_its_final_eval(server: client.Server, trace
     assert row["n"] == 12 and "reward/lcs" in result.table.columns and len(result.samples) == 24
     stored = json.loads((Path(full.dir) / "evals" / "reverse-text.json").read_text())
     assert stored["summary"]["reward_mean"] == pytest.approx(final, abs=1e-9) and len(stored["samples"]) == 12
-    assert result.chart() is not None
+    (_, svg), *_ = result.chart().charts  # the models side by side, one bar each
+    assert svg.count('class="primenb-bar"') == len(result.table)
 
 
 def test_four_adapters_share_one_base(server: client.Server, traces: Any) -> None:
