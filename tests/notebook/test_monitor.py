@@ -353,7 +353,6 @@ def test_the_launch_line_comes_first_and_the_monitor_takes_its_place(
 ) -> None:
     """`%prime_train` in a kernel: the starting line is displayed before the monitor module is
     even needed, and the monitor updates that display (same handle), never a second output."""
-    import argparse
 
     from primenb.notebook import magics, monitor, starting
     from primenb.protocol.liveness import launch_record
@@ -378,7 +377,7 @@ def test_the_launch_line_comes_first_and_the_monitor_takes_its_place(
     monkeypatch.setattr(starting, "display", display)
     monkeypatch.setattr(monitor, "display", display)
     face = magics.NotebookFace(shell)
-    face.follow(run, argparse.Namespace(wait=False), new=True)
+    face.follow(run, wait=False, new=True)
     try:
         assert len(shown) == 1 and shown[0]["text/plain"] == (
             f"starting: fresh (process {engine_pid}, waiting for the first step…)"
