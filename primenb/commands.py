@@ -105,14 +105,14 @@ def resolve(cmd: Command, face: str, parsed: argparse.Namespace, **given: Any) -
     read in ``face``: ``cmd``'s own, or the one an alias given names (`--stop RUN` -> ``stop RUN``).
     Arguments the face does not declare keep their class defaults; ``given`` fills the fields that
     are no command-line argument (a cell's text)."""
-    values = {**dict(cmd.face_defaults.get(face, {})), **vars(parsed), **given}
+    read = vars(parsed)
+    own = {dest(a): read[dest(a)] for a in cmd.args_for(face) if a.to is None and dest(a) in read}
     for a in cmd.aliases:
-        if face in a.faces and values.get(dest(a)) is not None:
+        if face in a.faces and read.get(dest(a)) is not None:  # the other arguments go with it, by name
             target = command(cmd.family, a.to or "")
             first = next(x for x in target.args if not x.names[0].startswith("-"))
-            values = {**dict(target.face_defaults.get(face, {})), **values, dest(first): values[dest(a)]}
-            return target, _build(target, values)
-    return cmd, _build(cmd, values)
+            return target, _build(target, {**target.face_defaults.get(face, {}), **own, dest(first): read[dest(a)]})
+    return cmd, _build(cmd, {**cmd.face_defaults.get(face, {}), **own, **given})
 
 
 def _build(cmd: Command, values: Mapping[str, Any]) -> Any:
