@@ -35,6 +35,7 @@ class Arg:
     exclusive: str | None = None  # arguments sharing this name are mutually exclusive
     kw: Mapping[str, Any] = field(default_factory=dict)
     to: str | None = None  # an alias: the command (same family) that a value given here runs
+    after: str | None = None  # an alias: shown after this argument (its place in help and docs)
 
 
 def arg(
@@ -60,10 +61,10 @@ def flag(name: str, *, help: str, faces: tuple[str, ...] = BOTH, exclusive: str 
     return arg(name, help=help, faces=faces, exclusive=exclusive, default=False, action="store_true")
 
 
-def alias(name: str, to: str, *, help: str, faces: tuple[str, ...] = BOTH, metavar: str = "RUN") -> Arg:
+def alias(name: str, to: str, *, help: str, after: str, faces: tuple[str, ...] = BOTH, metavar: str = "RUN") -> Arg:
     """``--stop RUN`` on one command runs the command ``to`` with RUN as its first positional (the
     other arguments given go with it, by name); an older spelling that users and docs still type."""
-    return Arg((name,), help, faces, None, {"metavar": metavar, "default": None}, to)
+    return Arg((name,), help, faces, None, {"metavar": metavar, "default": None}, to, after)
 
 
 def _as_arg(f: Field[Any]) -> Arg:
@@ -90,7 +91,10 @@ class Command:
 
     @property
     def args(self) -> tuple[Arg, ...]:
-        return (*(_as_arg(f) for f in fields(self.type) if _SPEC in f.metadata), *self.aliases)
+        out = [_as_arg(f) for f in fields(self.type) if _SPEC in f.metadata]
+        for a in self.aliases:
+            out.insert(next((i + 1 for i, x in enumerate(out) if dest(x) == a.after), len(out)), a)
+        return tuple(out)
 
     def args_for(self, face: str) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if face in a.faces)
@@ -538,11 +542,25 @@ COMMANDS: tuple[Command, ...] = (
         "validate a config and train it",
         TrainArgs,
         aliases=(
-            alias("--stop", "stop", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"),
-            alias("--attach", "attach", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"),
-            alias("--pause", "pause", faces=(MAGIC,), help="modelfactory: pause a hosted run at a checkpoint"),
             alias(
-                "--resume", "resume", faces=(MAGIC,), help="modelfactory: continue a paused hosted run (a child run)"
+                "--stop", "stop", after="lenient", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"
+            ),
+            alias(
+                "--attach",
+                "attach",
+                after="stop",
+                faces=(MAGIC,),
+                help="show a run (e.g. after a kernel restart) and follow it",
+            ),
+            alias(
+                "--pause", "pause", after="yes", faces=(MAGIC,), help="modelfactory: pause a hosted run at a checkpoint"
+            ),
+            alias(
+                "--resume",
+                "resume",
+                after="pause",
+                faces=(MAGIC,),
+                help="modelfactory: continue a paused hosted run (a child run)",
             ),
         ),
     ),

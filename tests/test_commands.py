@@ -134,4 +134,5 @@ def test_every_argument_is_a_typed_field_and_every_alias_reaches_a_command(cmd):
         if a.to is not None:
             target = command(cmd.family, a.to)
             assert set(a.faces) <= set(target.faces), (a.names, target.name)
+            assert a.after in {commands.dest(x) for x in cmd.args}, a.names  # its place in help and docs
             assert not target.args[0].names[0].startswith("-")  # its value fills the first positional
