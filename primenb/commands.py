@@ -641,6 +641,12 @@ def command(family_name: str, name: str) -> Command:
     raise KeyError(f"{family_name} {name}")
 
 
+def as_help(text: str) -> str:
+    """``text`` as argparse help: argparse %-formats help (``%(default)s``), so a magic's name in it
+    (``%prime_env``, ``%%rltoml``) is escaped, or `--help` prints it wrong or fails."""
+    return text.replace("%", "%%")
+
+
 def add_arguments(parser: argparse.ArgumentParser, cmd: Command, face: str) -> argparse.ArgumentParser:
     """Declare ``cmd``'s arguments for ``face`` on ``parser``."""
     groups: dict[str, Any] = {}
@@ -648,7 +654,7 @@ def add_arguments(parser: argparse.ArgumentParser, cmd: Command, face: str) -> a
         target: Any = parser
         if a.exclusive:
             target = groups.get(a.exclusive) or groups.setdefault(a.exclusive, parser.add_mutually_exclusive_group())
-        target.add_argument(*a.names, help=a.help or None, **dict(a.kw))
+        target.add_argument(*a.names, help=as_help(a.help) or None, **dict(a.kw))
     return parser
 
 
@@ -753,6 +759,7 @@ __all__ = [
     "add_arguments",
     "alias",
     "arg",
+    "as_help",
     "command",
     "dest",
     "family",

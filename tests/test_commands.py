@@ -136,3 +136,15 @@ def test_every_argument_is_a_typed_field_and_every_alias_reaches_a_command(cmd):
             assert set(a.faces) <= set(target.faces), (a.names, target.name)
             assert a.after in {commands.dest(x) for x in cmd.args}, a.names  # its place in help and docs
             assert not target.args[0].names[0].startswith("-")  # its value fills the first positional
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: f"{c.family}-{c.name}")
+def test_help_shows_every_declared_help_text_as_written(cmd):
+    """argparse %-formats help: a magic's name in it (`%prime_env add`, `%%rltoml`) is shown as
+    declared, and `--help` does not fail on it."""
+    parsers = [magic_parser(cmd.family, cmd.name)] if MAGIC in cmd.faces else []
+    parsers += [_cli_subparser(cmd)] if CLI in cmd.faces else []
+    for parser, face in zip(parsers, [f for f in (MAGIC, CLI) if f in cmd.faces], strict=True):
+        text = " ".join(parser.format_help().split())
+        for a in cmd.args_for(face):
+            assert " ".join(a.help.split()) in text, (face, a.names)

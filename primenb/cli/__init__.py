@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from primenb.commands import CLI, FAMILY_HELP, Command, add_arguments, family, help_text, resolve
+from primenb.commands import CLI, FAMILY_HELP, Command, add_arguments, as_help, family, help_text, resolve
 from primenb.errors import ConfigError, PrimenbError
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primenb", description="prime-rl configs and fine-tuning runs")
     sub = parser.add_subparsers(dest="command", required=True)
     for cmd in family("train", CLI):
-        add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
+        add_arguments(sub.add_parser(cmd.name, help=as_help(cmd.help)), cmd, CLI).set_defaults(cmd=cmd)
     for name in ("backend", "env", "harness", "serve", "eval"):
         add_family(sub, name)
     return parser
@@ -125,13 +125,13 @@ def add_family(sub: Any, name: str) -> None:
     """`primenb NAME SUBCOMMAND ...`, declared in `primenb.commands`."""
     group = sub.add_parser(
         name,
-        help=FAMILY_HELP[name],
+        help=as_help(FAMILY_HELP[name]),
         description=help_text(name, CLI),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gsub = group.add_subparsers(dest=f"{name}_command", required=True)
     for cmd in family(name, CLI):
-        add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
+        add_arguments(gsub.add_parser(cmd.name, help=as_help(cmd.help)), cmd, CLI).set_defaults(cmd=cmd)
 
 
 # families whose bare form is one of their commands: `primenb serve [TRACE ...]`, `primenb eval MODEL ...`
