@@ -1,4 +1,4 @@
-"""Every terminal command and magic, declared once: arguments, help, defaults and handler.
+"""Every terminal command and magic, declared once: typed arguments, help, defaults and aliases.
 
 The `primenb` CLI (`primenb.cli`) and the magics (`primenb.notebook`) build their argparse parsers
 from these declarations, so `primenb harness diff` and `%prime_harness diff` cannot drift, and

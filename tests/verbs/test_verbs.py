@@ -72,7 +72,7 @@ def test_platform_rules_in_config_agree_with_the_backends_declarations():
 
 def test_import_primenb_then_harness_api_works_and_stays_light():
     code = (
-        "import sys, primenb; f = primenb.harness.traces; g = primenb.harness.get; "
+        "import sys, primenb, primenb.verbs.registry; f = primenb.harness.traces; g = primenb.harness.get; "
         "assert callable(f) and callable(primenb.harness.apply) and callable(primenb.harness.load); "
         "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers') if m in sys.modules))"
     )
