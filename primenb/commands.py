@@ -61,10 +61,14 @@ def flag(name: str, *, help: str, faces: tuple[str, ...] = BOTH, exclusive: str 
     return arg(name, help=help, faces=faces, exclusive=exclusive, default=False, action="store_true")
 
 
-def alias(name: str, to: str, *, help: str, after: str, faces: tuple[str, ...] = BOTH, metavar: str = "RUN") -> Arg:
+def alias(
+    name: str, to: str, *, help: str, after: str, faces: tuple[str, ...] = BOTH, metavar: str | None = "RUN"
+) -> Arg:
     """``--stop RUN`` on one command runs the command ``to`` with RUN as its first positional (the
-    other arguments given go with it, by name); an older spelling that users and docs still type."""
-    return Arg((name,), help, faces, None, {"metavar": metavar, "default": None}, to, after)
+    other arguments given go with it, by name); an older spelling that users and docs still type.
+    ``metavar=None``: a flag (``--ui``) that takes no value and only chooses the command."""
+    kw = {"metavar": metavar, "default": None} if metavar else {"action": "store_const", "const": True}
+    return Arg((name,), help, faces, None, kw, to, after)
 
 
 def _as_arg(f: Field[Any]) -> Arg:
@@ -114,8 +118,10 @@ def resolve(cmd: Command, face: str, parsed: argparse.Namespace, **given: Any) -
     for a in cmd.aliases:
         if face in a.faces and read.get(dest(a)) is not None:  # the other arguments go with it, by name
             target = command(cmd.family, a.to or "")
-            first = next(x for x in target.args if not x.names[0].startswith("-"))
-            return target, _build(target, {**target.face_defaults.get(face, {}), **own, dest(first): read[dest(a)]})
+            values = {**target.face_defaults.get(face, {}), **own}
+            if read[dest(a)] is not True:  # its value fills the target's first positional
+                values[dest(next(x for x in target.args if not x.names[0].startswith("-")))] = read[dest(a)]
+            return target, _build(target, values)
     return cmd, _build(cmd, {**cmd.face_defaults.get(face, {}), **own, **given})
 
 
@@ -248,7 +254,11 @@ class TrainArgs:
     volume: str | None = _volume()  # the API key is never an argument
     team: str | None = _team()
     yes: bool = _yes()
-    ui: bool = flag("--ui", faces=(MAGIC,), help="open the config builder form (from CONFIG if given)")
+
+
+@_ARGS
+class UiArgs:
+    config: str | None = arg(nargs="?", default=None, help="a .toml path or a %%rltoml variable to start from")
 
 
 @_ARGS
@@ -562,6 +572,14 @@ COMMANDS: tuple[Command, ...] = (
                 faces=(MAGIC,),
                 help="modelfactory: continue a paused hosted run (a child run)",
             ),
+            alias(
+                "--ui",
+                "ui",
+                after="resume",
+                faces=(MAGIC,),
+                metavar=None,
+                help="open the config builder form (from CONFIG if given)",
+            ),
         ),
     ),
     # in a terminal `stop` blocks until the run has stopped; in a cell it asks and returns (--wait blocks)
@@ -571,6 +589,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("train", "attach", "follow a run's progress (Ctrl-C detaches; twice within 3 s stops)", AttachArgs),
     Command("train", "pause", "modelfactory: pause a hosted run at a checkpoint", PauseArgs, (MAGIC,)),
     Command("train", "resume", "modelfactory: continue a paused hosted run (a child run)", ResumeArgs, (MAGIC,)),
+    Command("train", "ui", "open the config builder form (from CONFIG if given)", UiArgs, (MAGIC,)),
     # -- the harness ---------------------------------------------------------------------------
     Command("harness", "show", "list traces (newest first), or show one", HarnessShowArgs),
     Command(
@@ -663,7 +682,7 @@ def _synopsis_arg(a: Arg) -> str:
         name = str(a.kw.get("metavar") or a.names[0]).upper()
         nargs = a.kw.get("nargs")
         return {"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} [{name} ...]"}.get(str(nargs), name)
-    if a.kw.get("action") == "store_true":
+    if a.kw.get("action") in ("store_true", "store_const"):
         return f"[{a.names[0]}]"
     metavar = a.kw.get("metavar") or a.names[0].lstrip("-").upper()
     many = " ..." if a.kw.get("nargs") == "+" or a.kw.get("action") == "append" else ""
@@ -701,7 +720,7 @@ def help_text(family_name: str, face: str, skip: tuple[str, ...] = ()) -> str:
 
 def _default(a: Arg) -> str:
     value = a.kw.get("default")
-    return "" if value in (None, False, []) or a.kw.get("action") == "store_true" else f"`{value}`"
+    return "" if value in (None, False, []) or a.kw.get("action") in ("store_true", "store_const") else f"`{value}`"
 
 
 def markdown() -> str:

@@ -19,6 +19,7 @@ from primenb.commands import (
     ResumeArgs,
     StopArgs,
     TrainArgs,
+    UiArgs,
     command,
     help_text,
     resolve,
@@ -105,11 +106,13 @@ def test_the_old_train_flags_route_to_their_own_commands():
         "--attach r1 --wait": ("attach r1 --wait", AttachArgs(run="r1", wait=True)),
         "--pause r1 --gpu-type H": ("pause r1 --gpu-type H", PauseArgs(run="r1", gpu_type="H")),
         "--resume r1 --name n --yes": ("resume r1 --name n --yes", ResumeArgs(run="r1", name="n", yes=True)),
+        "--ui cfg": ("ui cfg", UiArgs(config="cfg")),  # a flag: CONFIG goes with it by name
     }
     for old, (new, expected) in cases.items():
         cmd, args = _magic("train", "train", old)
         assert (cmd.name, args) == (new.split()[0], expected), old
         assert _magic("train", new.split()[0], new.split(None, 1)[1]) == (cmd, expected), new
+    assert _magic("train", "train", "--ui") == (command("train", "ui"), UiArgs())
     cmd, args = _magic("train", "train", "cfg --wait --yes")  # no alias given: the train command
     assert cmd.name == "train" and args == TrainArgs(config="cfg", wait=True, yes=True)
 

@@ -16,6 +16,7 @@ from primenb.commands import (
     RltomlArgs,
     StopArgs,
     TrainArgs,
+    UiArgs,
     ValidateArgs,
     command,
     invocation,
@@ -145,8 +146,6 @@ def init(args: InitArgs, face: Face) -> None:
 def train(args: TrainArgs, face: Face) -> Any:
     from primenb.backends import capabilities, default_backend, get_backend, submit
 
-    if args.ui:  # the form; its Launch goes through the same submit + follow
-        return face.widget("builder", config=face.config(args.config) if args.config else None)
     if not args.config:
         usage = invocation(command("train", "train"), face.name)
         init = invocation(command("train", "init"), face.name)
@@ -166,6 +165,11 @@ def train(args: TrainArgs, face: Face) -> Any:
     if args.yes:
         return face.follow(launch(), new=True, wait=args.wait, detach=args.detach)
     return face.confirm(quote, launch, what="Launch", wait=args.wait, detach=args.detach)
+
+
+def ui(args: UiArgs, face: Face) -> Any:
+    """The config builder form; its Launch goes through the same submit + follow as `train`."""
+    return face.widget("builder", config=face.config(args.config) if args.config else None)
 
 
 def _options(args: _Hosted, takes: tuple[str, ...]) -> dict[str, Any]:
