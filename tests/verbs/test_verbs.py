@@ -35,6 +35,16 @@ def test_every_command_has_one_handler_in_the_verbs_layer_typed_by_its_arguments
     assert len(seen) == len(COMMANDS) == len({c.type for c in COMMANDS}) == len(HANDLERS)  # one each
 
 
+def test_handlers_read_typed_fields_not_names():
+    """A handler reads `args.field` (mypy checks it exists), never `getattr(args, "name", default)`,
+    which hid which face declared what; `vars(args)` would be the same thing spelled otherwise."""
+    found = []
+    for path in [*(PKG / "verbs").glob("*.py"), PKG / "cli" / "__init__.py", PKG / "notebook" / "magics.py"]:
+        text = path.read_text()
+        found += [f"{path.name}: {m}" for m in re.findall(r"(?:getattr|vars|hasattr)\(args\b[^)]*\)", text)]
+    assert found == []
+
+
 def test_the_faces_only_dispatch():
     """No per-face twin of a verb is left: the CLI is one module, the magics one module."""
     assert sorted(p.name for p in (PKG / "cli").glob("*.py")) == ["__init__.py", "__main__.py"]
