@@ -1,38 +1,86 @@
-"""Every terminal command and magic, declared once: arguments, help, defaults and handler.
+"""Every terminal command and magic, declared once: typed arguments, help, defaults and aliases.
 
 The `primenb` CLI (`primenb.cli`) and the magics (`primenb.notebook`) build their argparse parsers
 from these declarations, so `primenb harness diff` and `%prime_harness diff` cannot drift, and
 `%prime_harness?` shows the same text as `primenb harness --help`. An argument that only makes
 sense in one face (`--wait` in a cell, `--detach` or `--json` in a terminal) says so in `faces`.
-Each command names its one handler (`Command.handler`, a function in `primenb.verbs`), which
-both faces call; this module stays at the bottom of the layers, so it names it and never imports it.
+Each command's arguments are one typed class (a frozen dataclass whose fields, declared with
+`arg`, are the command-line arguments: TRL's typed-dataclass commands); `resolve` builds it from
+what either face parsed, and an alias (`%prime_train --stop RUN`) routes to the command it names.
+Each command has one handler, which both faces call (`primenb.verbs.registry`, keyed by the
+argument class, so the type checker follows it); this module stays at the bottom of the layers
+and never imports it.
 """
 
 from __future__ import annotations
 
 import argparse
-import builtins
 import html
-import keyword
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
 CLI, MAGIC = "cli", "magic"
 BOTH = (CLI, MAGIC)
+_SPEC = "primenb.arg"  # the dataclass field metadata key that makes a field a command-line argument
 
 
 @dataclass(frozen=True)
 class Arg:
+    """One argument as argparse sees it: a field of a command's argument class, or an alias."""
+
     names: tuple[str, ...]
     help: str = ""
     faces: tuple[str, ...] = BOTH
     exclusive: str | None = None  # arguments sharing this name are mutually exclusive
     kw: Mapping[str, Any] = field(default_factory=dict)
+    to: str | None = None  # an alias: the command (same family) that a value given here runs
+    after: str | None = None  # an alias: shown after this argument (its place in help and docs)
 
 
-def arg(*names: str, help: str = "", faces: tuple[str, ...] = BOTH, exclusive: str | None = None, **kw: Any) -> Arg:
-    return Arg(names, help, faces, exclusive, kw)
+def arg(
+    *names: str,
+    help: str = "",
+    faces: tuple[str, ...] = BOTH,
+    exclusive: str | None = None,
+    default: Any = MISSING,
+    default_factory: Any = MISSING,
+    **kw: Any,
+) -> Any:
+    """A field of a command's argument class that is also its command-line argument: ``names`` are
+    its flags (none: a positional named as the field); the field's default is argparse's; ``kw``
+    goes to ``add_argument`` as is."""
+    spec = {_SPEC: Arg(names, help, faces, exclusive, kw)}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=spec)
+    return field(default=default, metadata=spec)
+
+
+def flag(name: str, *, help: str, faces: tuple[str, ...] = BOTH, exclusive: str | None = None) -> Any:
+    """A ``store_true`` option (default False)."""
+    return arg(name, help=help, faces=faces, exclusive=exclusive, default=False, action="store_true")
+
+
+def alias(
+    name: str, to: str, *, help: str, after: str, faces: tuple[str, ...] = BOTH, metavar: str | None = "RUN"
+) -> Arg:
+    """``--stop RUN`` on one command runs the command ``to`` with RUN as its first positional (the
+    other arguments given go with it, by name); an older spelling that users and docs still type.
+    ``metavar=None``: a flag (``--ui``) that takes no value and only chooses the command."""
+    kw = {"metavar": metavar, "default": None} if metavar else {"action": "store_const", "const": True}
+    return Arg((name,), help, faces, None, kw, to, after)
+
+
+def _as_arg(f: Field[Any]) -> Arg:
+    spec: Arg = f.metadata[_SPEC]
+    kw = dict(spec.kw)
+    if f.default is not MISSING:
+        kw["default"] = f.default
+    elif f.default_factory is not MISSING:
+        kw["default"] = f.default_factory()
+    if not spec.names:  # a positional: argparse names its destination after it
+        return replace(spec, names=(f.name,), kw=kw)
+    return replace(spec, kw={**kw, "dest": f.name})
 
 
 @dataclass(frozen=True)
@@ -40,409 +88,555 @@ class Command:
     family: str  # "harness", "env", or "train" for the top-level commands
     name: str
     help: str
-    args: tuple[Arg, ...] = ()
+    type: type  # the typed arguments: a dataclass whose `arg` fields are the command-line arguments
     faces: tuple[str, ...] = BOTH
+    aliases: tuple[Arg, ...] = ()
+    face_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # {face: {field: value}}
+
+    @property
+    def args(self) -> tuple[Arg, ...]:
+        out = [_as_arg(f) for f in fields(self.type) if _SPEC in f.metadata]
+        for a in self.aliases:
+            out.insert(next((i + 1 for i, x in enumerate(out) if dest(x) == a.after), len(out)), a)
+        return tuple(out)
 
     def args_for(self, face: str) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if face in a.faces)
 
-    @property
-    def handler(self) -> str:
-        """``module:function`` of the one handler both faces call (see `primenb.verbs`); a name
-        Python keeps for itself (``import``, ``list``) gets a trailing underscore."""
-        reserved = keyword.iskeyword(self.name) or hasattr(builtins, self.name)
-        return f"primenb.verbs.{self.family}:{self.name}{'_' if reserved else ''}"
+
+def dest(a: Arg) -> str:
+    return str(a.kw.get("dest") or a.names[0].lstrip("-").replace("-", "_"))
 
 
-_SFT = arg("--sft", action="store_true", help="an SFT config", exclusive="mode")
-_RL = arg("--rl", action="store_true", help="an RL config", exclusive="mode")
-_LENIENT = arg(
-    "--lenient", action="store_true", help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)"
-)
+def resolve(cmd: Command, face: str, parsed: argparse.Namespace, **given: Any) -> tuple[Command, Any]:
+    """The command that runs and its typed arguments, from what ``cmd``'s parser (`add_arguments`)
+    read in ``face``: ``cmd``'s own, or the one an alias given names (`--stop RUN` -> ``stop RUN``).
+    Arguments the face does not declare keep their class defaults; ``given`` fills the fields that
+    are no command-line argument (a cell's text)."""
+    read = vars(parsed)
+    own = {dest(a): read[dest(a)] for a in cmd.args_for(face) if a.to is None and dest(a) in read}
+    for a in cmd.aliases:
+        if face in a.faces and read.get(dest(a)) is not None:  # the other arguments go with it, by name
+            target = command(cmd.family, a.to or "")
+            values = {**target.face_defaults.get(face, {}), **own}
+            if read[dest(a)] is not True:  # its value fills the target's first positional
+                values[dest(next(x for x in target.args if not x.names[0].startswith("-")))] = read[dest(a)]
+            return target, _build(target, values)
+    return cmd, _build(cmd, {**cmd.face_defaults.get(face, {}), **own, **given})
+
+
+def _build(cmd: Command, values: Mapping[str, Any]) -> Any:
+    return cmd.type(**{f.name: values[f.name] for f in fields(cmd.type) if f.name in values})
+
+
+def _sft(**kw: Any) -> Any:
+    return flag("--sft", help="an SFT config", exclusive="mode", **kw)
+
+
+def _rl(**kw: Any) -> Any:
+    return flag("--rl", help="an RL config", exclusive="mode", **kw)
+
+
+def _lenient(**kw: Any) -> Any:
+    return flag("--lenient", help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)", **kw)
+
+
 _TRACE = "a trace id, a unique id prefix, a run name, a run directory (in a notebook also a variable holding a Run)"
-_BACKEND = arg("--backend", default=None, metavar="B", help="where to train (default: [primenb] backend, local)")
-_NAME = arg("--name", default=None, metavar="RUN", help="run name (default: <env>--<model>--<id>)")
-_WAIT = arg("--wait", action="store_true", faces=(MAGIC,), help="block the cell until the run ends")
-_DETACH = arg("--detach", action="store_true", faces=(CLI,), help="start the run and return at once")
-_JSON = arg("--json", action="store_true", faces=(CLI,), help="machine-readable output")
-_TRUST = arg(
-    "--trust",
-    action="store_true",
-    help="an imported trace: run the environment code its config names (refused until trusted)",
-)
-_SERVER = arg("--server", default=None, metavar="URL", help="which running server (default: the newest)")
 
-# Prime Intellect's hosted training (--backend modelfactory); the API key is never an argument.
-_HOSTED = (
-    arg(
+
+def _backend() -> Any:
+    return arg("--backend", default=None, metavar="B", help="where to train (default: [primenb] backend, local)")
+
+
+def _name() -> Any:
+    return arg("--name", default=None, metavar="RUN", help="run name (default: <env>--<model>--<id>)")
+
+
+def _wait() -> Any:
+    return flag("--wait", faces=(MAGIC,), help="block the cell until the run ends")
+
+
+def _detach() -> Any:
+    return flag("--detach", faces=(CLI,), help="start the run and return at once")
+
+
+def _json() -> Any:
+    return flag("--json", faces=(CLI,), help="machine-readable output")
+
+
+def _trust() -> Any:
+    return flag("--trust", help="an imported trace: run the environment code its config names (refused until trusted)")
+
+
+def _server() -> Any:
+    return arg("--server", default=None, metavar="URL", help="which running server (default: the newest)")
+
+
+def _run() -> Any:
+    return arg(help="run name or directory")
+
+
+_ARGS = dataclass(frozen=True, kw_only=True)  # every argument class: typed, immutable, by name
+
+
+def _gpu_type() -> Any:
+    return arg(
         "--gpu-type",
         default=None,
         metavar="T",
         help="modelfactory: GPU type, e.g. H200_141GB (default: the platform's)",
-    ),
-    arg("--volume", default=None, metavar="V", help="modelfactory: named volume for outputs (and SFT data)"),
-    arg("--team", default=None, metavar="ID", help="modelfactory: team that pays (PRIME_TEAM_ID for this launch only)"),
-    arg("--yes", action="store_true", help="modelfactory: launch the billable run without asking"),
-    arg("--pause", metavar="RUN", faces=(MAGIC,), help="modelfactory: pause a hosted run at a checkpoint"),
-    arg("--resume", metavar="RUN", faces=(MAGIC,), help="modelfactory: continue a paused hosted run (a child run)"),
-)
+    )
+
+
+def _volume() -> Any:
+    return arg("--volume", default=None, metavar="V", help="modelfactory: named volume for outputs (and SFT data)")
+
+
+def _team() -> Any:
+    return arg(
+        "--team", default=None, metavar="ID", help="modelfactory: team that pays (PRIME_TEAM_ID for this launch only)"
+    )
+
+
+def _yes() -> Any:
+    return flag("--yes", help="modelfactory: launch the billable run without asking")
+
+
+# -- configs and runs ----------------------------------------------------------------------------
+@_ARGS
+class ValidateArgs:
+    files: list[str] = arg(nargs="+", help="TOML files")
+    sft: bool = _sft()
+    rl: bool = _rl()
+    json: bool = _json()
+    lenient: bool = _lenient()
+
+
+@_ARGS
+class RltomlArgs:
+    name: str = arg(help="variable that receives the Config")
+    save: str | None = arg(
+        "--save", default=None, metavar="PATH", help="write the TOML to PATH (atomically) when it is valid"
+    )
+    sft: bool = _sft()
+    rl: bool = _rl()
+    fix: bool = flag("--fix", help="rewrite legacy keys and offer the migrated cell")
+    lenient: bool = _lenient()
+    line: str = ""  # the magic's line and cell, given by the notebook
+    cell: str = ""
+
+
+@_ARGS
+class InitArgs:
+    model: str | None = arg(
+        "--model", default=None, metavar="M", help="model id (default: the embedded primenb/tiny-byte)"
+    )
+    env: str | None = arg("--env", default=None, metavar="E", help="environment id (default: reverse-text)")
+    sft: bool = flag("--sft", help="an SFT config instead of RL")
+    lora: bool = flag("--lora", help="train LoRA adapters")
+    out: str | None = arg(
+        "--out", default=None, metavar="FILE", help="file to write (default rl.toml, or sft.toml with --sft)"
+    )
+    force: bool = flag("--force", help="overwrite an existing file")
+
+
+@_ARGS
+class TrainArgs:
+    config: str | None = arg(nargs="?", default=None, help="a .toml path (in a notebook also a %%rltoml variable)")
+    name: str | None = _name()
+    backend: str | None = _backend()
+    wait: bool = _wait()
+    detach: bool = _detach()
+    sft: bool = flag("--sft", faces=(CLI,), help="validate as SFT", exclusive="mode")
+    rl: bool = flag("--rl", faces=(CLI,), help="validate as RL", exclusive="mode")
+    lenient: bool = _lenient(faces=(CLI,))
+    gpu_type: str | None = _gpu_type()  # Prime Intellect's hosted training (--backend modelfactory);
+    volume: str | None = _volume()  # the API key is never an argument
+    team: str | None = _team()
+    yes: bool = _yes()
+
+
+@_ARGS
+class UiArgs:
+    config: str | None = arg(nargs="?", default=None, help="a .toml path or a %%rltoml variable to start from")
+
+
+@_ARGS
+class StopArgs:
+    run: str = _run()
+    wait: bool = flag("--wait", faces=(MAGIC,), help="block the cell until the run has stopped")
+    timeout: float = arg(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds before the process group is killed"
+    )
+
+
+@_ARGS
+class AttachArgs:
+    run: str = _run()
+    wait: bool = _wait()
+    stop: bool = flag("--stop", faces=(CLI,), help="Ctrl-C stops the run (default: Ctrl-C detaches)")
+
+
+@_ARGS
+class PauseArgs:
+    run: str = _run()
+    gpu_type: str | None = _gpu_type()
+    volume: str | None = _volume()
+    team: str | None = _team()
+
+
+@_ARGS
+class ResumeArgs:
+    run: str = _run()
+    name: str | None = _name()
+    wait: bool = _wait()
+    gpu_type: str | None = _gpu_type()
+    volume: str | None = _volume()
+    team: str | None = _team()
+    yes: bool = _yes()
+
+
+# -- the harness ---------------------------------------------------------------------------------
+@_ARGS
+class HarnessShowArgs:
+    trace: str | None = arg(nargs="?", default=None, help=_TRACE)
+    last: int | None = arg("--last", type=int, default=None, metavar="N", help="the newest N traces")
+    status: str | None = arg(
+        "--status", default=None, metavar="S", help="completed, failed, stopped, running or queued (a,b,...)"
+    )
+    env: str | None = arg("--env", default=None, metavar="E", help="environment id (substring)")
+    model: str | None = arg("--model", default=None, metavar="M", help="model id (substring)")
+    where: str | None = arg("--where", default=None, metavar="EXPR", help="SQL expression over the columns")
+    json: bool = flag("--json", faces=(CLI,), help="the table as JSON records")
+    ui: bool = flag(
+        "--ui",
+        faces=(MAGIC,),
+        help="open the harness browser (grid, filters, actions) with these filters set and TRACE selected",
+    )
+
+
+@_ARGS
+class HarnessApplyArgs:
+    trace: str = arg(help=_TRACE)
+    steps: int | None = arg(
+        "--steps", type=int, default=None, metavar="N", help="steps to add (default: as the parent)"
+    )
+    overrides: list[str] = arg(
+        "--set",
+        nargs="+",
+        action="extend",
+        default_factory=list,
+        metavar="key=value",
+        help="config changes, e.g. trainer.optim.lr=1e-5",
+    )
+    backend: str | None = _backend()
+    name: str | None = _name()
+    wait: bool = _wait()
+    detach: bool = _detach()
+    yes: bool = flag("--yes", help="a hosted (modelfactory) trace: launch the billed continuation")
+    trust: bool = _trust()
+
+
+@_ARGS
+class HarnessRerunArgs:
+    trace: str = arg(help=_TRACE)
+    backend: str | None = _backend()
+    name: str | None = _name()
+    wait: bool = _wait()
+    detach: bool = _detach()
+    trust: bool = _trust()
+
+
+@_ARGS
+class HarnessDiffArgs:
+    traces: list[str] = arg(nargs="+", help="two or more traces")
+
+
+@_ARGS
+class HarnessCompareArgs:
+    traces: list[str] = arg(nargs="+", help="two or more traces")
+    metrics: list[str] | None = arg("--metric", action="append", default=None, metavar="M", help="a metric to compare")
+    html: str | None = arg(
+        "--html", default=None, metavar="FILE", faces=(CLI,), help="write the overlaid chart to FILE"
+    )
+
+
+@_ARGS
+class HarnessReindexArgs:
+    paths: list[str] = arg(nargs="*", default_factory=list, help="more folders holding run directories")
+
+
+@_ARGS
+class HarnessExportArgs:
+    trace: str = arg(help=_TRACE)
+    path: str | None = arg(nargs="?", default=None, help="folder to write")
+    to: str | None = arg(
+        "--to",
+        default=None,
+        choices=("mlflow", "trackio", "wandb", "tensorboard"),
+        help="backfill a tracker from the stored metrics instead (docs/trackers.md)",
+    )
+
+
+@_ARGS
+class HarnessImportArgs:
+    path: str = arg(help="an exported folder")
+    dest: str | None = arg("--dest", default=None, metavar="DIR", help="where to put it")
+
+
+@_ARGS
+class HarnessRmArgs:
+    trace: str = arg(help=_TRACE)
+    files: bool = flag("--files", help="also delete the run directory")
+
+
+# -- environments --------------------------------------------------------------------------------
+@_ARGS
+class EnvListArgs:
+    json: bool = _json()
+    no_verifiers: bool = flag("--no-verifiers", help="leave out installed verifiers tasksets")
+
+
+@_ARGS
+class EnvAddArgs:
+    target: str = arg(help="a folder or .py file with load_environment(), or a module name")
+    id: str | None = arg(
+        "--id", default=None, metavar="ID", help="id to register it under (default: the folder/module name)"
+    )
+    force: bool = flag("--force", help="replace an environment registered under the same id")
+    json: bool = _json()
+
+
+@_ARGS
+class EnvShowArgs:
+    id: str = arg(help="environment id")
+    args: list[str] = arg(nargs="*", default_factory=list, metavar="KEY=VALUE", help="arguments to build it with")
+    json: bool = _json()
+
+
+@_ARGS
+class EnvRemoveArgs:
+    id: str = arg(help="environment id")
+
+
+# -- named backends ------------------------------------------------------------------------------
+@_ARGS
+class BackendAddArgs:
+    name: str = arg(help="the name to train with: --backend NAME")
+    url: str = arg(help="ssh://[user@]host[:port][/workdir], slurm://, slurm://login-host")
+    options: list[str] = arg(
+        nargs="*",
+        default_factory=list,
+        metavar="KEY=VALUE",
+        help="python, workdir, env, ssh_args, sbatch_args, request_gpus",
+    )
+    force: bool = flag("--force", help="replace a backend saved under the same name")
+
+
+@_ARGS
+class BackendListArgs:
+    json: bool = _json()
+
+
+@_ARGS
+class BackendShowArgs:
+    name: str = arg(help="backend name")
+
+
+@_ARGS
+class BackendRemoveArgs:
+    name: str = arg(help="backend name")
+
+
+# -- serving and evaluation (primenb.serve) ------------------------------------------------------
+@_ARGS
+class ServeStartArgs:
+    traces: list[str] = arg(nargs="*", default_factory=list, metavar="TRACE", help=_TRACE)
+    base: str | None = arg(
+        "--base", default=None, metavar="MODEL", help="the base model to list (default: the traces' own)"
+    )
+    port: int = arg("--port", type=int, default=0, metavar="P", help="port (default: a free one)")
+    host: str = arg("--host", default="127.0.0.1", metavar="H", help="address to listen on; not loopback needs a key")
+    api_key_var: str | None = arg(
+        "--api-key-var",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding the API key clients send as Bearer (never the key itself)",
+    )
+    max_batch: int = arg(
+        "--max-batch",
+        type=int,
+        default=32,
+        metavar="N",
+        help="rows decoded together (requests x n); more wait in the queue",
+    )
+    max_queue: int = arg(
+        "--max-queue",
+        type=int,
+        default=256,
+        metavar="N",
+        help="requests waiting for a row before the server answers 429",
+    )
+    json: bool = _json()
+
+
+@_ARGS
+class ServeAddArgs:
+    trace: str = arg(help=_TRACE)
+    server: str | None = _server()
+    json: bool = _json()
+
+
+@_ARGS
+class ServeRemoveArgs:
+    trace: str = arg(help="a trace or a served model id")
+    server: str | None = _server()
+
+
+@_ARGS
+class ServeListArgs:
+    json: bool = _json()
+
+
+@_ARGS
+class ServeStopArgs:
+    server: str | None = arg(nargs="?", default=None, metavar="URL", help="a server URL, port or pid, or all")
+
+
+@_ARGS
+class EvalArgs:
+    models: list[str] = arg(
+        nargs="+",
+        metavar="MODEL_OR_TRACE",
+        help="traces or served model ids; one trace alone is compared with the model it was trained on",
+    )
+    env: str = arg("--env", required=True, metavar="ID", help="environment id (built in, or added with %prime_env add)")
+    args: list[str] = arg(
+        "--args", nargs="+", action="extend", default_factory=list, metavar="K=V", help="environment arguments"
+    )
+    num_examples: int = arg("-n", "--num-examples", type=int, default=20, metavar="N", help="held-out examples")
+    rollouts: int = arg("-r", "--rollouts", type=int, default=1, metavar="R", help="rollouts per example")
+    temperature: float = arg(
+        "--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (0: greedy)"
+    )
+    max_tokens: int | None = arg(
+        "--max-tokens", type=int, default=None, metavar="K", help="tokens per completion (default: the run's)"
+    )
+    seed: int = arg(
+        "--seed", type=int, default=0, metavar="S", help="the eval's seed: each rollout's seed derives from it"
+    )
+    pass_reward: float = arg(
+        "--pass-reward",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="with -r > 1: a rollout passes (pass@k) when its reward reaches R",
+    )
+    keep_server: bool = flag(
+        "--keep-server", help="keep a server this eval starts running (default: stopped at the end)"
+    )
+    trust: bool = _trust()
+    json: bool = _json()
+
 
 COMMANDS: tuple[Command, ...] = (
     # -- configs and runs ----------------------------------------------------------------------
+    Command("train", "validate", "validate rl.toml / sft.toml files (in a notebook: %%rltoml)", ValidateArgs, (CLI,)),
     Command(
-        "train",
-        "validate",
-        "validate rl.toml / sft.toml files (in a notebook: %%rltoml)",
-        (
-            arg("files", nargs="+", help="TOML files"),
-            _SFT,
-            _RL,
-            _JSON,
-            _LENIENT,
-        ),
-        faces=(CLI,),
+        "train", "rltoml", "validate the cell's rl.toml / sft.toml; bind it as NAME when valid", RltomlArgs, (MAGIC,)
     ),
-    Command(
-        "train",
-        "rltoml",
-        "validate the cell's rl.toml / sft.toml; bind it as NAME when valid",
-        (
-            arg("name", help="variable that receives the Config"),
-            arg("--save", metavar="PATH", help="write the TOML to PATH (atomically) when it is valid"),
-            _SFT,
-            _RL,
-            arg("--fix", action="store_true", help="rewrite legacy keys and offer the migrated cell"),
-            _LENIENT,
-        ),
-        faces=(MAGIC,),
-    ),
-    Command(
-        "train",
-        "init",
-        "write a starter config that validates",
-        (
-            arg("--model", default=None, metavar="M", help="model id (default: the embedded primenb/tiny-byte)"),
-            arg("--env", default=None, metavar="E", help="environment id (default: reverse-text)"),
-            arg("--sft", action="store_true", help="an SFT config instead of RL"),
-            arg("--lora", action="store_true", help="train LoRA adapters"),
-            arg("--out", default=None, metavar="FILE", help="file to write (default rl.toml, or sft.toml with --sft)"),
-            arg("--force", action="store_true", help="overwrite an existing file"),
-        ),
-    ),
+    Command("train", "init", "write a starter config that validates", InitArgs),
     Command(
         "train",
         "train",
         "validate a config and train it",
-        (
-            arg("config", nargs="?", help="a .toml path (in a notebook also a %%rltoml variable)"),
-            _NAME,
-            _BACKEND,
-            _WAIT,
-            _DETACH,
-            arg("--sft", action="store_true", faces=(CLI,), help="validate as SFT", exclusive="mode"),
-            arg("--rl", action="store_true", faces=(CLI,), help="validate as RL", exclusive="mode"),
-            arg(
-                "--lenient",
-                action="store_true",
-                faces=(CLI,),
-                help="keys prime-rl 0.4.0 does not know are warnings (a newer platform's)",
+        TrainArgs,
+        aliases=(
+            alias(
+                "--stop", "stop", after="lenient", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"
             ),
-            arg("--stop", metavar="RUN", faces=(MAGIC,), help="ask a run to save a final checkpoint and stop"),
-            arg(
-                "--attach", metavar="RUN", faces=(MAGIC,), help="show a run (e.g. after a kernel restart) and follow it"
-            ),
-            *_HOSTED,
-            arg(
-                "--ui", action="store_true", faces=(MAGIC,), help="open the config builder form (from CONFIG if given)"
-            ),
-        ),
-    ),
-    Command(
-        "train",
-        "stop",
-        "ask a run to save a final checkpoint and stop",
-        (
-            arg("run", help="run name or directory"),
-            arg("--timeout", type=float, default=120.0, metavar="S", help="seconds before the process group is killed"),
-        ),
-        faces=(CLI,),
-    ),
-    Command(
-        "train",
-        "attach",
-        "follow a run's progress (Ctrl-C detaches; twice within 3 s stops)",
-        (
-            arg("run", help="run name or directory"),
-            arg("--stop", action="store_true", help="Ctrl-C stops the run (default: Ctrl-C detaches)"),
-        ),
-        faces=(CLI,),
-    ),
-    # -- the harness ---------------------------------------------------------------------------
-    Command(
-        "harness",
-        "show",
-        "list traces (newest first), or show one",
-        (
-            arg("trace", nargs="?", help=_TRACE),
-            arg("--last", type=int, default=None, metavar="N", help="the newest N traces"),
-            arg(
-                "--status",
-                default=None,
-                metavar="S",
-                help="completed, failed, stopped, running or queued (a,b,...)",
-            ),
-            arg("--env", default=None, metavar="E", help="environment id (substring)"),
-            arg("--model", default=None, metavar="M", help="model id (substring)"),
-            arg("--where", default=None, metavar="EXPR", help="SQL expression over the columns"),
-            arg("--json", action="store_true", faces=(CLI,), help="the table as JSON records"),
-            arg(
-                "--ui",
-                action="store_true",
+            alias(
+                "--attach",
+                "attach",
+                after="stop",
                 faces=(MAGIC,),
-                help="open the harness browser (grid, filters, actions) with these filters set and TRACE selected",
+                help="show a run (e.g. after a kernel restart) and follow it",
+            ),
+            alias(
+                "--pause", "pause", after="yes", faces=(MAGIC,), help="modelfactory: pause a hosted run at a checkpoint"
+            ),
+            alias(
+                "--resume",
+                "resume",
+                after="pause",
+                faces=(MAGIC,),
+                help="modelfactory: continue a paused hosted run (a child run)",
+            ),
+            alias(
+                "--ui",
+                "ui",
+                after="resume",
+                faces=(MAGIC,),
+                metavar=None,
+                help="open the config builder form (from CONFIG if given)",
             ),
         ),
     ),
+    # in a terminal `stop` blocks until the run has stopped; in a cell it asks and returns (--wait blocks)
+    Command(
+        "train", "stop", "ask a run to save a final checkpoint and stop", StopArgs, face_defaults={CLI: {"wait": True}}
+    ),
+    Command("train", "attach", "follow a run's progress (Ctrl-C detaches; twice within 3 s stops)", AttachArgs),
+    Command("train", "pause", "modelfactory: pause a hosted run at a checkpoint", PauseArgs, (MAGIC,)),
+    Command("train", "resume", "modelfactory: continue a paused hosted run (a child run)", ResumeArgs, (MAGIC,)),
+    Command("train", "ui", "open the config builder form (from CONFIG if given)", UiArgs, (MAGIC,)),
+    # -- the harness ---------------------------------------------------------------------------
+    Command("harness", "show", "list traces (newest first), or show one", HarnessShowArgs),
     Command(
         "harness",
         "apply",
         "continue a trace from its final checkpoint (a new run, parent = TRACE)",
-        (
-            arg("trace", help=_TRACE),
-            arg(
-                "--steps",
-                type=int,
-                default=None,
-                metavar="N",
-                help="steps to add (default: as the parent)",
-            ),
-            arg(
-                "--set",
-                dest="overrides",
-                nargs="+",
-                action="extend",
-                default=[],
-                metavar="key=value",
-                help="config changes, e.g. trainer.optim.lr=1e-5",
-            ),
-            _BACKEND,
-            _NAME,
-            _WAIT,
-            _DETACH,
-            arg("--yes", action="store_true", help="a hosted (modelfactory) trace: launch the billed continuation"),
-            _TRUST,
-        ),
+        HarnessApplyArgs,
     ),
-    Command(
-        "harness",
-        "rerun",
-        "re-execute a trace from scratch and check the metrics match",
-        (
-            arg("trace", help=_TRACE),
-            _BACKEND,
-            _NAME,
-            _WAIT,
-            _DETACH,
-            _TRUST,
-        ),
-    ),
-    Command(
-        "harness",
-        "diff",
-        "config/data/environment/deps/hardware differences",
-        (arg("traces", nargs="+", help="two or more traces"),),
-    ),
-    Command(
-        "harness",
-        "compare",
-        "summary table and overlaid curves of traces",
-        (
-            arg("traces", nargs="+", help="two or more traces"),
-            arg("--metric", dest="metrics", action="append", default=None, metavar="M", help="a metric to compare"),
-            arg("--html", default=None, metavar="FILE", faces=(CLI,), help="write the overlaid chart to FILE"),
-        ),
-    ),
-    Command(
-        "harness",
-        "reindex",
-        "rebuild the index from the run directories",
-        (arg("paths", nargs="*", help="more folders holding run directories"),),
-    ),
+    Command("harness", "rerun", "re-execute a trace from scratch and check the metrics match", HarnessRerunArgs),
+    Command("harness", "diff", "config/data/environment/deps/hardware differences", HarnessDiffArgs),
+    Command("harness", "compare", "summary table and overlaid curves of traces", HarnessCompareArgs),
+    Command("harness", "reindex", "rebuild the index from the run directories", HarnessReindexArgs),
     Command(
         "harness",
         "export",
         "write a self-contained folder for another machine, or (--to) send the metrics to a tracker",
-        (
-            arg("trace", help=_TRACE),
-            arg("path", nargs="?", default=None, help="folder to write"),
-            arg(
-                "--to",
-                default=None,
-                choices=("mlflow", "trackio", "wandb", "tensorboard"),
-                help="backfill a tracker from the stored metrics instead (docs/trackers.md)",
-            ),
-        ),
+        HarnessExportArgs,
     ),
-    Command(
-        "harness",
-        "import",
-        "bring an exported trace back",
-        (
-            arg("path", help="an exported folder"),
-            arg("--dest", default=None, metavar="DIR", help="where to put it"),
-        ),
-    ),
-    Command(
-        "harness",
-        "rm",
-        "remove a trace (--files: and its run directory)",
-        (
-            arg("trace", help=_TRACE),
-            arg("--files", action="store_true", help="also delete the run directory"),
-        ),
-    ),
+    Command("harness", "import", "bring an exported trace back", HarnessImportArgs),
+    Command("harness", "rm", "remove a trace (--files: and its run directory)", HarnessRmArgs),
     # -- environments --------------------------------------------------------------------------
-    Command(
-        "env",
-        "list",
-        "every known environment (built-in, registered, verifiers)",
-        (
-            _JSON,
-            arg("--no-verifiers", action="store_true", help="leave out installed verifiers tasksets"),
-        ),
-    ),
-    Command(
-        "env",
-        "add",
-        "register a local folder / .py file or an importable module",
-        (
-            arg("target", help="a folder or .py file with load_environment(), or a module name"),
-            arg("--id", default=None, metavar="ID", help="id to register it under (default: the folder/module name)"),
-            arg("--force", action="store_true", help="replace an environment registered under the same id"),
-            _JSON,
-        ),
-    ),
-    Command(
-        "env",
-        "show",
-        "description, arguments, reward functions and sample prompts",
-        (
-            arg("id", help="environment id"),
-            arg("args", nargs="*", metavar="KEY=VALUE", help="arguments to build it with"),
-            _JSON,
-        ),
-    ),
-    Command(
-        "env", "remove", "unregister an environment (its folder is left alone)", (arg("id", help="environment id"),)
-    ),
-)
-
-COMMANDS += (
+    Command("env", "list", "every known environment (built-in, registered, verifiers)", EnvListArgs),
+    Command("env", "add", "register a local folder / .py file or an importable module", EnvAddArgs),
+    Command("env", "show", "description, arguments, reward functions and sample prompts", EnvShowArgs),
+    Command("env", "remove", "unregister an environment (its folder is left alone)", EnvRemoveArgs),
     # -- named backends ------------------------------------------------------------------------
-    Command(
-        "backend",
-        "add",
-        "save NAME for a backend URL and its options (no secrets)",
-        (
-            arg("name", help="the name to train with: --backend NAME"),
-            arg("url", help="ssh://[user@]host[:port][/workdir], slurm://, slurm://login-host"),
-            arg(
-                "options",
-                nargs="*",
-                metavar="KEY=VALUE",
-                help="python, workdir, env, ssh_args, sbatch_args, request_gpus",
-            ),
-            arg("--force", action="store_true", help="replace a backend saved under the same name"),
-        ),
-    ),
-    Command("backend", "list", "the saved backends", (_JSON,)),
-    Command("backend", "show", "a saved backend's URL and options", (arg("name", help="backend name"),)),
-    Command("backend", "remove", "forget a saved backend", (arg("name", help="backend name"),)),
+    Command("backend", "add", "save NAME for a backend URL and its options (no secrets)", BackendAddArgs),
+    Command("backend", "list", "the saved backends", BackendListArgs),
+    Command("backend", "show", "a saved backend's URL and options", BackendShowArgs),
+    Command("backend", "remove", "forget a saved backend", BackendRemoveArgs),
     # -- serving and evaluation (primenb.serve) -------------------------------------------------
     Command(
         "serve",
         "start",
         "serve traces (default: every completed one with a checkpoint) and their base over an "
         "OpenAI-compatible API, in its own process",
-        (
-            arg("traces", nargs="*", metavar="TRACE", help=_TRACE),
-            arg("--base", default=None, metavar="MODEL", help="the base model to list (default: the traces' own)"),
-            arg("--port", type=int, default=0, metavar="P", help="port (default: a free one)"),
-            arg("--host", default="127.0.0.1", metavar="H", help="address to listen on; not loopback needs a key"),
-            arg(
-                "--api-key-var",
-                default=None,
-                metavar="VAR",
-                help="environment variable holding the API key clients send as Bearer (never the key itself)",
-            ),
-            arg(
-                "--max-batch",
-                type=int,
-                default=32,
-                metavar="N",
-                help="rows decoded together (requests x n); more wait in the queue",
-            ),
-            arg(
-                "--max-queue",
-                type=int,
-                default=256,
-                metavar="N",
-                help="requests waiting for a row before the server answers 429",
-            ),
-            _JSON,
-        ),
+        ServeStartArgs,
     ),
-    Command("serve", "add", "load a trace into a running server", (arg("trace", help=_TRACE), _SERVER, _JSON)),
-    Command(
-        "serve",
-        "remove",
-        "drop a trace (or a model id) from a running server",
-        (arg("trace", help="a trace or a served model id"), _SERVER),
-    ),
-    Command("serve", "list", "running servers: URL, pid, models, uptime, requests served", (_JSON,)),
-    Command(
-        "serve",
-        "stop",
-        "stop a server (default: the newest) or all",
-        (arg("server", nargs="?", metavar="URL", help="a server URL, port or pid, or all"),),
-    ),
+    Command("serve", "add", "load a trace into a running server", ServeAddArgs),
+    Command("serve", "remove", "drop a trace (or a model id) from a running server", ServeRemoveArgs),
+    Command("serve", "list", "running servers: URL, pid, models, uptime, requests served", ServeListArgs),
+    Command("serve", "stop", "stop a server (default: the newest) or all", ServeStopArgs),
     Command(
         "eval",
         "eval",
         "evaluate models and/or traces on an environment's held-out split through the served endpoint",
-        (
-            arg(
-                "models",
-                nargs="+",
-                metavar="MODEL_OR_TRACE",
-                help="traces or served model ids; one trace alone is compared with the model it was trained on",
-            ),
-            arg("--env", required=True, metavar="ID", help="environment id (built in, or added with %prime_env add)"),
-            arg("--args", nargs="+", action="extend", default=[], metavar="K=V", help="environment arguments"),
-            arg(
-                "-n", "--num-examples", dest="num_examples", type=int, default=20, metavar="N", help="held-out examples"
-            ),
-            arg("-r", "--rollouts", dest="rollouts", type=int, default=1, metavar="R", help="rollouts per example"),
-            arg("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (0: greedy)"),
-            arg("--max-tokens", type=int, default=None, metavar="K", help="tokens per completion (default: the run's)"),
-            arg(
-                "--seed", type=int, default=0, metavar="S", help="the eval's seed: each rollout's seed derives from it"
-            ),
-            arg(
-                "--pass-reward",
-                type=float,
-                default=1.0,
-                metavar="R",
-                help="with -r > 1: a rollout passes (pass@k) when its reward reaches R",
-            ),
-            arg(
-                "--keep-server",
-                action="store_true",
-                help="keep a server this eval starts running (default: stopped at the end)",
-            ),
-            _TRUST,
-            _JSON,
-        ),
+        EvalArgs,
     ),
 )
 
@@ -466,6 +660,12 @@ def command(family_name: str, name: str) -> Command:
     raise KeyError(f"{family_name} {name}")
 
 
+def as_help(text: str) -> str:
+    """``text`` as argparse help: argparse %-formats help (``%(default)s``), so a magic's name in it
+    (``%prime_env``, ``%%rltoml``) is escaped, or `--help` prints it wrong or fails."""
+    return text.replace("%", "%%")
+
+
 def add_arguments(parser: argparse.ArgumentParser, cmd: Command, face: str) -> argparse.ArgumentParser:
     """Declare ``cmd``'s arguments for ``face`` on ``parser``."""
     groups: dict[str, Any] = {}
@@ -473,7 +673,7 @@ def add_arguments(parser: argparse.ArgumentParser, cmd: Command, face: str) -> a
         target: Any = parser
         if a.exclusive:
             target = groups.get(a.exclusive) or groups.setdefault(a.exclusive, parser.add_mutually_exclusive_group())
-        target.add_argument(*a.names, help=a.help or None, **dict(a.kw))
+        target.add_argument(*a.names, help=as_help(a.help) or None, **dict(a.kw))
     return parser
 
 
@@ -482,7 +682,7 @@ def _synopsis_arg(a: Arg) -> str:
         name = str(a.kw.get("metavar") or a.names[0]).upper()
         nargs = a.kw.get("nargs")
         return {"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} [{name} ...]"}.get(str(nargs), name)
-    if a.kw.get("action") == "store_true":
+    if a.kw.get("action") in ("store_true", "store_const"):
         return f"[{a.names[0]}]"
     metavar = a.kw.get("metavar") or a.names[0].lstrip("-").upper()
     many = " ..." if a.kw.get("nargs") == "+" or a.kw.get("action") == "append" else ""
@@ -520,7 +720,7 @@ def help_text(family_name: str, face: str, skip: tuple[str, ...] = ()) -> str:
 
 def _default(a: Arg) -> str:
     value = a.kw.get("default")
-    return "" if value in (None, False, []) or a.kw.get("action") == "store_true" else f"`{value}`"
+    return "" if value in (None, False, []) or a.kw.get("action") in ("store_true", "store_const") else f"`{value}`"
 
 
 def markdown() -> str:
@@ -576,11 +776,17 @@ __all__ = [
     "Arg",
     "Command",
     "add_arguments",
+    "alias",
+    "arg",
+    "as_help",
     "command",
+    "dest",
     "family",
+    "flag",
     "help_text",
     "invocation",
     "markdown",
+    "resolve",
     "synopsis",
 ]
 

@@ -1,5 +1,5 @@
-"""`primenb` in a terminal: a thin dispatcher over `primenb.commands` (arguments) and
-`primenb.verbs` (one handler per command), with one error guard and the terminal's rendering."""
+"""`primenb` in a terminal: a thin dispatcher over `primenb.commands` (typed arguments) and
+`primenb.verbs.registry` (one handler per command), with one error guard and the terminal's rendering."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from primenb.commands import CLI, FAMILY_HELP, Command, add_arguments, family, help_text
+from primenb.commands import CLI, FAMILY_HELP, Command, add_arguments, as_help, family, help_text, resolve
 from primenb.errors import ConfigError, PrimenbError
 
 if TYPE_CHECKING:
@@ -48,16 +48,20 @@ class TerminalFace:
     def offer(self, text: str) -> None:
         print(text)
 
-    def follow(self, run: Run, args: argparse.Namespace, *, new: bool = False) -> int:
+    def follow(
+        self, run: Run, *, new: bool = False, wait: bool = False, detach: bool = False, stop_on_interrupt: bool = False
+    ) -> int:
         from primenb.render.progress import follow
 
         if new:
             self.say(f"started {run.name} in {run.dir}")
-        if getattr(args, "detach", False):
+        if detach:
             return 0
-        return follow(run, stop_on_interrupt=getattr(args, "stop", None) is True)
+        return follow(run, stop_on_interrupt=stop_on_interrupt)
 
-    def confirm(self, quote: Any, action: Callable[[], Run], args: argparse.Namespace, *, what: str) -> int:
+    def confirm(
+        self, quote: Any, action: Callable[[], Run], *, what: str, wait: bool = False, detach: bool = False
+    ) -> int:
         from primenb.backends.modelfactory import LaunchCancelled
 
         print(quote.text(), flush=True)
@@ -69,7 +73,7 @@ class TerminalFace:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             raise LaunchCancelled(f"not {what.lower()}ed (cancelled at the confirmation)")
-        return self.follow(action(), args, new=True)
+        return self.follow(action(), new=True, detach=detach)
 
     def widget(self, kind: str, **options: Any) -> Any:
         raise PrimenbError(f"the {kind} is a notebook widget; in a terminal use the command's arguments")
@@ -88,10 +92,10 @@ def render(result: Any) -> int:
     return 0
 
 
-def dispatch(cmd: Command, args: argparse.Namespace) -> int:
+def dispatch(cmd: Command, args: Any) -> int:
     """The terminal's one error guard: a user error is a message (a report printed in full), never
     a traceback; exit 1 for a config that is not valid, 2 for any other refusal."""
-    from primenb.verbs import call
+    from primenb.verbs.registry import call
 
     face = TerminalFace()
     try:
@@ -111,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primenb", description="prime-rl configs and fine-tuning runs")
     sub = parser.add_subparsers(dest="command", required=True)
     for cmd in family("train", CLI):
-        add_arguments(sub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
+        add_arguments(sub.add_parser(cmd.name, help=as_help(cmd.help)), cmd, CLI).set_defaults(cmd=cmd)
     for name in ("backend", "env", "harness", "serve", "eval"):
         add_family(sub, name)
     return parser
@@ -121,13 +125,13 @@ def add_family(sub: Any, name: str) -> None:
     """`primenb NAME SUBCOMMAND ...`, declared in `primenb.commands`."""
     group = sub.add_parser(
         name,
-        help=FAMILY_HELP[name],
+        help=as_help(FAMILY_HELP[name]),
         description=help_text(name, CLI),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gsub = group.add_subparsers(dest=f"{name}_command", required=True)
     for cmd in family(name, CLI):
-        add_arguments(gsub.add_parser(cmd.name, help=cmd.help), cmd, CLI).set_defaults(cmd=cmd)
+        add_arguments(gsub.add_parser(cmd.name, help=as_help(cmd.help)), cmd, CLI).set_defaults(cmd=cmd)
 
 
 # families whose bare form is one of their commands: `primenb serve [TRACE ...]`, `primenb eval MODEL ...`
@@ -144,8 +148,8 @@ def normalize(words: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
-    return dispatch(args.cmd, args)
+    parsed = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
+    return dispatch(*resolve(parsed.cmd, CLI, parsed))
 
 
 __all__ = ["TerminalFace", "build_parser", "dispatch", "main", "normalize", "render"]

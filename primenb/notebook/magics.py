@@ -8,7 +8,6 @@ pandas loads on first use.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
-from primenb.commands import MAGIC, command, family
+from primenb.commands import MAGIC, command, family, resolve
 from primenb.errors import PrimenbError
 from primenb.notebook.args import MagicFailed, magic_help, magic_parser
 
@@ -86,7 +85,9 @@ class NotebookFace:
     def offer(self, text: str) -> None:
         self.shell.set_next_input(text)
 
-    def follow(self, run: Run, args: argparse.Namespace, *, new: bool = False) -> Any:
+    def follow(
+        self, run: Run, *, new: bool = False, wait: bool = False, detach: bool = False, stop_on_interrupt: bool = False
+    ) -> Any:
         # a launch answers at once with a plain line; the monitor (ipywidgets, a few dozen
         # widget models: the slow part of a launch) then takes its place
         from primenb.notebook.starting import show_starting
@@ -94,9 +95,11 @@ class NotebookFace:
         starting = show_starting(run) if new else None
         from primenb.notebook.monitor import follow_in_cell
 
-        return follow_in_cell(run, wait=bool(getattr(args, "wait", False)), starting=starting)
+        return follow_in_cell(run, wait=wait, starting=starting)
 
-    def confirm(self, quote: Any, action: Callable[[], Run], args: argparse.Namespace, *, what: str) -> Any:
+    def confirm(
+        self, quote: Any, action: Callable[[], Run], *, what: str, wait: bool = False, detach: bool = False
+    ) -> Any:
         from primenb.notebook.confirm import LaunchConfirm
 
         return LaunchConfirm(quote, action, what=what)  # a cell cannot block on a button
@@ -136,8 +139,8 @@ class PrimeMagics(Magics):
     def prime_train(self, line: str) -> Any:
         """Launch and control fine-tuning runs."""
         words = line.split(None, 1)
-        if words and words[0] == "init":
-            return self._run("train", "init", words[1] if len(words) > 1 else "")
+        if words and words[0] in _TRAIN_SUBCOMMANDS:  # `%prime_train init|stop|attach|pause|resume ...`
+            return self._run("train", words[0], words[1] if len(words) > 1 else "")
         return self._run("train", "train", line)
 
     @line_magic
@@ -182,14 +185,12 @@ class PrimeMagics(Magics):
 
     def _run(self, family_name: str, name: str, words: str, **extra: Any) -> Any:
         """Parse, call the verb, render; a user error shows as a message (the cell still fails)."""
-        from primenb.verbs import call
+        from primenb.verbs.registry import call
 
         assert self.shell is not None  # set once `%load_ext` ran
-        cmd = command(family_name, name)
         try:
-            args = magic_parser(family_name, name).parse_line(words)
-            for key, value in extra.items():
-                setattr(args, key, value)
+            parsed = magic_parser(family_name, name).parse_line(words)
+            cmd, args = resolve(command(family_name, name), MAGIC, parsed, **extra)
             return render(call(cmd, args, NotebookFace(self.shell)))
         except MagicFailed:
             raise
@@ -198,6 +199,9 @@ class PrimeMagics(Magics):
             if report is not None:
                 display(report)
             raise MagicFailed(str(exc)) from None
+
+
+_TRAIN_SUBCOMMANDS = {c.name for c in family("train", MAGIC)} - {"train", "rltoml"}
 
 
 def _display_run(run: Any) -> None:

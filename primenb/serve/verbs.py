@@ -1,24 +1,15 @@
-"""The serve and eval verbs, one entry function each, over parsed arguments (the declarations in
-`primenb.commands`). The magics and the CLI call these and only format what they return."""
+"""The serve and eval verbs, one entry function each, over their typed arguments (declared in
+`primenb.commands`). The handlers in `primenb.verbs` call these and only format what they return."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
+from primenb.commands import EvalArgs, ServeAddArgs, ServeListArgs, ServeRemoveArgs, ServeStartArgs, ServeStopArgs
 from primenb.serve import client
 
-SUBCOMMANDS = ("add", "remove", "list", "stop")
 
-
-def split(words: list[str]) -> tuple[str, list[str]]:
-    """``(subcommand, rest)``: ``add``/``remove``/``list``/``stop``, else ``start`` (the bare form)."""
-    if words and words[0] in SUBCOMMANDS:
-        return words[0], words[1:]
-    return "start", words
-
-
-def serve_start(args: argparse.Namespace) -> client.Server:
+def serve_start(args: ServeStartArgs) -> client.Server:
     return client.start(
         args.traces,
         base=args.base,
@@ -30,23 +21,20 @@ def serve_start(args: argparse.Namespace) -> client.Server:
     )
 
 
-def serve_add(args: argparse.Namespace) -> list[str]:
+def serve_add(args: ServeAddArgs) -> list[str]:
     return client.add(args.trace, server=client.find(args.server) if args.server else None)
 
 
-def serve_remove(args: argparse.Namespace) -> str:
+def serve_remove(args: ServeRemoveArgs) -> str:
     return client.remove(args.trace, server=client.find(args.server) if args.server else None)
 
 
-def serve_list(args: argparse.Namespace) -> Any:
+def serve_list(args: ServeListArgs) -> Any:
     return client.table()
 
 
-def serve_stop(args: argparse.Namespace) -> list[str]:
+def serve_stop(args: ServeStopArgs) -> list[str]:
     return client.stop(args.server)
-
-
-HANDLERS = {"start": serve_start, "add": serve_add, "remove": serve_remove, "list": serve_list, "stop": serve_stop}
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, Any]:
@@ -55,7 +43,7 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     return dict(parse(pairs))
 
 
-def eval_run(args: argparse.Namespace) -> Any:
+def eval_run(args: EvalArgs) -> Any:
     from primenb.serve.evaluate import evaluate
 
     return evaluate(
@@ -69,18 +57,15 @@ def eval_run(args: argparse.Namespace) -> Any:
         seed=args.seed,
         pass_reward=args.pass_reward,
         keep_server=args.keep_server,
-        trust=getattr(args, "trust", False),
+        trust=args.trust,
     )
 
 
 __all__ = [
-    "HANDLERS",
-    "SUBCOMMANDS",
     "eval_run",
     "serve_add",
     "serve_list",
     "serve_remove",
     "serve_start",
     "serve_stop",
-    "split",
 ]

@@ -1,26 +1,24 @@
 """Every verb's one handler, for both faces.
 
-`primenb.commands` declares each command's arguments and names its handler here
-(``primenb.verbs.<family>:<name>``). A handler takes the parsed arguments and the `Face` that
-called it, does the work through the harness and the backends, and returns a result object; the
-face only renders (a notebook displays what a magic returns, a terminal prints its repr or JSON)
-and asks what only it can ask (a confirmation, a variable of the user's namespace). The CLI and
-the magics are thin dispatchers over `call`, each with one error guard.
+`primenb.commands` declares each command's typed arguments; `primenb.verbs.registry` pairs each
+argument class with its handler here (``primenb.verbs.<family>.<name>``). A handler takes those
+arguments and the `Face` that called it, does the work through the harness and the backends, and
+returns a result object; the face only renders (a notebook displays what a magic returns, a
+terminal prints its repr or JSON) and asks what only it can ask (a confirmation, a variable of
+the user's namespace). The CLI and the magics are thin dispatchers over `registry.call`, each
+with one error guard.
 
 Cheap to import: the harness, the backends and pandas load when a handler runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from primenb.commands import Command
     from primenb.config import Config
     from primenb.run import Run
 
@@ -54,11 +52,17 @@ class Face(Protocol):
     def offer(self, text: str) -> None:
         """Text for the user's next input (a notebook: the next cell)."""
 
-    def follow(self, run: Run, args: argparse.Namespace, *, new: bool = False) -> Any:
+    def follow(
+        self, run: Run, *, new: bool = False, wait: bool = False, detach: bool = False, stop_on_interrupt: bool = False
+    ) -> Any:
         """Follow ``run`` as the face does (monitor in a cell, progress in a terminal); ``new``: it
-        was just launched and nothing said so yet."""
+        was just launched and nothing said so yet. Each face reads its own options: a cell
+        ``wait``s (blocks until the run ends), a terminal may ``detach`` (return at once) and
+        ``stop_on_interrupt`` (Ctrl-C stops the run instead of detaching)."""
 
-    def confirm(self, quote: Any, action: Callable[[], Run], args: argparse.Namespace, *, what: str) -> Any:
+    def confirm(
+        self, quote: Any, action: Callable[[], Run], *, what: str, wait: bool = False, detach: bool = False
+    ) -> Any:
         """Ask before a billable ``action`` (shown ``quote``); run and follow it on yes."""
 
     def widget(self, kind: str, **options: Any) -> Any:
@@ -66,19 +70,6 @@ class Face(Protocol):
 
     def figure(self, make: Callable[[], Any]) -> None:
         """A chart beside the result, where the face can show one (the terminal has the result's text)."""
-
-
-def handler(cmd: Command) -> Callable[[argparse.Namespace, Face], Any]:
-    """The function `cmd.handler` names."""
-    module, _, name = cmd.handler.partition(":")
-    fn: Callable[[argparse.Namespace, Face], Any] = getattr(importlib.import_module(module), name)
-    return fn
-
-
-def call(cmd: Command, args: argparse.Namespace, face: Face) -> Any:
-    """Run ``cmd``'s handler; a `HarnessWarning` raised on the way reaches the user through the face."""
-    with warnings_to(face):
-        return handler(cmd)(args, face)
 
 
 @contextlib.contextmanager
@@ -139,4 +130,4 @@ def as_json(value: Any) -> str:
     return json.dumps(value, indent=2)
 
 
-__all__ = ["Face", "Table", "as_json", "call", "handler", "warnings_to"]
+__all__ = ["Face", "Table", "as_json", "warnings_to"]

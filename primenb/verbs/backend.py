@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from primenb.commands import command, invocation
+from primenb.commands import (
+    BackendAddArgs,
+    BackendListArgs,
+    BackendRemoveArgs,
+    BackendShowArgs,
+    command,
+    invocation,
+)
 from primenb.verbs import Face, Table, as_json
 
 
-def add(args: argparse.Namespace, face: Face) -> None:
+def add(args: BackendAddArgs, face: Face) -> None:
     from primenb.backends.spec import add as save
 
     spec = save(args.name, args.url, args.options, force=args.force)
@@ -17,17 +23,17 @@ def add(args: argparse.Namespace, face: Face) -> None:
     face.say(f"saved backend {spec.name!r} ({spec.url}); use it with: {train} CONFIG --backend {spec.name}")
 
 
-def list_(args: argparse.Namespace, face: Face) -> Any:
+def list_(args: BackendListArgs, face: Face) -> Any:
     from primenb.backends.spec import list_specs
 
     table = Table([s.to_json() for s in list_specs()], text=["name", "url"])
-    if getattr(args, "json", False):
+    if args.json:
         face.say(as_json(table))
         return None
     return table
 
 
-def show(args: argparse.Namespace, face: Face) -> Any:
+def show(args: BackendShowArgs, face: Face) -> Any:
     from primenb.backends import capabilities, get_backend
     from primenb.backends.spec import load, names
     from primenb.errors import PrimenbError
@@ -40,7 +46,7 @@ def show(args: argparse.Namespace, face: Face) -> Any:
     return spec
 
 
-def remove(args: argparse.Namespace, face: Face) -> None:
+def remove(args: BackendRemoveArgs, face: Face) -> None:
     from primenb.backends.spec import remove as forget
 
     spec = forget(args.name)

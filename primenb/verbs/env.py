@@ -2,48 +2,48 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
+from primenb.commands import EnvAddArgs, EnvListArgs, EnvRemoveArgs, EnvShowArgs
 from primenb.verbs import Face, Table, as_json
 
 
-def list_(args: argparse.Namespace, face: Face) -> Any:
+def list_(args: EnvListArgs, face: Face) -> Any:
     from primenb.envs.catalog import LIST_COLUMNS, list_rows
 
     columns = [*LIST_COLUMNS]
     table = Table(list_rows(verifiers=not args.no_verifiers), columns, text=[c for c in columns if c != "location"])
-    if getattr(args, "json", False):
+    if args.json:
         face.say(as_json(table))
         return None
     return table
 
 
-def add(args: argparse.Namespace, face: Face) -> Any:
+def add(args: EnvAddArgs, face: Face) -> Any:
     from primenb.envs.manage import add as register
 
     card = register(args.target, args.id, force=args.force)
-    if getattr(args, "json", False):
+    if args.json:
         face.say(as_json(card))
     face.say(
         f"registered {card.id!r} ({card.source}: {card.where}); use it with "
         f'[orchestrator.train.source.env.taskset] id = "{card.id}"'
     )
-    return None if getattr(args, "json", False) else card
+    return None if args.json else card
 
 
-def show(args: argparse.Namespace, face: Face) -> Any:
+def show(args: EnvShowArgs, face: Face) -> Any:
     from primenb.envs.catalog import parse_assignments
     from primenb.envs.catalog import show as card_of
 
     card = card_of(args.id, **parse_assignments(args.args))
-    if getattr(args, "json", False):
+    if args.json:
         face.say(as_json(card))
         return None
     return card
 
 
-def remove(args: argparse.Namespace, face: Face) -> None:
+def remove(args: EnvRemoveArgs, face: Face) -> None:
     from primenb.envs.manage import remove as unregister
 
     entry = unregister(args.id)

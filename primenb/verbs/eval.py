@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
+from primenb.commands import EvalArgs
 from primenb.verbs import Face, as_json
 
 
-def eval_(args: argparse.Namespace, face: Face) -> Any:
+def eval_(args: EvalArgs, face: Face) -> Any:
     from primenb.serve.verbs import eval_run
 
     result = eval_run(args)
-    if getattr(args, "json", False):
+    if args.json:
         face.say(as_json(result.table))
         return None
     face.figure(result.chart)

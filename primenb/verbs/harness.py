@@ -3,30 +3,40 @@ for `primenb harness` and `%prime_harness`)."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
+from primenb.commands import (
+    HarnessApplyArgs,
+    HarnessCompareArgs,
+    HarnessDiffArgs,
+    HarnessExportArgs,
+    HarnessImportArgs,
+    HarnessReindexArgs,
+    HarnessRerunArgs,
+    HarnessRmArgs,
+    HarnessShowArgs,
+)
 from primenb.errors import PrimenbError
 from primenb.render.summary import short_path
 from primenb.verbs import Face, as_json, warnings_to
 
 
-def show(args: argparse.Namespace, face: Face) -> Any:
+def show(args: HarnessShowArgs, face: Face) -> Any:
     import primenb.harness as h
 
-    if getattr(args, "ui", False):
-        filters = {k: getattr(args, k) for k in ("status", "model", "env", "last", "where")}
+    if args.ui:
+        filters = {"status": args.status, "model": args.model, "env": args.env, "last": args.last, "where": args.where}
         return face.widget("browser", trace=face.ref(args.trace) if args.trace else None, **filters)
     if args.trace:
         return h.get(face.ref(args.trace))
     table = h.traces(last=args.last, status=args.status, env=args.env, model=args.model, where=args.where)
-    if getattr(args, "json", False):
+    if args.json:
         face.say(as_json(table))
         return None
     return table
 
 
-def apply(args: argparse.Namespace, face: Face) -> Any:
+def apply(args: HarnessApplyArgs, face: Face) -> Any:
     import primenb.harness as h
 
     with warnings_to(face):  # said before the run is followed
@@ -41,36 +51,36 @@ def apply(args: argparse.Namespace, face: Face) -> Any:
             trust=args.trust,
         )
     face.say(f"started {run.name} (parent {parent.id}) in {short_path(run.dir)}")
-    return face.follow(run, args)
+    return face.follow(run, wait=args.wait, detach=args.detach)
 
 
-def rerun(args: argparse.Namespace, face: Face) -> Any:
+def rerun(args: HarnessRerunArgs, face: Face) -> Any:
     import primenb.harness as h
 
     with warnings_to(face):
         original = h.get(face.ref(args.trace))
         run = h.rerun(original, backend=args.backend, name=args.name, trust=args.trust)
     face.say(f"started {run.name}, a rerun of {original.id}, in {short_path(run.dir)}")
-    return face.follow(run, args)
+    return face.follow(run, wait=args.wait, detach=args.detach)
 
 
-def diff(args: argparse.Namespace, face: Face) -> Any:
+def diff(args: HarnessDiffArgs, face: Face) -> Any:
     import primenb.harness as h
 
     return h.diff(*[face.ref(t) for t in args.traces])
 
 
-def compare(args: argparse.Namespace, face: Face) -> Any:
+def compare(args: HarnessCompareArgs, face: Face) -> Any:
     import primenb.harness as h
 
     comparison = h.compare(*[face.ref(t) for t in args.traces], metrics=args.metrics)
-    if getattr(args, "html", None):
+    if args.html:
         comparison.write_html(args.html)
         face.say(f"wrote the chart to {args.html}")
     return comparison
 
 
-def reindex(args: argparse.Namespace, face: Face) -> None:
+def reindex(args: HarnessReindexArgs, face: Face) -> None:
     import primenb.harness as h
 
     r = h.reindex(args.paths)
@@ -79,7 +89,7 @@ def reindex(args: argparse.Namespace, face: Face) -> None:
         face.say(f"skipped {where}: {why}")
 
 
-def export(args: argparse.Namespace, face: Face) -> None:
+def export(args: HarnessExportArgs, face: Face) -> None:
     import primenb.harness as h
 
     if args.to:
@@ -93,7 +103,7 @@ def export(args: argparse.Namespace, face: Face) -> None:
     face.say(f"exported to {h.export(face.ref(args.trace), args.path)}")
 
 
-def import_(args: argparse.Namespace, face: Face) -> Any:
+def import_(args: HarnessImportArgs, face: Face) -> Any:
     import primenb.harness as h
 
     trace = h.import_(args.path, args.dest)
@@ -101,7 +111,7 @@ def import_(args: argparse.Namespace, face: Face) -> Any:
     return trace
 
 
-def rm(args: argparse.Namespace, face: Face) -> None:
+def rm(args: HarnessRmArgs, face: Face) -> None:
     import primenb.harness as h
 
     face.say(h.rm(face.ref(args.trace), files=args.files))

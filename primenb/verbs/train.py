@@ -1,15 +1,26 @@
-"""The top-level verbs: validate, rltoml, init, train, stop, attach (`primenb ...`, `%%rltoml`,
-`%prime_train`)."""
+"""The top-level verbs: validate, rltoml, init, train, stop, attach, pause, resume (`primenb ...`,
+`%%rltoml`, `%prime_train`)."""
 
 from __future__ import annotations
 
-import argparse
 import builtins
 import keyword
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from primenb.commands import command, invocation
+from primenb.commands import (
+    AttachArgs,
+    InitArgs,
+    PauseArgs,
+    ResumeArgs,
+    RltomlArgs,
+    StopArgs,
+    TrainArgs,
+    UiArgs,
+    ValidateArgs,
+    command,
+    invocation,
+)
 from primenb.errors import PrimenbError
 from primenb.verbs import Face
 
@@ -21,8 +32,26 @@ if TYPE_CHECKING:
 CELL_FIRST_LINE = 2
 
 
-def _mode(args: argparse.Namespace) -> Mode | None:
-    return "sft" if getattr(args, "sft", False) else "rl" if getattr(args, "rl", False) else None
+class _Modal(Protocol):
+    @property
+    def sft(self) -> bool: ...
+    @property
+    def rl(self) -> bool: ...
+
+
+class _Hosted(Protocol):
+    """The hosted platform's launch options (`--gpu-type`, `--volume`, `--team`)."""
+
+    @property
+    def gpu_type(self) -> str | None: ...
+    @property
+    def volume(self) -> str | None: ...
+    @property
+    def team(self) -> str | None: ...
+
+
+def _mode(args: _Modal) -> Mode | None:
+    return "sft" if args.sft else "rl" if args.rl else None
 
 
 def user_path(text: str) -> Path:
@@ -47,7 +76,7 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def validate(args: argparse.Namespace, face: Face) -> int:
+def validate(args: ValidateArgs, face: Face) -> int:
     import json
 
     from primenb.config import check
@@ -68,7 +97,7 @@ def validate(args: argparse.Namespace, face: Face) -> int:
     return 1 if failed else 0
 
 
-def rltoml(args: argparse.Namespace, face: Face) -> None:
+def rltoml(args: RltomlArgs, face: Face) -> None:
     from primenb.config import Config, check
     from primenb.config.fix import fix_text
 
@@ -101,7 +130,7 @@ def rltoml(args: argparse.Namespace, face: Face) -> None:
         face.say(f"saved {args.save}")
 
 
-def init(args: argparse.Namespace, face: Face) -> None:
+def init(args: InitArgs, face: Face) -> None:
     from primenb.config.templates import starter
     from primenb.protocol.safepath import write_user_file
 
@@ -114,45 +143,46 @@ def init(args: argparse.Namespace, face: Face) -> None:
     )
 
 
-def train(args: argparse.Namespace, face: Face) -> Any:
-    from primenb.backends import attach, capabilities, default_backend, get_backend, submit
+def train(args: TrainArgs, face: Face) -> Any:
+    from primenb.backends import capabilities, default_backend, get_backend, submit
 
-    if getattr(args, "stop", None):
-        face.say(_stop_line(attach(args.stop), wait=args.wait))
-        return None  # a line, not a second monitor (the run's own cell still shows it)
-    if getattr(args, "ui", False):  # the form; its Launch goes through the same submit + follow
-        return face.widget("builder", config=face.config(args.config) if args.config else None)
-    if getattr(args, "attach", None):
-        return face.follow(attach(args.attach), args)
-    if getattr(args, "pause", None) or getattr(args, "resume", None):
-        return _pause_or_resume(args, face)
     if not args.config:
         usage = invocation(command("train", "train"), face.name)
         init = invocation(command("train", "init"), face.name)
         raise PrimenbError(f"usage: {usage} CONFIG [--name RUN] [--backend B]; or {init} to write a starter config")
-    config = face.config(args.config, _mode(args), lenient=getattr(args, "lenient", False))
+    config = face.config(args.config, _mode(args), lenient=args.lenient)
     chosen = args.backend or default_backend(config)
     caps = capabilities(chosen)
     if not caps.bills:
-        return face.follow(submit(config, name=args.name, backend=args.backend), args, new=True)
+        run = submit(config, name=args.name, backend=args.backend)
+        return face.follow(run, new=True, wait=args.wait, detach=args.detach)
     backend = get_backend(chosen, **_options(args, caps.options), yes=True)  # the face asks, not the backend
     quote = backend.prepare(config)  # its checks and price, before anything is billed
 
     def launch() -> Run:
         return backend.launch(config, quote, name=args.name)
 
-    return face.follow(launch(), args, new=True) if args.yes else face.confirm(quote, launch, args, what="Launch")
+    if args.yes:
+        return face.follow(launch(), new=True, wait=args.wait, detach=args.detach)
+    return face.confirm(quote, launch, what="Launch", wait=args.wait, detach=args.detach)
 
 
-def _options(args: argparse.Namespace, takes: tuple[str, ...]) -> dict[str, Any]:
-    """The launch options a backend declares, from the arguments of the same name (``yes`` apart)."""
-    return {k: getattr(args, k, None) for k in takes if k != "yes"}
+def ui(args: UiArgs, face: Face) -> Any:
+    """The config builder form; its Launch goes through the same submit + follow as `train`."""
+    return face.widget("builder", config=face.config(args.config) if args.config else None)
 
 
-def _pause_or_resume(args: argparse.Namespace, face: Face) -> Any:
+def _options(args: _Hosted, takes: tuple[str, ...]) -> dict[str, Any]:
+    """The launch options a backend declares (`Capabilities.options`), from the arguments of the same name."""
+    given = {"gpu_type": args.gpu_type, "volume": args.volume, "team": args.team}
+    return {k: v for k, v in given.items() if k in takes}
+
+
+def _hosted(args: _Hosted, run_ref: str) -> tuple[Run, Any, Any]:
+    """The run, its backend and what that backend can do; refused for a backend that cannot pause."""
     from primenb.backends import attach, capabilities, get_backend, run_backend
 
-    run = attach(args.pause or args.resume)
+    run = attach(run_ref)
     name = run_backend(run.dir)
     caps = capabilities(name)
     if not caps.pausable:
@@ -160,43 +190,46 @@ def _pause_or_resume(args: argparse.Namespace, face: Face) -> Any:
             f"{run.name} ran on the {name} backend, which cannot pause or resume a run "
             "(--pause and --resume are for hosted runs); continue it with %prime_harness apply"
         )
-    backend = get_backend(name, **_options(args, caps.options), yes=True)
-    if args.pause:
-        state = backend.pause(run)
-        face.say(f"{run.name}: {state}; continue it later with %prime_train --resume {run.name}")
-        return run
+    return run, get_backend(name, **_options(args, caps.options), yes=True), caps
 
-    def resume() -> Run:
+
+def pause(args: PauseArgs, face: Face) -> Run:
+    run, backend, _ = _hosted(args, args.run)
+    state = backend.pause(run)
+    face.say(f"{run.name}: {state}; continue it later with %prime_train --resume {run.name}")
+    return run
+
+
+def resume(args: ResumeArgs, face: Face) -> Any:
+    run, backend, caps = _hosted(args, args.run)
+
+    def again() -> Run:
         return backend.resume(run, name=args.name)
 
     if args.yes or not caps.bills:
-        return face.follow(resume(), args, new=True)
-    return face.confirm(backend.resume_quote(run), resume, args, what="Resume")
+        return face.follow(again(), new=True, wait=args.wait)
+    return face.confirm(backend.resume_quote(run), again, what="Resume", wait=args.wait)
 
 
-def _stop_line(run: Any, *, wait: bool) -> str:
-    """Ask a run to stop; return at once with one line (``--wait``: after it ended)."""
+def stop(args: StopArgs, face: Face) -> None:
+    """Ask a run to stop; a cell returns at once with one line (``--wait``, and a terminal: after it ended)."""
+    from primenb.backends import attach
     from primenb.protocol.rundir import FINAL_STATES
 
-    if run.state in FINAL_STATES:
-        return f"{run.name} already {run.state}"
-    if wait:
-        return f"{run.name}: {run.stop(wait=True)}"
-    run.stop(wait=False)
-    return (
-        f"asked {run.name} to save a checkpoint and stop at its next step; "
-        f"%prime_train --stop {run.name} --wait blocks until it has"
-    )
-
-
-def stop(args: argparse.Namespace, face: Face) -> None:
-    from primenb.backends import attach
-
     run = attach(args.run)
-    face.say(f"{run.name}: {run.stop(wait=True, timeout=args.timeout)}")
+    if run.state in FINAL_STATES:
+        face.say(f"{run.name} already {run.state}")
+    elif args.wait:
+        face.say(f"{run.name}: {run.stop(wait=True, timeout=args.timeout)}")
+    else:
+        run.stop(wait=False)
+        face.say(  # a line, not a second monitor (the run's own cell still shows it)
+            f"asked {run.name} to save a checkpoint and stop at its next step; "
+            f"%prime_train --stop {run.name} --wait blocks until it has"
+        )
 
 
-def attach(args: argparse.Namespace, face: Face) -> Any:
+def attach(args: AttachArgs, face: Face) -> Any:
     from primenb.backends import attach as attach_run
 
-    return face.follow(attach_run(args.run), args)
+    return face.follow(attach_run(args.run), wait=args.wait, stop_on_interrupt=args.stop)

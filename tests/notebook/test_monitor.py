@@ -353,7 +353,6 @@ def test_the_launch_line_comes_first_and_the_monitor_takes_its_place(
 ) -> None:
     """`%prime_train` in a kernel: the starting line is displayed before the monitor module is
     even needed, and the monitor updates that display (same handle), never a second output."""
-    import argparse
 
     from primenb.notebook import magics, monitor, starting
     from primenb.protocol.liveness import launch_record
@@ -378,7 +377,7 @@ def test_the_launch_line_comes_first_and_the_monitor_takes_its_place(
     monkeypatch.setattr(starting, "display", display)
     monkeypatch.setattr(monitor, "display", display)
     face = magics.NotebookFace(shell)
-    face.follow(run, argparse.Namespace(wait=False), new=True)
+    face.follow(run, wait=False, new=True)
     try:
         assert len(shown) == 1 and shown[0]["text/plain"] == (
             f"starting: fresh (process {engine_pid}, waiting for the first step…)"
@@ -489,6 +488,22 @@ def test_stop_magic_returns_at_once_with_one_line(
     (run.dir / "status.json").write_text(json.dumps({"name": "busy", "state": "stopped"}))
     shell.run_cell(f"%prime_train --stop {run.dir}")
     assert capsys.readouterr().out.strip() == "busy already stopped"
+    # the flag is an alias of the command: both spellings, and the terminal's, run the same handler
+    assert shell.run_cell(f"%prime_train stop {run.dir}").success
+    assert capsys.readouterr().out.strip() == "busy already stopped"
+    from primenb.cli import main
+
+    assert main(["stop", str(run.dir)]) == 0
+    assert capsys.readouterr().out.strip() == "busy already stopped"
+
+
+@pytest.mark.parametrize("line", ["--pause {}", "pause {}", "--resume {} --yes", "resume {} --name again"])
+def test_pause_and_resume_refuse_a_run_that_cannot_pause(tmp_path: Path, shell: Any, line: str) -> None:
+    run = make_run(tmp_path / "here", {"state": "running", "phase": "training", "step": 2}, [])
+    result = shell.run_cell(f"%prime_train {line.format(run.dir)}")
+    assert type(result.error_in_exec).__name__ == "MagicFailed"
+    assert "ran on the local backend, which cannot pause or resume a run" in str(result.error_in_exec)
+    assert not (run.dir / "STOP").exists()
 
 
 def test_panels_follow_the_stage_and_old_runs_without_phase() -> None:

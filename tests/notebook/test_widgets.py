@@ -291,6 +291,8 @@ def test_prime_train_ui_opens_the_builder_from_a_config_variable(shell, home):
     assert "max_steps = 13" in shown.get("text/html", "")  # ... with its fallback
     blank = shell.run_line_magic("prime_train", "--ui")
     assert isinstance(blank, ConfigBuilder) and blank.valid
+    again = shell.run_line_magic("prime_train", "ui cfg")  # the command the --ui flag routes to
+    assert isinstance(again, ConfigBuilder) and again.inputs["max_steps"].value == 13
 
 
 def test_closing_or_a_kernel_shutdown_leaves_a_static_snapshot(home, shell):

@@ -255,14 +255,13 @@ def test_hostile_registry_records_never_break_a_client_nor_signal_another_progra
 
 
 def test_listing_no_servers_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import argparse
-
+    from primenb.commands import ServeListArgs
     from primenb.verbs import serve
 
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
     said: list[str] = []
     face = SimpleNamespace(say=said.append)
-    assert serve.list_(argparse.Namespace(json=False), face) is None  # type: ignore[arg-type]
+    assert serve.list_(ServeListArgs(json=False), face) is None  # type: ignore[arg-type]
     assert said == ["no primenb server is running; start one with %prime_serve TRACE (or: primenb serve TRACE)"]
-    serve.list_(argparse.Namespace(json=True), face)  # type: ignore[arg-type]
+    serve.list_(ServeListArgs(json=True), face)  # type: ignore[arg-type]
     assert json.loads(said[-1]) == []

@@ -4,6 +4,7 @@ describe themselves (`Capabilities`), so nothing above `primenb/backends/` compa
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import inspect
 import keyword
 import re
@@ -14,20 +15,34 @@ from pathlib import Path
 import pytest
 
 from primenb.commands import COMMANDS
-from primenb.verbs import handler
+from primenb.verbs.registry import HANDLERS, handler
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "primenb"
 
 
-def test_every_command_names_one_handler_in_the_verbs_layer():
+def test_every_command_has_one_handler_in_the_verbs_layer_typed_by_its_arguments():
     seen = {}
     for cmd in COMMANDS:
         fn = handler(cmd)
-        assert fn.__module__.startswith("primenb.verbs."), cmd.handler
-        assert list(inspect.signature(fn).parameters) == ["args", "face"], cmd.handler
-        seen[cmd.handler] = fn
-    assert len(seen) == len(COMMANDS)  # one each, none shared by accident
+        where = f"{cmd.family} {cmd.name}: {fn.__module__}.{fn.__qualname__}"
+        assert fn.__module__ == f"primenb.verbs.{cmd.family}", where
+        assert list(inspect.signature(fn).parameters) == ["args", "face"], where
+        annotation = inspect.signature(fn).parameters["args"].annotation  # a string (postponed annotations)
+        assert fn.__globals__[annotation] is cmd.type, where  # the class it is registered for
+        assert dataclasses.is_dataclass(cmd.type) and cmd.type.__dataclass_params__.frozen, where
+        seen[fn] = cmd
+    assert len(seen) == len(COMMANDS) == len({c.type for c in COMMANDS}) == len(HANDLERS)  # one each
+
+
+def test_handlers_read_typed_fields_not_names():
+    """A handler reads `args.field` (mypy checks it exists), never `getattr(args, "name", default)`,
+    which hid which face declared what; `vars(args)` would be the same thing spelled otherwise."""
+    found = []
+    for path in [*(PKG / "verbs").glob("*.py"), PKG / "cli" / "__init__.py", PKG / "notebook" / "magics.py"]:
+        text = path.read_text()
+        found += [f"{path.name}: {m}" for m in re.findall(r"(?:getattr|vars|hasattr)\(args\b[^)]*\)", text)]
+    assert found == []
 
 
 def test_the_faces_only_dispatch():
@@ -67,7 +82,7 @@ def test_platform_rules_in_config_agree_with_the_backends_declarations():
 
 def test_import_primenb_then_harness_api_works_and_stays_light():
     code = (
-        "import sys, primenb; f = primenb.harness.traces; g = primenb.harness.get; "
+        "import sys, primenb, primenb.verbs.registry; f = primenb.harness.traces; g = primenb.harness.get; "
         "assert callable(f) and callable(primenb.harness.apply) and callable(primenb.harness.load); "
         "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'transformers') if m in sys.modules))"
     )
