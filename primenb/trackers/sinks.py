@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.privacy import error_text
+
 log = logging.getLogger("primenb.trackers")
 
 KINDS = ("wandb", "trackio", "mlflow", "tensorboard")
@@ -104,6 +106,11 @@ class MlflowSink(Sink):
             # this documented opt-out. `mlflow migrate-filestore` moves it to a database later.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             uri = (s.root / "mlflow").resolve().as_uri()
+        if uri.startswith(("http:", "https:")):
+            # MLflow retries a request 7 times for up to 120 s each: an unreachable server held a
+            # run for 248 s before the first step. One retry, 10 s (the user's own settings win).
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name(s.project)
         exp_id = exp.experiment_id if exp else self.client.create_experiment(s.project)
@@ -139,10 +146,13 @@ class TrackioSink(Sink):
     def __init__(self, s: TrackerSettings) -> None:
         # trackio keeps its store under TRACKIO_DIR; default it into the run directory
         os.environ.setdefault("TRACKIO_DIR", str((s.root / "trackio").resolve()))
+        self.folder = os.environ["TRACKIO_DIR"]
+        # trackio starts on a folder it cannot write and only warns, from its own thread, that
+        # nothing was stored: make the folder first, so that failure is this sink's warning
+        Path(self.folder).mkdir(parents=True, exist_ok=True)
         import trackio
 
         self.trackio = trackio
-        self.folder = os.environ["TRACKIO_DIR"]
         self.project = s.project
         self.run = trackio.init(project=s.project, name=s.name, config=_flat(s.config), resume="never")
 
@@ -211,20 +221,29 @@ _FACTORIES: dict[str, Callable[[TrackerSettings], Sink]] = {
 
 class Fanout:
     """The open sinks. A sink that raises is closed and dropped; its error is kept in ``warnings``
-    (the engine logs them, the monitor shows the log) and the run goes on."""
+    and passed to ``on_warning`` (the engine puts them in status.json, which the monitor shows)
+    and the run goes on."""
 
     def __init__(self, sinks: list[Sink], warnings: list[str]) -> None:
         self.sinks = sinks
         self.warnings = warnings
+        self.on_warning: Callable[[list[str]], None] | None = None
+
+    def warn(self, msg: str) -> None:
+        log.warning("%s", msg)
+        self.warnings.append(msg)
+        if self.on_warning is not None:
+            try:
+                self.on_warning(list(self.warnings))
+            except Exception:  # reporting a warning never becomes a second failure
+                log.debug("on_warning failed", exc_info=True)
 
     def _guard(self, sink: Sink, what: str, fn: Callable[..., object], *args: object) -> bool:
         try:
             fn(*args)
             return True
         except Exception as exc:  # a tracker never stops training
-            msg = f"tracker {sink.kind}: {what} failed ({type(exc).__name__}: {exc}); it is off for this run"
-            log.warning("%s", msg)
-            self.warnings.append(msg)
+            self.warn(f"tracker {sink.kind}: {what} failed ({_why(exc)}); it is off for this run")
             return False
 
     def log_row(self, row: Mapping[str, Any]) -> None:
@@ -250,19 +269,26 @@ def open_sinks(kinds: list[str], settings: TrackerSettings) -> Fanout:
     """Open one sink per kind (unknown kinds are refused by the config schema before this)."""
     sinks: list[Sink] = []
     warnings: list[str] = []
-    settings.root.mkdir(parents=True, exist_ok=True)
     for kind in dict.fromkeys(kinds):
         try:
+            settings.root.mkdir(parents=True, exist_ok=True)  # each sink's own failure if it cannot be
             sinks.append(_FACTORIES[kind](settings))
         except ImportError as exc:
             msg = f"tracker {kind}: not installed ({exc.name}); install primenb[trackers]"
             log.warning("%s", msg)
             warnings.append(msg)
         except Exception as exc:
-            msg = f"tracker {kind}: could not start ({type(exc).__name__}: {exc}); the run goes on without it"
+            msg = f"tracker {kind}: could not start ({_why(exc)}); the run goes on without it"
             log.warning("%s", msg)
             warnings.append(msg)
     return Fanout(sinks, warnings)
+
+
+def _why(exc: BaseException) -> str:
+    """The error, as the monitor shows it: secrets (a URL's user:password) redacted, withheld in
+    deny mode, one bounded line (a client's error can quote a whole HTTP exchange)."""
+    text = " ".join(error_text(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _flat(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -44,3 +44,23 @@ def test_a_bad_mlflow_uri_is_a_warning_not_an_error(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://127.0.0.1:1/x")
     fan = open_sinks(["mlflow"], TrackerSettings(root=tmp_path / "t", name="n"))
     assert fan.sinks == [] and "mlflow" in fan.warnings[0]
+
+
+def test_a_client_exception_mid_run_reaches_the_monitor_hook_redacted_and_bounded() -> None:
+    """What the engine puts in status.json: every warning so far, the URL's password redacted."""
+
+    class Leaky(Sink):
+        kind = "leaky"
+
+        def log(self, step: int, values: dict[str, float]) -> None:
+            raise RuntimeError("POST https://me:hunter2-secret@tracker.example/api failed: " + "x" * 5000)
+
+    seen: list[list[str]] = []
+    fan = Fanout([Leaky(), Kept()], ["tracker old: could not start"])
+    fan.on_warning = seen.append
+    fan.log_row({"step": 1, "loss": 0.5})
+    fan.log_row({"step": 2, "loss": 0.4})  # the failed sink is gone: no second warning
+    assert len(seen) == 1 and seen[0][0] == "tracker old: could not start"
+    msg = seen[0][1]
+    assert msg.startswith("tracker leaky: log failed (RuntimeError: POST https://")
+    assert "hunter2" not in msg and len(msg) < 400
