@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +154,8 @@ class TrackioSink(Sink):
         import trackio
 
         self.trackio = trackio
+        # trackio binds its folder at its first import in a process: report the one it uses
+        self.folder = str(getattr(sys.modules.get("trackio.utils"), "TRACKIO_DIR", self.folder))
         self.project = s.project
         self.run = trackio.init(project=s.project, name=s.name, config=_flat(s.config), resume="never")
 
