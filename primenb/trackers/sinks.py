@@ -103,10 +103,11 @@ class MlflowSink(Sink):
         # MLFLOW_TRACKING_URI wins; otherwise a file store inside the run directory (never the network)
         uri = os.environ.get("MLFLOW_TRACKING_URI") or ""
         if not uri:
+            uri = (s.root / "mlflow").resolve().as_uri()
+        if uri.startswith("file:") or "://" not in uri:
             # mlflow-skinny has no SQL store (no sqlalchemy); MLflow 3 keeps the file store behind
             # this documented opt-out. `mlflow migrate-filestore` moves it to a database later.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-            uri = (s.root / "mlflow").resolve().as_uri()
         if uri.startswith(("http:", "https:")):
             # MLflow retries a request 7 times for up to 120 s each: an unreachable server held a
             # run for 248 s before the first step. One retry, 10 s (the user's own settings win).
