@@ -42,6 +42,7 @@ def scalars(row: Mapping[str, Any]) -> dict[str, float]:
 
 class Sink(abc.ABC):
     kind = ""
+    note = ""  # a warning from a sink that started all the same (W&B offline instead of online)
 
     @abc.abstractmethod
     def log(self, step: int, values: dict[str, float]) -> None:
@@ -183,7 +184,7 @@ class WandbSink(Sink):
         )
         folder = s.root / "wandb"
         folder.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(
+        init: dict[str, Any] = dict(
             project=w.get("project") or s.project,
             entity=w.get("entity"),
             name=w.get("name") or s.name,
@@ -192,10 +193,18 @@ class WandbSink(Sink):
             config=s.config,
             notes=f"primenb trace {s.trace_id}: {s.trace_path}",
             dir=str(s.root),
-            mode="online" if online else "offline",
             reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", init_timeout=30),
         )
+        try:
+            self.run = wandb.init(mode="online" if online else "offline", **init)
+        except Exception as exc:
+            if not online:
+                raise
+            # W&B unreachable (or the key refused): the run still goes to W&B, as offline files
+            # to `wandb sync` later, and the monitor says so
+            self.note = f"tracker wandb: online start failed ({_why(exc)}); logging offline instead"
+            self.run = wandb.init(mode="offline", **init)
         # the run's own step is the x axis (a continuation starts past 0, the warm-up keys differ)
         self.run.define_metric("primenb/step")
         self.run.define_metric("*", step_metric="primenb/step")
@@ -276,7 +285,11 @@ def open_sinks(kinds: list[str], settings: TrackerSettings) -> Fanout:
     for kind in dict.fromkeys(kinds):
         try:
             settings.root.mkdir(parents=True, exist_ok=True)  # each sink's own failure if it cannot be
-            sinks.append(_FACTORIES[kind](settings))
+            sink = _FACTORIES[kind](settings)
+            sinks.append(sink)
+            if sink.note:
+                log.warning("%s", sink.note)
+                warnings.append(sink.note)
         except ImportError as exc:
             msg = f"tracker {kind}: not installed ({exc.name}); install primenb[trackers]"
             log.warning("%s", msg)
