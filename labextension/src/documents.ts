@@ -251,6 +251,7 @@ export interface IStatusDoc {
   world_size?: number | null;
   rank?: number | null;
   notes?: Array<unknown> | null;
+  warnings?: Array<string> | null;
   step_plan?: Record<string, unknown> | null;
   [extra: string]: unknown;
 }

@@ -95,3 +95,44 @@ export function serverLine(s: IServerItem): string {
   const where = s.where && s.where !== 'this machine' ? ` · on ${s.where}` : '';
   return `up ${fmtDuration(s.uptime_s)} · ${models}${where}`; // uptime first: the models may be long
 }
+
+/** One tracker run of a trace, as the detail shows it: a link only for an http(s) URL. */
+export interface ITrackerLink {
+  kind: string;
+  text: string;
+  href: string | null;
+}
+
+const TRACKER_FIELDS = ['url', 'uri', 'folder', 'project', 'run_id'];
+
+/** An http(s) URL as a link target, or null (javascript:, data:, file:, relative, malformed). */
+export function httpUrl(value: unknown): string | null {
+  if (typeof value !== 'string' || value.length > 2000 || !/^https?:\/\//i.test(value)) {
+    return null;
+  }
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where each tracker run of a detail answer lives (the trace's `trackers`, read as hostile data):
+ * W&B's URL when online, else offline folders, file stores and run ids, shown as text. */
+export function trackerLinks(detail: unknown): ITrackerLink[] {
+  const where = (detail as { trackers?: unknown } | null)?.trackers;
+  if (!where || typeof where !== 'object' || Array.isArray(where)) {
+    return [];
+  }
+  const out: ITrackerLink[] = [];
+  for (const [kind, loc] of Object.entries(where as Record<string, unknown>).slice(0, 8)) {
+    const fields = loc && typeof loc === 'object' ? (loc as Record<string, unknown>) : {};
+    const parts = TRACKER_FIELDS.filter(k => typeof fields[k] === 'string' && fields[k]).map(
+      k => `${k === 'url' ? '' : k + ' '}${String(fields[k]).slice(0, 500)}`
+    );
+    const href = httpUrl(fields.url) ?? httpUrl(fields.uri);
+    out.push({ kind: kind.slice(0, 40), text: parts.join(' · ') || '(no location recorded)', href });
+  }
+  return out;
+}

@@ -9,7 +9,7 @@ import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
 import { button, el } from './dom';
-import { EVAL_HEADER, evalCells, evalsOf, IEvalItem } from './extras';
+import { EVAL_HEADER, evalCells, evalsOf, IEvalItem, trackerLinks } from './extras';
 import { ServersSection } from './serversview';
 import {
   addAnswer,
@@ -116,6 +116,24 @@ function headlineTable(headline: Record<string, unknown>): HTMLElement {
     table.appendChild(tr);
   }
   return table;
+}
+
+/** Where the run is in W&B, trackio, MLflow, TensorBoard: a link only for an http(s) URL. */
+function trackersSection(detail: unknown): HTMLElement[] {
+  const links = trackerLinks(detail);
+  if (!links.length) {
+    return [];
+  }
+  const table = el('table', 'primenb-kv primenb-trackers');
+  for (const t of links) {
+    const td = el('td');
+    const attrs = { href: t.href ?? '', target: '_blank', rel: 'noopener noreferrer' };
+    td.append(t.href ? el('a', 'primenb-tracker-link', t.text, attrs) : el('span', '', t.text));
+    const tr = el('tr');
+    tr.append(el('th', '', t.kind), td);
+    table.appendChild(tr);
+  }
+  return [el('div', 'primenb-section', 'Trackers'), table];
 }
 
 function samplesSection(s: any): HTMLElement[] {
@@ -624,6 +642,7 @@ export class RunsPanel extends Widget {
       ['health', 0, () => (this.health = el('div', 'primenb-health'))],
       ['headline', d.headline ?? {}, () => headlineTable(d.headline ?? {})],
       ['evals', evalsOf(d), () => wrap(evalsSection(evalsOf(d)))],
+      ['trackers', trackerLinks(d), () => wrap(trackersSection(d))],
       [
         'metrics',
         0,

@@ -2,7 +2,7 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
 
-import { ago, evalCells, evalsOf, fmtDuration, IEvalItem, serverLine } from '../src/extras';
+import { ago, evalCells, evalsOf, fmtDuration, httpUrl, IEvalItem, serverLine, trackerLinks } from '../src/extras';
 
 const NOW = 1_790_000_000_000; // ms
 
@@ -53,4 +53,38 @@ test('a server line: its model ids and uptime', () => {
   assert.equal(serverLine(s), 'up 2 min · tiny, tiny-adapter-a');
   assert.equal(serverLine({ ...s, models: [], uptime_s: null }), 'up – · no models');
   assert.equal(serverLine({ ...s, where: 'gpu-box (port 8000 there)' }), 'up 2 min · tiny, tiny-adapter-a · on gpu-box (port 8000 there)');
+});
+
+test('tracker locations: a link only for an http(s) URL, everything else as text', () => {
+  const detail = {
+    trackers: {
+      wandb: { url: 'https://wandb.ai/me/p/runs/abc', run_id: 'abc', folder: '/runs/x/trackers/wandb/files' },
+      mlflow: { uri: 'file:///runs/x/trackers/mlflow', run_id: 'r1' },
+      evil: { url: 'javascript:alert(1)', uri: 'JaVaScRiPt:alert(2)' },
+      data: { url: 'data:text/html,<script>alert(1)</script>' },
+      tb: { folder: '/runs/x/trackers/tensorboard' },
+      odd: 'not an object'
+    }
+  };
+  const links = trackerLinks(detail);
+  assert.deepEqual(
+    links.map(l => [l.kind, l.href]),
+    [
+      ['wandb', 'https://wandb.ai/me/p/runs/abc'],
+      ['mlflow', null],
+      ['evil', null],
+      ['data', null],
+      ['tb', null],
+      ['odd', null]
+    ]
+  );
+  assert.equal(links[1].text, 'uri file:///runs/x/trackers/mlflow · run_id r1'); // offline: shown as text
+  assert.equal(links[4].text, 'folder /runs/x/trackers/tensorboard');
+  assert.equal(links[5].text, '(no location recorded)');
+  assert.equal(links[3].text, 'data:text/html,<script>alert(1)</script>'); // text, set as textContent
+  assert.equal(trackerLinks({ trackers: ['x'] }).length, 0);
+  assert.equal(trackerLinks(null).length, 0);
+  assert.equal(httpUrl('http://127.0.0.1:5000/#/experiments/1'), 'http://127.0.0.1:5000/#/experiments/1');
+  assert.equal(httpUrl('https://'), null); // malformed
+  assert.equal(httpUrl(' https://x'), null); // not at the start
 });

@@ -187,10 +187,11 @@ class RemoteMirror:
 
     # -- artifacts -----------------------------------------------------------------------------
     def fetch_artifacts(self) -> Path:
-        """Bring back trace.json and the final checkpoint; point the trace at this mirror and
+        """Bring back trace.json, the trackers' local files (W&B offline runs to `wandb sync` from
+        here, event files, stores) and the final checkpoint; point the trace at this mirror and
         index it here."""
         status = self.local.read_status()
-        wanted = [RunDir.TRACE]
+        wanted = [RunDir.TRACE, RunDir.TRACKERS]
         final = status.get("final_checkpoint")
         remote_ckpts = sorted(
             (p for p in self._checkpoints if p[5:].isdigit() and p.startswith("step_")), key=lambda s: int(s[5:])

@@ -53,7 +53,13 @@ class SSHChannel:
             assert proc.stdout is not None
             try:
                 with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                    tar.extractall(local_dir, filter="data")
+                    for member in tar:
+                        try:
+                            tar.extract(member, local_dir, filter="data")
+                        except tarfile.FilterError:
+                            # a link out of the run directory (W&B's offline run links its core
+                            # log into W&B's cache): left behind, the rest still comes back
+                            continue
             except tarfile.ReadError:
                 pass  # nothing to fetch (an empty stream)
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""

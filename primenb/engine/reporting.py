@@ -1,6 +1,7 @@
 """The engine's side of the trackers (primenb.trackers): open them from the plan, feed them the
 metric rows written to metrics.jsonl, close them with the final eval. Never raises: a tracker
-that cannot start or fails later is a warning in run.log (the monitor shows it)."""
+that cannot start or fails later is a warning in run.log and in status.json ``warnings``, which
+the monitor shows."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from primenb.protocol.rundir import RunDir
 from primenb.trackers import Fanout, TrackerSettings, open_sinks
 
 log = logging.getLogger("primenb.engine")
+MAX_WARNINGS = 8  # one per tracker is the most a run can have; bounded all the same
 
 
-def open_trackers(plan: Any, cfg: dict[str, Any] | None, run_dir: RunDir, trace_id: str | None) -> Fanout | None:
+def open_trackers(
+    plan: Any, cfg: dict[str, Any] | None, run_dir: RunDir, trace_id: str | None, status: Any = None
+) -> Fanout | None:
     if not plan.report_to:
         return None
     settings = TrackerSettings(
@@ -26,10 +30,19 @@ def open_trackers(plan: Any, cfg: dict[str, Any] | None, run_dir: RunDir, trace_
         config=redact(cfg or {}),
         wandb=redact(plan.wandb) if plan.wandb else None,
     )
+
+    def show(warnings: list[str]) -> None:
+        if status is not None:
+            status.update(warnings=warnings[-MAX_WARNINGS:])
+
     try:
         fan = open_sinks(list(plan.report_to), settings)
     except Exception as exc:  # never stop a run for a tracker
         log.warning("trackers could not start: %s", exc)
+        show([f"trackers could not start ({type(exc).__name__}); the run goes on without them"])
         return None
+    fan.on_warning = show
+    if fan.warnings:
+        show(fan.warnings)
     log.info("trackers: %s", ", ".join(s.kind for s in fan.sinks) or "none started")
     return fan

@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from primenb.protocol.privacy import LogFilter, error_text, set_private
 from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, tail_lines
@@ -169,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         if is_main:
             from primenb.engine.reporting import open_trackers
 
-            ctx.trackers = open_trackers(plan, cfg, run_dir, trace.trace_id)
+            ctx.trackers = open_trackers(plan, cfg, run_dir, trace.trace_id, status)
         result = run_training(plan, ctx)
+        _close_trackers(ctx, trace)  # before the final state: a tracker's closing warning is shown with it
         state = State.STOPPED if result.stopped else State.COMPLETED
         status.finish(
             state,
@@ -212,11 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ctx is not None:
             ctx.close()
-            if ctx.trackers is not None:  # where each tracker run lives goes into the trace
-                trace.doc["trackers"] = ctx.trackers.finish(ctx.last_eval)
+            _close_trackers(ctx, trace)  # a failed or stopped run's trackers (a no-op once closed)
         trace.finish(status.data)  # completed, failed or stopped: the trace says which
         _shutdown_dist()
         _flush_logs()
+
+
+def _close_trackers(ctx: Any, trace: Any) -> None:
+    """Close the trackers once; where each tracker run lives goes into the trace."""
+    if ctx.trackers is not None:
+        fan, ctx.trackers = ctx.trackers, None
+        trace.doc["trackers"] = fan.finish(ctx.last_eval)
 
 
 def _shutdown_dist() -> None:

@@ -28,7 +28,14 @@ from primenb.protocol.tail import JsonlTail
 from primenb.render import panels as charts
 from primenb.render.health import Health
 from primenb.render.phase import EtaClock, phase_line, progress
-from primenb.render.summary import STATE_COLORS, command_html, run_html, samples_html, warnings_html
+from primenb.render.summary import (
+    STATE_COLORS,
+    command_html,
+    run_html,
+    samples_html,
+    status_warnings,
+    warnings_html,
+)
 from primenb.render.svgchart import ERROR, downsample
 from primenb.run import Run
 
@@ -248,7 +255,7 @@ class Monitor:
             if keys != list(self.picker.options):
                 self.picker.options = keys
             self._redraw_chart()
-        self.warnings.value = warnings_html(self.health.messages())
+        self.warnings.value = warnings_html(self.health.messages() + status_warnings(status))
         if new_samples:
             self.samples = (self.samples + new_samples)[-8:]
             self.sample_view.value = samples_html(self.samples, n=8)

@@ -143,6 +143,8 @@ class StatusDoc(Document):
     world_size: Int = None
     rank: Int = None
     notes: list[Any] | None = None
+    # what went wrong beside training and did not stop it (a tracker that failed): the monitor shows them
+    warnings: list[str] | None = None
     # an RL run's plan as the ETA's cost model reads it: {"rollouts": per step, "max_tokens": per
     # completion} (`primenb.render.eta.grpo_per_sft`)
     step_plan: dict[str, Any] | None = None

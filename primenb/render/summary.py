@@ -227,6 +227,15 @@ WARNING_STYLE = (
 )
 
 
+def status_warnings(status: dict[str, Any]) -> list[str]:
+    """The engine's own warnings from ``status.json`` (a tracker that failed), bounded: the file
+    is read tolerantly, but a run directory is still another process's output."""
+    found = status.get("warnings")
+    if not isinstance(found, list):
+        return []
+    return [w if len(w) <= 400 else w[:397] + "..." for w in found[-8:] if isinstance(w, str)]
+
+
 def warnings_html(messages: list[str]) -> str:
     return "".join(f'<div class="primenb-warning" style="{WARNING_STYLE}">⚠ {html.escape(m)}</div>' for m in messages)
 
@@ -276,12 +285,13 @@ def run_html(
             f'<div style="color:{ERROR}">error: {html.escape(str(status["error"]))}</div>'
             f'<pre style="max-height:12em;overflow:auto;font-size:85%">{html.escape(tail)}</pre>'
         )
+    warnings = warnings_html(check(raw) + status_warnings(status))  # the metrics' and the engine's own
     # not "primenb-run": the sidebar's stylesheet (loaded on every page) places its list rows,
     # class primenb-run, absolutely in 36 px, and so hid the whole summary in notebook outputs
     return (
         f'<div class="primenb-summary" data-state="{html.escape(p.state)}"><b>{html.escape(run.name)}</b> '
         f'<span style="color:{color};font-weight:bold">{html.escape(p.state)}</span> {bar} '
-        f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{note}{body}{warnings_html(check(raw))}'
+        f'<span class="primenb-phase">{html.escape(phase_line(p))}</span>{note}{body}{warnings}'
         f'<div style="display:flex;gap:8px;flex-wrap:wrap">{charts_html(rows)}</div>{samples_html(samples)}{error}'
         f'<div style="color:{MUTED};font-size:85%">{html.escape(short_path(run.dir))}</div></div>'
     )

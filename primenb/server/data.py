@@ -147,6 +147,8 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
             "warnings": [*getattr(doc, "warnings", []), *getattr(status, "warnings", []), *evals.warnings][:20],
             # the latest %prime_eval per environment: env, mean, std, ci95_low/high, n, temperature, created, model
             "evals": [e.as_dict() for e in evals.items],
+            # where each tracker run lives (trace.json `trackers`): the sidebar links http(s) URLs only
+            "trackers": doc.get("trackers") if isinstance(doc.get("trackers"), dict) else None,
             "config": trace.config,
             "summary": trace.summary,
             "log_tail": log_tail,

@@ -1,21 +1,54 @@
 """`%prime_harness export TRACE --to mlflow|trackio|wandb|tensorboard`: replay a past trace's
 stored metric rows through the same tracker sinks a live run uses (primenb.trackers), so a run
-made before trackers existed, or with them off, gets the same curves."""
+made before trackers existed, or with them off, gets the same curves.
+
+The replay runs in a child process: each tracker's client keeps process-wide state (trackio binds
+its store folder at its first import, W&B its current run, MLflow the retry settings primenb
+sets), so a kernel that exported one trace would send the next one to the same place, and the
+user's own use of those libraries in the kernel would inherit primenb's settings."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 from primenb.errors import PrimenbError
-from primenb.protocol.hashing import redact
+from primenb.protocol.hashing import redact, redact_text
+from primenb.protocol.privacy import error_text
 from primenb.traces.trace import get
 from primenb.trackers import KINDS, TrackerSettings, open_sinks
 
+ANSWER = "primenb-backfill: "  # the child's one line of result on stdout
 
-def backfill(ref: Any, kind: str) -> dict[str, str]:
+
+def backfill(ref: Any, kind: str, *, timeout: float = 900) -> dict[str, str]:
     """Send ``ref``'s metrics to tracker ``kind``; returns where the tracker run lives."""
     if kind not in KINDS:
         raise PrimenbError(f"unknown tracker {kind!r}: use one of {', '.join(KINDS)}")
+    trace = get(ref)
+    cmd = [sys.executable, "-m", "primenb.traces.backfill", str(trace.run_dir), kind]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise PrimenbError(f"export to {kind} did not finish in {timeout:.0f} s; is the tracker reachable?") from exc
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(ANSWER)]
+    try:
+        answer = json.loads(lines[-1].removeprefix(ANSWER)) if lines else {}
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict) or ("where" not in answer and "error" not in answer):
+        tail = redact_text(" ".join(proc.stderr.split()[-60:]))
+        raise PrimenbError(f"export to {kind} failed (exit {proc.returncode}): {tail[-600:]}")
+    if "error" in answer:
+        raise PrimenbError(str(answer["error"]))
+    where = answer["where"]
+    return {str(k): str(v) for k, v in where.items()} if isinstance(where, dict) else {}
+
+
+def _send(ref: Any, kind: str) -> dict[str, str]:
+    """The replay itself (in the child process)."""
     trace = get(ref)
     config = trace.config
     monitors = config.get("monitors")
@@ -39,3 +72,19 @@ def backfill(ref: Any, kind: str) -> dict[str, str]:
     if fan.warnings:
         raise PrimenbError("; ".join(fan.warnings))
     return where.get(kind, {})
+
+
+def main(argv: list[str]) -> int:
+    run_dir, kind = argv
+    try:
+        answer: dict[str, Any] = {"where": _send(run_dir, kind)}
+    except PrimenbError as exc:
+        answer = {"error": str(exc)}
+    except Exception as exc:
+        answer = {"error": f"export to {kind} failed ({error_text(exc)})"}
+    print(ANSWER + json.dumps(answer), flush=True)  # trackers' clients print too, even at exit
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

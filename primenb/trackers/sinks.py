@@ -5,10 +5,13 @@ from __future__ import annotations
 import abc
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from primenb.protocol.privacy import error_text
 
 log = logging.getLogger("primenb.trackers")
 
@@ -39,6 +42,7 @@ def scalars(row: Mapping[str, Any]) -> dict[str, float]:
 
 class Sink(abc.ABC):
     kind = ""
+    note = ""  # a warning from a sink that started all the same (W&B offline instead of online)
 
     @abc.abstractmethod
     def log(self, step: int, values: dict[str, float]) -> None:
@@ -100,10 +104,16 @@ class MlflowSink(Sink):
         # MLFLOW_TRACKING_URI wins; otherwise a file store inside the run directory (never the network)
         uri = os.environ.get("MLFLOW_TRACKING_URI") or ""
         if not uri:
+            uri = (s.root / "mlflow").resolve().as_uri()
+        if uri.startswith("file:") or "://" not in uri:
             # mlflow-skinny has no SQL store (no sqlalchemy); MLflow 3 keeps the file store behind
             # this documented opt-out. `mlflow migrate-filestore` moves it to a database later.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-            uri = (s.root / "mlflow").resolve().as_uri()
+        if uri.startswith(("http:", "https:")):
+            # MLflow retries a request 7 times for up to 120 s each: an unreachable server held a
+            # run for 248 s before the first step. One retry, 10 s (the user's own settings win).
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name(s.project)
         exp_id = exp.experiment_id if exp else self.client.create_experiment(s.project)
@@ -139,10 +149,15 @@ class TrackioSink(Sink):
     def __init__(self, s: TrackerSettings) -> None:
         # trackio keeps its store under TRACKIO_DIR; default it into the run directory
         os.environ.setdefault("TRACKIO_DIR", str((s.root / "trackio").resolve()))
+        self.folder = os.environ["TRACKIO_DIR"]
+        # trackio starts on a folder it cannot write and only warns, from its own thread, that
+        # nothing was stored: make the folder first, so that failure is this sink's warning
+        Path(self.folder).mkdir(parents=True, exist_ok=True)
         import trackio
 
         self.trackio = trackio
-        self.folder = os.environ["TRACKIO_DIR"]
+        # trackio binds its folder at its first import in a process: report the one it uses
+        self.folder = str(getattr(sys.modules.get("trackio.utils"), "TRACKIO_DIR", self.folder))
         self.project = s.project
         self.run = trackio.init(project=s.project, name=s.name, config=_flat(s.config), resume="never")
 
@@ -169,7 +184,7 @@ class WandbSink(Sink):
         )
         folder = s.root / "wandb"
         folder.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(
+        init: dict[str, Any] = dict(
             project=w.get("project") or s.project,
             entity=w.get("entity"),
             name=w.get("name") or s.name,
@@ -178,10 +193,18 @@ class WandbSink(Sink):
             config=s.config,
             notes=f"primenb trace {s.trace_id}: {s.trace_path}",
             dir=str(s.root),
-            mode="online" if online else "offline",
             reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", init_timeout=30),
         )
+        try:
+            self.run = wandb.init(mode="online" if online else "offline", **init)
+        except Exception as exc:
+            if not online:
+                raise
+            # W&B unreachable (or the key refused): the run still goes to W&B, as offline files
+            # to `wandb sync` later, and the monitor says so
+            self.note = f"tracker wandb: online start failed ({_why(exc)}); logging offline instead"
+            self.run = wandb.init(mode="offline", **init)
         # the run's own step is the x axis (a continuation starts past 0, the warm-up keys differ)
         self.run.define_metric("primenb/step")
         self.run.define_metric("*", step_metric="primenb/step")
@@ -211,20 +234,29 @@ _FACTORIES: dict[str, Callable[[TrackerSettings], Sink]] = {
 
 class Fanout:
     """The open sinks. A sink that raises is closed and dropped; its error is kept in ``warnings``
-    (the engine logs them, the monitor shows the log) and the run goes on."""
+    and passed to ``on_warning`` (the engine puts them in status.json, which the monitor shows)
+    and the run goes on."""
 
     def __init__(self, sinks: list[Sink], warnings: list[str]) -> None:
         self.sinks = sinks
         self.warnings = warnings
+        self.on_warning: Callable[[list[str]], None] | None = None
+
+    def warn(self, msg: str) -> None:
+        log.warning("%s", msg)
+        self.warnings.append(msg)
+        if self.on_warning is not None:
+            try:
+                self.on_warning(list(self.warnings))
+            except Exception:  # reporting a warning never becomes a second failure
+                log.debug("on_warning failed", exc_info=True)
 
     def _guard(self, sink: Sink, what: str, fn: Callable[..., object], *args: object) -> bool:
         try:
             fn(*args)
             return True
         except Exception as exc:  # a tracker never stops training
-            msg = f"tracker {sink.kind}: {what} failed ({type(exc).__name__}: {exc}); it is off for this run"
-            log.warning("%s", msg)
-            self.warnings.append(msg)
+            self.warn(f"tracker {sink.kind}: {what} failed ({_why(exc)}); it is off for this run")
             return False
 
     def log_row(self, row: Mapping[str, Any]) -> None:
@@ -250,19 +282,30 @@ def open_sinks(kinds: list[str], settings: TrackerSettings) -> Fanout:
     """Open one sink per kind (unknown kinds are refused by the config schema before this)."""
     sinks: list[Sink] = []
     warnings: list[str] = []
-    settings.root.mkdir(parents=True, exist_ok=True)
     for kind in dict.fromkeys(kinds):
         try:
-            sinks.append(_FACTORIES[kind](settings))
+            settings.root.mkdir(parents=True, exist_ok=True)  # each sink's own failure if it cannot be
+            sink = _FACTORIES[kind](settings)
+            sinks.append(sink)
+            if sink.note:
+                log.warning("%s", sink.note)
+                warnings.append(sink.note)
         except ImportError as exc:
             msg = f"tracker {kind}: not installed ({exc.name}); install primenb[trackers]"
             log.warning("%s", msg)
             warnings.append(msg)
         except Exception as exc:
-            msg = f"tracker {kind}: could not start ({type(exc).__name__}: {exc}); the run goes on without it"
+            msg = f"tracker {kind}: could not start ({_why(exc)}); the run goes on without it"
             log.warning("%s", msg)
             warnings.append(msg)
     return Fanout(sinks, warnings)
+
+
+def _why(exc: BaseException) -> str:
+    """The error, as the monitor shows it: secrets (a URL's user:password) redacted, withheld in
+    deny mode, one bounded line (a client's error can quote a whole HTTP exchange)."""
+    text = " ".join(error_text(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _flat(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

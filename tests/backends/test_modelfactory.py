@@ -4,6 +4,7 @@ run directory, stop, pause/resume as a child trace, 401/402/422/500, and the API
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -426,3 +427,25 @@ def test_a_run_that_is_not_hosted_gets_a_message_with_what_to_use(tmp_path: Path
         hosted_info(tmp_path / "local-run")
     with pytest.raises(PrimenbError, match="not a hosted run"):
         fetch_checkpoint(tmp_path / "local-run")
+
+
+def test_monitors_wandb_goes_to_the_platform_and_the_key_only_through_the_cli(
+    platform: FakePlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As upstream: the submitted config holds [monitors.wandb] (the platform runs W&B), primenb's
+    `report_to` stays here, and WANDB_API_KEY goes only as the CLI's own wandbApiKey field."""
+    key = "wandb_" + secrets.token_hex(20)
+    monkeypatch.setenv("WANDB_API_KEY", key)
+    table = '\n[monitors.wandb]\nproject = "hosted-proj"\nname = "hosted-wandb"\ntags = ["nb", "mf"]\n'
+    cfg = HOSTED_RL.replace("[primenb]\n", '[primenb]\nreport_to = ["mlflow"]\n', 1) + table
+    assert 'report_to = ["mlflow"]' in cfg
+    run = backend(yes=True).submit(load_config(cfg), name="hosted-wandb")
+    (sent,) = [r["body"] for r in platform.requests if r["path"] == "/api/v1/training/runs"]
+    assert sent["config"]["monitors"]["wandb"] == {
+        "project": "hosted-proj",
+        "name": "hosted-wandb",
+        "tags": ["nb", "mf"],
+    }
+    assert "primenb" not in sent["config"] and "report_to" not in json.dumps(sent["config"])
+    assert sent.get("wandbApiKey") == key  # read by the CLI from its environment
+    assert not scan_for(key, run.dir, tmp_path / "home")  # never in the run directory or the config copy

@@ -159,6 +159,11 @@ def test_04_compare_runs_sweep(tmp_path, monkeypatch):
     for name in ("lr-3e-4", "lr-1e-3", "lr-3e-3"):
         loss = [r["loss"] for r in Run(tmp_path / "outputs" / name).metric_rows() if "loss" in r]
         assert loss[-1] < loss[0], (name, loss[0], loss[-1])  # every run learned
+    # the sweep in MLflow, read with MLflow's own client: the three runs, their lr, finished
+    mlflow_view = text(cell(nb, "MlflowClient("))
+    assert all(f"lr-{lr}" in mlflow_view for lr in ("3e-4", "1e-3", "3e-3")), mlflow_view
+    assert mlflow_view.count("FINISHED") >= 3 and "0.003" in mlflow_view, mlflow_view
+    assert (tmp_path / "home" / "mlflow").is_dir()  # one store for the sweep, under PRIME_HOME
     diff = text(cell(nb, "%prime_harness diff"))
     assert "lr" in diff and ("0.0003" in diff or "3e-4" in diff), diff
     compare = cell(nb, "%prime_harness compare")

@@ -44,3 +44,50 @@ def test_a_bad_mlflow_uri_is_a_warning_not_an_error(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://127.0.0.1:1/x")
     fan = open_sinks(["mlflow"], TrackerSettings(root=tmp_path / "t", name="n"))
     assert fan.sinks == [] and "mlflow" in fan.warnings[0]
+
+
+def test_a_client_exception_mid_run_reaches_the_monitor_hook_redacted_and_bounded() -> None:
+    """What the engine puts in status.json: every warning so far, the URL's password redacted."""
+
+    class Leaky(Sink):
+        kind = "leaky"
+
+        def log(self, step: int, values: dict[str, float]) -> None:
+            raise RuntimeError("POST https://me:hunter2-secret@tracker.example/api failed: " + "x" * 5000)
+
+    seen: list[list[str]] = []
+    fan = Fanout([Leaky(), Kept()], ["tracker old: could not start"])
+    fan.on_warning = seen.append
+    fan.log_row({"step": 1, "loss": 0.5})
+    fan.log_row({"step": 2, "loss": 0.4})  # the failed sink is gone: no second warning
+    assert len(seen) == 1 and seen[0][0] == "tracker old: could not start"
+    msg = seen[0][1]
+    assert msg.startswith("tracker leaky: log failed (RuntimeError: POST https://")
+    assert "hunter2" not in msg and len(msg) < 400
+
+
+@pytest.mark.slow
+def test_wandb_unreachable_logs_offline_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key in the environment but W&B unreachable (a closed port on 127.0.0.1): after W&B's
+    init timeout the run goes to offline files all the same, and the warning says so."""
+    import socket
+
+    from tests.trackers.test_trackers import read_wandb
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    fan = open_sinks(["wandb"], TrackerSettings(root=tmp_path / "t", name="n"))
+    assert [s.kind for s in fan.sinks] == ["wandb"]
+    assert len(fan.warnings) == 1 and "logging offline instead" in fan.warnings[0]
+    assert "0" * 40 not in fan.warnings[0]
+    fan.log_row({"step": 1, "loss": 0.5})
+    fan.log_row({"step": 2, "loss": 0.25})
+    where = fan.finish({})["wandb"]
+    assert "url" not in where
+    assert read_wandb(Path(where["folder"])) == {"loss": [(1, 0.5), (2, 0.25)]}

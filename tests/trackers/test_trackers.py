@@ -163,11 +163,25 @@ def wandb_records(blob: bytes) -> list[bytes]:
 
 
 def read_trackio(folder: Path, project: str, run_name: str) -> dict[str, list[tuple[int, float]]]:
-    os.environ["TRACKIO_DIR"] = str(folder)
-    from trackio.sqlite_storage import SQLiteStorage
-
+    """trackio's own store reader on ``folder``: trackio binds its folder at its first import in a
+    process, so the reader's module global is pointed at each store in turn (and put back)."""
+    before = os.environ.get("TRACKIO_DIR")
+    os.environ["TRACKIO_DIR"] = str(folder)  # a first import must not pick (or make) the user's folder
+    try:
+        from trackio import sqlite_storage as store
+    finally:
+        if before is None:
+            os.environ.pop("TRACKIO_DIR")
+        else:
+            os.environ["TRACKIO_DIR"] = before
+    bound = store.TRACKIO_DIR
+    store.TRACKIO_DIR = Path(folder)
+    try:
+        logs = store.SQLiteStorage.get_logs(project, run_name)
+    finally:
+        store.TRACKIO_DIR = bound
     out: dict[str, list[tuple[int, float]]] = {}
-    for log in SQLiteStorage.get_logs(project, run_name):
+    for log in logs:
         step = log.get("step")
         for k, v in log.items():
             if k not in ("step", "timestamp") and isinstance(v, int | float):
@@ -206,12 +220,21 @@ def strings(value: Any) -> list[str]:
     return []
 
 
-def test_export_backfills_the_same_curves(run: Path, tmp_path: Path) -> None:
-    """A copy of the run with its tracker folder removed, sent to each tracker from its stored metrics."""
+def test_export_backfills_the_same_curves(run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the run with its tracker folder removed, sent to each tracker from its stored
+    metrics, and read back with each tracker's reader. No network: W&B offline, no key, its
+    folders in tmp; trackio's and MLflow's stores in the copy's run directory."""
     import shutil
 
     from primenb.traces.backfill import backfill
 
+    for k in ("WANDB_API_KEY", "MLFLOW_TRACKING_URI", "TRACKIO_DIR"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in _env(tmp_path).items():
+        if k.startswith("WANDB_"):
+            monkeypatch.setenv(k, v)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
     copy = tmp_path / "past"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("trackers", "checkpoints"))
     want = expected(copy)
@@ -219,6 +242,12 @@ def test_export_backfills_the_same_curves(run: Path, tmp_path: Path) -> None:
     same(read_tensorboard(Path(where["folder"])), want)
     where = backfill(str(copy), "mlflow")
     same(read_mlflow(where["uri"], where["run_id"], want), want)
+    where = backfill(str(copy), "wandb")
+    assert "url" not in where and Path(where["folder"]).is_relative_to(copy / "trackers")
+    same(read_wandb(Path(where["folder"])), want)
+    where = backfill(str(copy), "trackio")
+    assert Path(where["folder"]) == copy / "trackers" / "trackio"  # each export its own run's store
+    same(read_trackio(Path(where["folder"]), where["project"], where["run_id"]), want)
 
 
 def test_export_refuses_an_unknown_tracker(run: Path) -> None:
