@@ -77,6 +77,8 @@ def handler(cmd: Command) -> Callable[[argparse.Namespace, Face], Any]:
 
 def call(cmd: Command, args: argparse.Namespace, face: Face) -> Any:
     """Run ``cmd``'s handler; a `HarnessWarning` raised on the way reaches the user through the face."""
+    import primenb.backends  # noqa: F401  (registers each backend's config rules before a handler validates)
+
     with warnings_to(face):
         return handler(cmd)(args, face)
 
