@@ -21,6 +21,7 @@ def load_config(source: str, *, mode: Mode | None = None) -> Config:
 
     Raises `primenb.errors.ConfigError` listing every problem found.
     """
+    import primenb.backends  # noqa: F401  (registers each backend's config rules: hosted ones show here)
     from primenb.config import load_config as _load
 
     return _load(source, mode=mode)

@@ -1,5 +1,6 @@
-"""Where runs execute. Every backend implements `primenb.backends.base.Backend`; this module picks
-one by name and re-opens a run with the backend that launched it."""
+"""Where runs execute. Every backend implements `primenb.backends.base.Backend` and is listed once,
+in `primenb.backends.registry`; this module picks one by name and re-opens a run with the backend
+that launched it. Importing it registers every backend's config rules with the config layer."""
 
 from __future__ import annotations
 
@@ -8,82 +9,61 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.backends.base import Backend, Capabilities, Lineage
+from primenb.backends.registry import BACKENDS
+from primenb.backends.spec import resolve
 from primenb.errors import PrimenbError
+from primenb.protocol.fields import DEFAULT_BACKEND
 from primenb.protocol.rundir import RunDir
 
 if TYPE_CHECKING:
     from primenb.config import Config
     from primenb.run import Run
 
-BACKENDS = ("local", "ssh", "slurm", "modelfactory")
-
 
 def get_backend(name: str, **options: Any) -> Backend:
-    """The backend called ``name``: ``local``, ``ssh``/``slurm`` (re-opening recorded runs), an
-    ``ssh://`` or ``slurm://`` URL, a name saved with ``%prime_backend add``, or ``modelfactory``
-    (Prime Intellect's hosted training; ``options``: gpu_type, volume, team, yes, confirm)."""
-    from primenb.backends.spec import resolve
-
-    cls = _backend_class(name)
-    if cls is not None:
+    """The backend called ``name``: a kind (`BACKENDS`: ``local``, ``ssh``/``slurm`` re-opening
+    recorded runs, ``modelfactory``, Prime Intellect's hosted training), an ``ssh://`` or
+    ``slurm://`` URL, or a name saved with ``%prime_backend add``. ``options`` go to a backend built
+    from launch options (`Backend.saved` false; modelfactory: gpu_type, volume, team, yes, confirm)."""
+    cls = BACKENDS.get(name)
+    if cls is not None and not cls.saved:  # its runs have no spec: the options say the rest
         return cls(**options)
     spec = resolve(name)
-    if spec.kind == "local":
-        from primenb.backends.local import LocalBackend
-
-        return LocalBackend()
-    if spec.kind == "ssh":
-        from primenb.backends.ssh import SSHBackend
-
-        return SSHBackend(spec)
-    if spec.kind == "slurm":
-        from primenb.backends.slurm import SlurmBackend
-
-        return SlurmBackend(spec)
-    raise PrimenbError(f"backend {name!r} is not available yet (available: {', '.join(BACKENDS)})")
+    cls = BACKENDS.get(spec.kind)
+    if cls is None or not cls.saved:  # a hand-edited saved file
+        raise PrimenbError(f"backend {name!r} is not available yet (available: {', '.join(BACKENDS)})")
+    return cls(spec)
 
 
-def _backend_class(name: str) -> type[Backend] | None:
-    """The class of a backend known by its bare name (the hosted one: its runs have no spec)."""
-    if name == "modelfactory":
-        from primenb.backends.modelfactory import ModelFactoryBackend
-
-        return ModelFactoryBackend
-    return None
+def backend_class(name: str | None) -> type[Backend] | None:
+    """The class of the backend called ``name`` (a kind, a URL or a saved name; None: the default);
+    None for a name nothing answers to."""
+    name = str(name or DEFAULT_BACKEND)
+    if name in BACKENDS:
+        return BACKENDS[name]
+    try:
+        return BACKENDS.get(resolve(name).kind)
+    except PrimenbError:
+        return None
 
 
 def serves_on_host(kind: str) -> bool:
     """Whether runs of the backend kind ``kind`` (a bare kind, never a saved name) are served on the
     host that trained them: what a server record may name as its remote backend."""
-    if kind == "ssh":
-        from primenb.backends.ssh import SSHBackend
-
-        return SSHBackend.capabilities.serves_on_host
-    return False
+    cls = BACKENDS.get(kind)
+    return cls is not None and cls.capabilities.serves_on_host
 
 
 def capabilities(name: str | None) -> Capabilities:
     """What the backend called ``name`` needs from a face and what its verbs mean (see
     `Capabilities`); a saved name or URL has its kind's; an unknown name has the defaults."""
-    cls = _backend_class(str(name or "local"))
-    if cls is not None:
-        return cls.capabilities
-    from primenb.backends.spec import resolve
-
-    try:
-        kind = resolve(str(name or "local")).kind
-    except PrimenbError:
-        return Capabilities()
-    if kind == "ssh":
-        from primenb.backends.ssh import SSHBackend
-
-        return SSHBackend.capabilities
-    return Capabilities()
+    cls = backend_class(name)
+    return cls.capabilities if cls is not None else Capabilities()
 
 
 def run_backend(run_dir: str | os.PathLike[str]) -> str:
-    """The backend recorded for a run directory (its ``status.json``), ``local`` when none is."""
-    return str(RunDir(run_dir).read_status().get("backend") or "local")
+    """The backend recorded for a run directory (its ``status.json``), the default when none is."""
+    return str(RunDir(run_dir).read_status().get("backend") or DEFAULT_BACKEND)
 
 
 def default_backend(config: Config) -> str:
@@ -144,6 +124,7 @@ __all__ = [
     "Capabilities",
     "Lineage",
     "attach",
+    "backend_class",
     "capabilities",
     "get_backend",
     "open_run",

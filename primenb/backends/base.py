@@ -9,10 +9,13 @@ backend's runs the same way. Nothing above this layer special-cases a backend.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from primenb.backends.specdoc import BackendSpec
+from primenb.config.backend_rules import BackendRules
 from primenb.errors import PrimenbError
 
 if TYPE_CHECKING:
@@ -44,18 +47,59 @@ class Capabilities:
     resume: Literal["checkpoint", "platform"] = "checkpoint"
     pausable: bool = False  # --pause / --resume act on its runs
     fetches_checkpoints: bool = False  # a final checkpoint is fetched from elsewhere on first load
-    platform_rules: bool = False  # configs are also checked against its platform's own rules
     describes_account: bool = False  # `backend show NAME` shows who pays (no saved spec)
     # its traces are served on the host that trained them (where the checkpoint is), reached here
     # through a forwarded local port (`serve_host`)
     serves_on_host: bool = False
 
 
-class Backend(ABC):
-    """Submit a run, and later re-open it (after a kernel restart) from its run directory."""
+# Each optional operation of `Backend` and the capability that says a backend does it. A class
+# overrides an operation exactly when its `capabilities` say so: `Backend.__init_subclass__` checks
+# it when the class is defined, so the flags the faces read and the methods they call cannot disagree.
+OPTIONAL: dict[str, Callable[[Capabilities], bool]] = {
+    "prepare": lambda c: c.bills,
+    "launch": lambda c: c.bills,
+    "pause": lambda c: c.pausable,
+    "resume": lambda c: c.pausable,
+    "resume_quote": lambda c: c.pausable and c.bills,
+    "continue_trace": lambda c: c.resume == "platform",
+    "fetch_checkpoint": lambda c: c.fetches_checkpoints,
+    "account": lambda c: c.describes_account,
+    "serve_host": lambda c: c.serves_on_host,
+}
 
-    name: ClassVar[str]
+
+class Backend(ABC):
+    """Submit a run, and later re-open it (after a kernel restart) from its run directory.
+
+    A backend class is listed once, in `primenb.backends.registry`; everything else (the kinds a
+    URL or a saved name may name, `get_backend`, `capabilities`, the builder's choices, the config
+    rules registered with the config layer) is read from the class attributes below.
+    """
+
+    name: ClassVar[str]  # its kind: what `[primenb] backend` and `--backend` name, and runs record
     capabilities: ClassVar[Capabilities] = Capabilities()
+    # how a place on it is written down (`primenb.backends.spec`): `saved`: it is built from a
+    # `BackendSpec` (a URL, or a name saved with `backend add NAME URL`), else from launch options;
+    # `url_scheme`: the URL is ``kind://[user@]host[:port][/workdir]`` (else the bare kind)
+    saved: ClassVar[bool] = False
+    url_scheme: ClassVar[bool] = False
+    # what validating a config that names it adds (registered with `primenb.config.backend_rules`)
+    config_rules: ClassVar[BackendRules] = BackendRules()
+
+    def __init__(self, spec: BackendSpec | None = None) -> None:
+        """A `saved` backend is built from its spec (what `primenb.backends.spec` resolved); the
+        others take launch options instead (their own ``__init__``)."""
+        self.spec = spec
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrong = [op for op, says in OPTIONAL.items() if _overrides(cls, op) != says(cls.capabilities)]
+        if wrong:
+            raise TypeError(
+                f"{cls.__name__}: its capabilities and its methods disagree on {', '.join(wrong)}: "
+                "override an optional operation exactly when `capabilities` declares it (base.OPTIONAL)"
+            )
 
     @abstractmethod
     def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
@@ -106,4 +150,8 @@ class Backend(ABC):
         raise PrimenbError(f"{run_dir.name}: traces of the {self.name} backend are served on this machine")
 
 
-__all__ = ["Backend", "Capabilities", "Lineage"]
+def _overrides(cls: type[Backend], op: str) -> bool:
+    return getattr(cls, op) is not getattr(Backend, op)
+
+
+__all__ = ["OPTIONAL", "Backend", "Capabilities", "Lineage"]

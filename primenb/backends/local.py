@@ -11,6 +11,7 @@ from pathlib import Path
 
 from primenb.backends.base import Backend, Lineage
 from primenb.config import Config
+from primenb.config.backend_rules import BackendRules
 from primenb.engine.launch import launch_command
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_text
@@ -81,6 +82,8 @@ class LocalBackend(Backend):
     """The engine on the kernel's host, in its own process group; the run directory is live."""
 
     name = "local"
+    saved = True  # `backend add NAME local` saves it too; its spec says nothing more
+    config_rules = BackendRules(refuses_local_limits=True)  # `submit` below refuses a `local-limit`
 
     def submit(self, config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
         return submit(config, name=name, lineage=lineage)

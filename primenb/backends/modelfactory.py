@@ -29,6 +29,7 @@ from primenb.backends.hosted_mirror import (
     record_hosted_in_trace,
     sample_record,
 )
+from primenb.backends.hosted_rules import hosted_report, platform_report
 from primenb.backends.primecli import (
     FORWARDED_SECRETS,
     NotJSON,
@@ -37,6 +38,7 @@ from primenb.backends.primecli import (
     PrimeCLIError,
 )
 from primenb.backends.remote import read_remote, write_remote
+from primenb.config.backend_rules import BackendRules
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_text
 from primenb.protocol.rundir import (
@@ -122,9 +124,9 @@ class ModelFactoryBackend(Backend):
         resume="platform",
         pausable=True,
         fetches_checkpoints=True,
-        platform_rules=True,
         describes_account=True,
     )
+    config_rules = BackendRules(platform=hosted_report)  # the platform's rules show in the cell
 
     def __init__(
         self,
@@ -150,8 +152,6 @@ class ModelFactoryBackend(Backend):
     # -- before a launch -----------------------------------------------------------------------
     def check(self, config: Config) -> Report:
         """The hosted-only rules, plus ``prime train validate`` where the CLI has it and uv is here."""
-        from primenb.config.hosted import hosted_report
-
         report = hosted_report(config.text, config.mode, source=config.report.source, volume=self.volume)
         if report.ok:
             report.diagnostics += self._cli_validate(config)
@@ -285,8 +285,6 @@ class ModelFactoryBackend(Backend):
             # never retried: a 5xx after the platform created the run would launch (and bill) twice
             out = self.cli.json(*args, retry=False, secrets=forwarded)
         except PlatformRejected as exc:
-            from primenb.config.hosted import platform_report
-
             report = platform_report(config.text, exc.errors, source=config.report.source)
             mark_status(run_dir, FAILED, error=str(exc))
             raise HostedConfigError(

@@ -23,7 +23,7 @@ from typing import Any
 from primenb.backends.base import Backend, Lineage
 from primenb.backends.remote import RemoteMirror, read_remote, write_remote
 from primenb.backends.slurm_script import batch_script
-from primenb.backends.spec import BackendSpec
+from primenb.backends.specdoc import BackendSpec
 from primenb.config import Config
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json, atomic_write_text
@@ -174,6 +174,8 @@ class RemoteSlurmControl(RemoteMirror):
 
 class SlurmBackend(Backend):
     name = "slurm"
+    saved = url_scheme = True  # slurm:// (sbatch here) or slurm://login-host[/workdir]
+    spec: BackendSpec  # never None here: a bare kind resolves to an empty spec of its own
 
     def __init__(self, spec: BackendSpec | None = None) -> None:
         self.spec = spec or BackendSpec("slurm")

@@ -16,7 +16,7 @@ from typing import Any
 
 from primenb.backends.base import Backend, Capabilities, Lineage
 from primenb.backends.remote import RemoteMirror, read_remote, write_remote
-from primenb.backends.spec import BackendSpec, BackendSpecError
+from primenb.backends.specdoc import BackendSpec, BackendSpecError
 from primenb.backends.sshchannel import MissingPython, SSHChannel, env_exports, target_of
 from primenb.backends.sshconn import SSHError, quote
 from primenb.config import Config
@@ -93,6 +93,8 @@ echo started
 
 class SSHBackend(Backend):
     name = "ssh"
+    saved = url_scheme = True  # ssh://[user@]host[:port][/workdir]
+    spec: BackendSpec  # never None here: a bare kind resolves to an empty spec of its own
     capabilities = Capabilities(serves_on_host=True)
 
     def __init__(self, spec: BackendSpec | None = None) -> None:

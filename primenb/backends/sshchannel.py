@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from primenb.backends.specdoc import check_env_name
 from primenb.backends.sshconn import SSHConnection, SSHError, SSHTarget, quote
 
 AGENT_SOURCE = (Path(__file__).with_name("agent.py")).read_bytes()
@@ -94,8 +95,6 @@ def env_exports(names: list[str]) -> tuple[str, list[str]]:
     """``export`` lines for the forwarded variables (each name's value here, read now, quoted for
     the shell) and the names that are not set here. Names were checked when the backend was made;
     an old saved backend with ``NAME=VALUE`` is refused here, not sent."""
-    from primenb.backends.spec import check_env_name
-
     lines, missing = [], []
     for name in names:
         check_env_name(name)

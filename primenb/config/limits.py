@@ -83,10 +83,10 @@ class LocalLimit:
     code: str = "local-limit"  # the local backend refuses to launch; "local-risk": it only warns
 
 
-def local_limits(model: Any, mode: str, backend: str) -> Iterator[LocalLimit]:
-    """Limits of primenb's local engine on a validated (propagated) RL/SFT model."""
-    local = backend in ("", "local")
-    where = ": the local engine refuses it at launch" if local else " (only the local engine refuses it)"
+def local_limits(model: Any, mode: str, refused_at_launch: bool) -> Iterator[LocalLimit]:
+    """Limits of primenb's local engine on a validated (propagated) RL/SFT model; ``refused_at_launch``:
+    the backend the config names refuses them (`BackendRules.refuses_local_limits`)."""
+    where = ": the local engine refuses it at launch" if refused_at_launch else " (only the local engine refuses it)"
     rl = mode == "rl"
     max_steps = model.trainer.max_steps if rl else model.max_steps
     steps_at: Path = ("trainer", "max_steps") if rl else ("max_steps",)

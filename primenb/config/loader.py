@@ -10,10 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from primenb.config.backend_rules import rules_for
 from primenb.config.credentials import credentials
 from primenb.config.diagnostics import Diagnostic, Report, format_path
 from primenb.config.limits import local_limits, value_problems
-from primenb.config.locate import located as _at  # also used by the platform rules (config/hosted.py)
+from primenb.config.locate import located as _at  # also used by the platform rules (backends/hosted_rules.py)
 from primenb.config.locate import value_end as _value_end
 from primenb.config.migrate import Migration, migrate
 from primenb.config.positions import Path, Positions, scan
@@ -25,7 +26,7 @@ from primenb.config.schema.common import SANITY
 from primenb.config.schema_walk import keys_at, loc_to_path
 from primenb.config.synonyms import suggest
 from primenb.config.tomlread import TOMLDecodeError, read_toml
-from primenb.protocol.fields import MISSING, Mode, detect_mode, lookup
+from primenb.protocol.fields import DEFAULT_BACKEND, MISSING, Mode, detect_mode, lookup
 
 # a key right before `=`; the lookbehind starts a match only at a word's first character, so a
 # 5 MB line is scanned once (without it every position restarted the scan: quadratic)
@@ -211,8 +212,8 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
             for q in plugged:
                 severity = "warning" if lenient and q.code == "unknown-key" else q.severity
                 diagnostics.append(_at(pos, origins, q.path, severity, q.code, q.message, q.hint))
-            backend = str((data.get("primenb") or {}).get("backend") or "local") if isinstance(data, dict) else "local"
-            limits = list(local_limits(model, mode, backend))
+            backend = (data.get("primenb") or {}).get("backend") if isinstance(data, dict) else None
+            limits = list(local_limits(model, mode, rules_for(backend or DEFAULT_BACKEND).refuses_local_limits))
             for lim in limits:
                 written = lim.path if lim.path in pos.spans else origins.get(lim.path, lim.path)
                 diagnostics.append(
@@ -237,10 +238,8 @@ def _validate(text: str, *, source: str, mode: Mode | None, first_line: int, len
                     _at(pos, origins, e.path, e.severity, e.code, e.message, e.hint, on_value=e.path[-1] == "id")
                 )
     if model is not None:
-        from primenb.config.hosted import platform_rules  # the chosen backend's platform rules, in place
-
-        rules = platform_rules((raw.get("primenb") or {}).get("backend"))
-        diagnostics += rules(text, mode, source=source).diagnostics if rules else []
+        platform = rules_for((raw.get("primenb") or {}).get("backend")).platform  # its rules, in place
+        diagnostics += platform(text, mode, source=source).diagnostics if platform else []
     # upstream's field errors first (its model validators never run on a config they fail), each
     # group in the text's order
     field_errors = bool(schema_errors) or bool(migration.diagnostics)

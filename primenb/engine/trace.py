@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.fields import DEFAULT_BACKEND
 from primenb.protocol.hashing import combine, redact, rows_hash
 from primenb.protocol.record import (
     TRACE_VERSION,
@@ -173,7 +174,7 @@ class TraceRecorder:
             trace_version=TRACE_VERSION,
             name=doc.get("name") or status.get("name") or self.run_dir.root.name,
             run_dir=str(self.run_dir.root),
-            backend=doc.get("backend") or status.get("backend") or "local",
+            backend=doc.get("backend") or status.get("backend") or DEFAULT_BACKEND,
             host=status.get("host") if record_host else None,
             mode=mode,
             status=State.RUNNING,

@@ -68,9 +68,9 @@ def trained(ref: Any, checkpoint: str | None = None, *, trust: bool = False) -> 
     if checkpoint is None and (ckpt is None or not ckpt.is_dir()):
         from primenb.backends import capabilities, get_backend
 
-        backend = str(trace.get("backend") or "local")
+        backend = trace.get("backend")  # none recorded: the default backend's, which fetches nothing
         if capabilities(backend).fetches_checkpoints:  # e.g. the latest READY one on the platform
-            ckpt = get_backend(backend).fetch_checkpoint(trace.run_dir)
+            ckpt = get_backend(str(backend)).fetch_checkpoint(trace.run_dir)
     if ckpt is None or not ckpt.is_dir():
         missing = f" ({ckpt} is missing)" if ckpt else ""
         raise PrimenbError(f"trace {trace.id} ({trace.name}) has no checkpoint to load{missing}")

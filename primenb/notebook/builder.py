@@ -52,6 +52,7 @@ def _initial_text(config: Any) -> str:
 
 
 def _make_inputs() -> dict[str, W.Widget]:
+    from primenb.backends.registry import OFFERED
     from primenb.backends.spec import names as backend_names
     from primenb.engine.models_info import TINY_MODELS
     from primenb.envs import known_ids
@@ -80,7 +81,7 @@ def _make_inputs() -> dict[str, W.Widget]:
         "eval_interval": W.Text(placeholder="not set", layout=WIDE, continuous_update=False),
         "train_gpus": num(W.IntText),
         "infer_gpus": num(W.IntText),
-        "backend": W.Dropdown(options=["local", *backend_names()], layout=WIDE),
+        "backend": W.Dropdown(options=[*OFFERED, *backend_names()], layout=WIDE),
     }
 
 

@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 Mode = Literal["rl", "sft"]
 DEFAULT_MODEL = "primenb/tiny-byte"  # the embedded default: built in code, no download
+# where a config that names no backend runs (`[primenb] backend`'s default), and where a run whose
+# status or trace records none ran: the kernel's own host (`primenb.backends.local`)
+DEFAULT_BACKEND = "local"
 
 RL_SOURCE = "orchestrator.train.source[0]"
 RL_TASKSET = f"{RL_SOURCE}.env.taskset"  # an RL environment's id and arguments (SFT has none)
@@ -129,6 +132,7 @@ def get_field(data: dict[str, Any], field: str, mode: Mode | None = None) -> Any
 
 
 __all__ = [
+    "DEFAULT_BACKEND",
     "DEFAULT_MODEL",
     "MISSING",
     "RL_SOURCE",

@@ -21,10 +21,10 @@ def host_of(trace: Any) -> Any | None:
     """The host that serves ``trace`` (a `Backend.serve_host`), or None for this machine."""
     from primenb.backends import capabilities, get_backend
 
-    backend = str(trace.get("backend") or "local")
+    backend = trace.get("backend")  # none recorded: the default backend's, served here
     if not capabilities(backend).serves_on_host:
         return None
-    return get_backend(backend).serve_host(trace.run_dir)
+    return get_backend(str(backend)).serve_host(trace.run_dir)
 
 
 def where(host: Any | None) -> str:

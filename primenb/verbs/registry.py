@@ -67,6 +67,8 @@ def call(cmd: c.Command, args: Any, face: Face) -> Any:
     user through the face."""
     if not isinstance(args, cmd.type):
         raise TypeError(f"{cmd.family} {cmd.name} takes {cmd.type.__name__}, not {type(args).__name__}")
+    import primenb.backends  # noqa: F401  (registers each backend's config rules before a handler validates)
+
     with warnings_to(face):
         return handler(cmd)(args, face)
 

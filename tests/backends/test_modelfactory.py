@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from primenb.backends.hosted_rules import hosted_report
 from primenb.backends.modelfactory import HostedConfigError, LaunchCancelled, ModelFactoryBackend, fetch_checkpoint
 from primenb.backends.primecli import AuthError, BillingError, CLIMissing, NotJSON, PrimeCLI, find_prime
 from primenb.config import load_config
-from primenb.config.hosted import hosted_report
 from primenb.errors import PrimenbError
 from primenb.protocol.record import read_trace
 from primenb.run import Run

@@ -70,16 +70,6 @@ def test_no_backend_name_is_compared_above_the_backends():
     assert found == []
 
 
-def test_platform_rules_in_config_agree_with_the_backends_declarations():
-    from primenb.backends import BACKENDS, capabilities
-    from primenb.config.hosted import PLATFORM_RULES
-
-    assert {b for b in BACKENDS if capabilities(b).platform_rules} == set(PLATFORM_RULES)
-    assert capabilities("local").bills is False and capabilities(None).resume == "checkpoint"
-    hosted = capabilities("modelfactory")
-    assert hosted.bills and hosted.pausable and hosted.resume == "platform"
-
-
 def test_import_primenb_then_harness_api_works_and_stays_light():
     code = (
         "import sys, primenb, primenb.verbs.registry; f = primenb.harness.traces; g = primenb.harness.get; "

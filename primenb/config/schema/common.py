@@ -17,6 +17,8 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, PydanticCustomError
 
+from primenb.protocol.fields import DEFAULT_BACKEND
+
 # Validation runs twice. The lax pass decides errors exactly as upstream's loader (pydantic lax
 # mode: "20" and true are integers there). The sanity pass (strict, context SANITY) re-checks
 # the same data; what only it rejects becomes a warning: upstream runs it, but it is a mistake.
@@ -342,7 +344,7 @@ class PrimenbPrivacySettings(Section):
 class PrimenbSettings(Section):
     """primenb's own settings: the one table added to the upstream schema, stripped upstream."""
 
-    backend: str = "local"  # local, ssh, slurm, modelfactory, an ssh:// or slurm:// URL, or a saved backend name
+    backend: str = DEFAULT_BACKEND  # a backend kind, an ssh:// or slurm:// URL, or a saved backend name
     # keys prime-rl 0.4.0 does not know become warnings (a platform running a newer prime-rl)
     lenient: bool = False
     seed: OwnNonNegInt = 0

@@ -7,6 +7,9 @@ shape is rejected (``primenb.config.migrate`` already reports it), as are ``clea
 ``[eval]``/``[inference]``/``[weight_broadcast]`` in a hosted SFT config. Machine-local keys
 (``output_dir``, ``run.dir``, ``[slurm]``) are ignored by the platform; primenb uses them only for
 the local mirror. A hosted SFT run reads data from a volume, never from this machine.
+
+`ModelFactoryBackend.config_rules` names `hosted_report`, so validating a config whose
+``[primenb] backend`` is ``modelfactory`` shows these in its cell (`primenb.config.backend_rules`).
 """
 
 from __future__ import annotations
@@ -142,14 +145,4 @@ def platform_report(text: str, errors: list[tuple[str, str]], *, source: str = "
     return Report(diags, source, text.splitlines())
 
 
-def platform_rules(backend: Any) -> Any:
-    """The rules of the platform behind ``[primenb] backend`` (None: no platform of its own). The
-    backends layer declares which backends have them (`Capabilities.platform_rules`); a test
-    holds this table and those declarations in agreement."""
-    return PLATFORM_RULES.get(str(backend)) if isinstance(backend, str) else None
-
-
-PLATFORM_RULES = {"modelfactory": hosted_report}  # backend name -> its platform's config rules
-
-
-__all__ = ["PLATFORM_RULES", "hosted_report", "platform_report", "platform_rules"]
+__all__ = ["hosted_report", "platform_report"]
