@@ -202,10 +202,16 @@ def write_notebook(path: Path, cells: list[str]) -> Path:
 
 
 def open_notebook(page: Any, lab: Lab, relpath: str, timeout_s: float = 120) -> None:
-    """Open ``relpath`` (under the server root) and wait for its kernel to be idle."""
+    """Open ``relpath`` (under the server root) and wait until it is the notebook in front (the
+    workspace may reopen an earlier page's notebook first) and its kernel is idle."""
     page.goto(lab.url(f"notebooks/{relpath}" if lab.app == "notebook" else f"lab/tree/{relpath}"))
     page.locator(".jp-Notebook").first.wait_for(timeout=timeout_s * 1000)
+    wait_for(lambda: current_path(page) == relpath, timeout_s, f"{relpath} to be the notebook in front")
     wait_for(lambda: kernel_idle(page), timeout_s, "the notebook's kernel to be idle")
+
+
+def current_path(page: Any) -> str | None:
+    return page.evaluate("() => window.jupyterapp?.shell?.currentWidget?.context?.path ?? null")
 
 
 def kernel_idle(page: Any) -> bool:

@@ -303,14 +303,18 @@ class Monitor:
         picked = self.picker.value or self._preferred
         counts = {k: len(xs) for k, (xs, _) in self.series.points.items()}
         layout = charts.panels(self._stage, set(self.series.points), picked, counts)
-        # the search box picks a panel's metric: it comes with the first panel, not before
-        self.picker.layout.display = "flex" if layout else "none"
+        # the search box picks a panel's metric: it comes with the first panel, not before. Each
+        # change is its own message, applied in order: the box shows after the panels, hides before
+        if not layout:
+            self.picker.layout.display = "none"
         for i, view in enumerate(self.chart_panels):
             if i < len(layout):
                 view.value = charts.panel_svg(layout[i], self.series.points)  # unchanged: nothing sent
                 view.layout.display = "block"
             else:
                 view.layout.display = "none"
+        if layout:
+            self.picker.layout.display = "flex"
 
     def request_stop(self) -> None:
         self.stop_button.disabled = True

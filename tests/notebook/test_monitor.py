@@ -408,6 +408,13 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     )
     assert monitor.chart_box.layout.display == "none"
     assert monitor.picker.layout.display == "none"  # no search box before there is a panel
+    # each display change reaches the page as its own message, in order: when the box's arrives,
+    # a panel's has already come (the browser saw the box alone between the two otherwise)
+    shown_at_box: list[int] = []
+    monitor.picker.layout.observe(
+        lambda ch: shown_at_box.append(sum(p.layout.display == "block" for p in monitor.chart_panels)),
+        names="display",
+    )
 
     with open(root / "metrics.jsonl", "a") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in warmup_rows())
@@ -420,6 +427,7 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     assert "SFT warm-up loss" in views[0] and "warmup/loss: 1 (1…4)" in views[0]
     assert all("<polyline" in v or "<circle" in v for v in views), views  # every panel shown has data
     assert "warmup/grad_norm" in monitor.picker.options and monitor.picker.layout.display == "flex"
+    assert shown_at_box and shown_at_box[0] >= 1, shown_at_box
 
     with open(root / "metrics.jsonl", "a") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in rl_rows([0.0] * 4, std=0.0))
