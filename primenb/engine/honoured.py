@@ -75,7 +75,8 @@ def is_honoured(read: frozenset[str], path: str) -> bool:
 
 
 def _honours_inside(read: frozenset[str], table: str) -> bool:
-    return any(_under(spec, table) for spec in (*read, *ELSEWHERE))
+    """Whether a present table is read (its presence, as ``[trainer.model.lora]``) or holds a key that is."""
+    return table in read or any(_under(spec, table) for spec in (*read, *ELSEWHERE))
 
 
 def not_used_locally(model: RLConfig | SFTConfig) -> list[str]:

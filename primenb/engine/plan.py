@@ -176,13 +176,14 @@ def _problem(error: Any) -> str:
 
 def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) -> list[SourceSpec]:
     out = []
-    for i, src in enumerate(raw):
+    for src in raw:  # every source read before one is refused (what was read is what is honoured)
         taskset = src.env.taskset
         env_id = (taskset.id if taskset else None) or (src.env.model_extra or {}).get("id")
-        if not env_id:
-            raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')
         args = {k: v for k, v in (taskset.model_extra or {}).items() if v is not None} if taskset else {}
-        out.append(SourceSpec(name=str(src.name or env_id), env_id=str(env_id), env_args=args))
+        out.append(SourceSpec(name=str(src.name or env_id or ""), env_id=str(env_id or ""), env_args=args))
+    for i, spec in enumerate(out):
+        if not spec.env_id:
+            raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')
     return out
 
 
@@ -277,23 +278,15 @@ def _shared(
     m: Any, max_steps: int | None, model: Any, optim: Any, sched: Any, ckpt: CkptConfig | None
 ) -> dict[str, Any]:
     """The `Plan` fields RL and SFT read alike (``m``: the config; the rest: its tables that RL
-    keeps under [trainer])."""
+    keeps under [trainer]). Refused only after all of them are read: the settings of a config the
+    plan refuses are still judged used or not by what the plan reads."""
     extra = m.primenb or PrimenbSettings()
-    if not max_steps:
-        raise PlanError("max_steps is not set; the local engine needs a step budget")
-    if max_steps <= extra.start_step:
-        raise PlanError(
-            f"max_steps ({max_steps}) must be greater than primenb.start_step ({extra.start_step}): "
-            "max_steps is the last step of the run, counted on from the checkpoint it starts from"
-        )
     wandb = _wandb_table(m)
-    scheduler = _scheduler(sched)
-    _check_scheduler(scheduler, int(max_steps))
-    return {
+    shared = {
         "model_name": str(model.name),
-        "max_steps": int(max_steps),
+        "max_steps": int(max_steps or 0),
         "optim": _optim(optim),
-        "scheduler": scheduler,
+        "scheduler": _scheduler(sched),
         "seed": extra.seed,
         "init_from": extra.init_from or None,
         "lora": _lora(model.lora),
@@ -307,6 +300,19 @@ def _shared(
         "report_to": _report_to(extra.report_to, wandb),
         "wandb": wandb,
     }
+    return shared
+
+
+def _check_shared(shared: dict[str, Any]) -> None:
+    max_steps, start_step = shared["max_steps"], shared["start_step"]
+    if not max_steps:
+        raise PlanError("max_steps is not set; the local engine needs a step budget")
+    if max_steps <= start_step:
+        raise PlanError(
+            f"max_steps ({max_steps}) must be greater than primenb.start_step ({start_step}): "
+            "max_steps is the last step of the run, counted on from the checkpoint it starts from"
+        )
+    _check_scheduler(shared["scheduler"], max_steps)
 
 
 def _wandb_table(m: Any) -> dict[str, Any] | None:
@@ -332,20 +338,33 @@ def _rl_plan(m: RLConfig) -> Plan:
     shared = _shared(m, max_steps, t.model, t.optim, t.scheduler, t.ckpt)
     # rollouts are at most orchestrator.seq_len long, the trainer takes trainer.model.seq_len
     seq_len = min(int(o.seq_len), int(t.model.seq_len))
+    extra = m.primenb or PrimenbSettings()
+    group_size, batch_size, token_batch_size = int(o.group_size), o.batch_size, o.token_batch_size
+    sampling = o.train.sampling
+    temperature, max_tokens = float(sampling.temperature), sampling.max_completion_tokens
+    reward_error_limit, warmup_steps = float(extra.reward_error_limit), extra.sft_warmup_steps
     sources = _sources(o.train.source, "orchestrator.train.source")
+    evaluation = _eval(o.eval, "orchestrator.eval", max_tokens)
+    # every setting is read: now what the local engine refuses, in the order a user fixes it
+    _check_shared(shared)
     if not sources:
         raise PlanError(
             "orchestrator.train.source is empty; add a [[orchestrator.train.source]] with "
             'env.taskset.id (e.g. "reverse-text")'
         )
     notes: list[str] = []
-    extra = m.primenb or PrimenbSettings()
-    rollouts = _rollouts(o, seq_len, extra.reward_error_limit, notes)
+    rollouts = RolloutSpec(
+        batch_size=_batch_size(group_size, batch_size, token_batch_size, seq_len, notes),
+        group_size=group_size,
+        temperature=temperature,
+        max_completion_tokens=max_tokens,
+        reward_error_limit=reward_error_limit,
+    )
     return Plan(
         mode="rl",
         **shared,
-        eval=_eval(o.eval, "orchestrator.eval", rollouts.max_completion_tokens),
-        sft_warmup_steps=extra.sft_warmup_steps,
+        eval=evaluation,
+        sft_warmup_steps=warmup_steps,
         seq_len=seq_len,
         sources=sources,
         rollouts=rollouts,
@@ -354,32 +373,26 @@ def _rl_plan(m: RLConfig) -> Plan:
     )
 
 
-def _rollouts(o: Any, seq_len: int, reward_error_limit: float, notes: list[str]) -> RolloutSpec:
-    group_size = int(o.group_size)
+def _batch_size(
+    group_size: int, batch_size: int | None, token_batch_size: int | None, seq_len: int, notes: list[str]
+) -> int:
+    """Rollouts per step: ``orchestrator.batch_size``, or a token budget in whole groups."""
     if group_size < 2:
         raise PlanError(
             f"orchestrator.group_size = {group_size}: GRPO compares completions within a "
             "group, so the local engine needs group_size >= 2",
             path="orchestrator.group_size",
         )
-    if o.batch_size is not None:
-        batch_size = int(o.batch_size)
-    elif o.token_batch_size is not None:
-        batch_size = token_batch_rollouts(o.token_batch_size, seq_len, group_size)
-        notes.append(
-            f"orchestrator.token_batch_size = {o.token_batch_size}: the local engine counts a step in "
-            f"rollouts; using {batch_size} rollouts per step (token_batch_size / seq_len, whole groups)"
-        )
-    else:  # the loader fills batch_size when neither is set; a hand-made dict may not
+    if batch_size is not None:
+        return int(batch_size)
+    if token_batch_size is None:  # the loader fills batch_size when neither is set; a hand-made dict may not
         raise PlanError("orchestrator.batch_size (or token_batch_size) is not set", path="orchestrator.batch_size")
-    sampling = o.train.sampling
-    return RolloutSpec(
-        batch_size=batch_size,
-        group_size=group_size,
-        temperature=float(sampling.temperature),
-        max_completion_tokens=sampling.max_completion_tokens,
-        reward_error_limit=float(reward_error_limit),
+    rollouts = token_batch_rollouts(token_batch_size, seq_len, group_size)
+    notes.append(
+        f"orchestrator.token_batch_size = {token_batch_size}: the local engine counts a step in "
+        f"rollouts; using {rollouts} rollouts per step (token_batch_size / seq_len, whole groups)"
     )
+    return rollouts
 
 
 def token_batch_rollouts(token_batch_size: int, seq_len: int, group_size: int) -> int:
@@ -391,33 +404,44 @@ def token_batch_rollouts(token_batch_size: int, seq_len: int, group_size: int) -
 
 def _sft_plan(m: SFTConfig) -> Plan:
     shared = _shared(m, m.max_steps, m.model, m.optim, m.scheduler, m.ckpt)
+    evaluation = _eval(m.eval, "eval", None)
     data = m.data
-    if data.type != "sft":
-        raise PlanError(f"data.type = {data.type!r} is not supported locally; use 'sft'", path="data.type")
-    mask = data.loss_mask
     seq_len = min(int(data.seq_len), int(m.model.seq_len))  # the tighter of the data's and the model's
+    table, notes = None, []  # a fake data table has none of the keys the engine reads
+    if data.type == "sft":
+        table, notes = _data_table(data, seq_len), _unused_loss_mask(data.loss_mask)
+    # every setting is read: now what the local engine refuses, in the order a user fixes it
+    _check_shared(shared)
+    if table is None:
+        raise PlanError(f"data.type = {data.type!r} is not supported locally; use 'sft'", path="data.type")
     return Plan(
         mode="sft",
         **shared,
-        eval=_eval(m.eval, "eval", None),
+        eval=evaluation,
         sft_warmup_steps=0,
         seq_len=seq_len,
         sources=[],
         rollouts=None,
-        data={
-            "name": data.name,
-            "args": {},
-            "batch_size": int(data.batch_size),
-            "micro_batch_size": int(data.micro_batch_size),
-            "seq_len": seq_len,
-            "seed": int(data.seed),
-            "shuffle": bool(data.shuffle),
-            "loss_mask": {"system": mask.system, "user": mask.user},
-            "splits": data.splits or None,
-            "subsets": data.subsets or None,
-        },
-        notes=_unused_loss_mask(mask),
+        data=table,
+        notes=notes,
     )
+
+
+def _data_table(data: Any, seq_len: int) -> dict[str, Any]:
+    """``[data]`` as the engine reads it (an ``sft`` table)."""
+    mask = data.loss_mask
+    return {
+        "name": data.name,
+        "args": {},
+        "batch_size": int(data.batch_size),
+        "micro_batch_size": int(data.micro_batch_size),
+        "seq_len": seq_len,
+        "seed": int(data.seed),
+        "shuffle": bool(data.shuffle),
+        "loss_mask": {"system": mask.system, "user": mask.user},
+        "splits": data.splits or None,
+        "subsets": data.subsets or None,
+    }
 
 
 def _unused_loss_mask(mask: Any) -> list[str]:

@@ -388,3 +388,16 @@ def test_an_unexpected_error_in_the_plan_names_the_setting(monkeypatch: pytest.M
     assert err.value.path == "optim.lr" and isinstance(err.value.__cause__, OverflowError)
     assert str(err.value).startswith("optim.lr = inf: the local engine cannot use this value (OverflowError")
     assert "remove the key to use the schema's default (1e-06)" in str(err.value)
+
+
+def test_a_refused_config_is_judged_by_everything_the_plan_reads() -> None:
+    """The plan reads every setting before it refuses one, so a refused config's "not used
+    locally" list holds only what the engine would not use anyway (not its sources or batch)."""
+    cfg = rl_config()
+    cfg["orchestrator"]["group_size"] = 1  # refused: GRPO needs groups
+    model = typed_config(cfg)
+    with pytest.raises(PlanError, match="group_size"):
+        build_plan(model)
+    read = plan_reads(model)
+    assert {"orchestrator.batch_size", "orchestrator.train.source[].env.taskset.id", "trainer.optim.lr"} <= read
+    assert not_used_locally(model) == not_used_locally(typed_config(rl_config()))
