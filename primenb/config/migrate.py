@@ -305,38 +305,65 @@ def migrate(data: dict[str, Any], pos: Positions, mode: str = "rl") -> Migration
     if isinstance(data.get("model"), str) or isinstance(data.get("env"), list):
         return _explain_hosted(data, pos)
     m = _Migrator(data, pos)
-    d = m.data
-    for harness, path in _harness_tables(d):
-        if harness.get("id") == "default":
-            m.rename_value(harness, path + ("id",), "default", "bash", "the `default` harness was renamed to `bash`")
+    _rename_default_harness(m)
     if mode == "sft":
-        if _is_table(d, "wandb"):
+        if _is_table(m.data, "wandb"):
             m.move_table(("wandb",), ("monitors", "wandb"), "prime-rl 2026-08, #3275")
         return m.out
-    for required in ("trainer", "orchestrator"):
-        if required not in d:  # prime-rl requires both in an RL config; an empty one takes its defaults
-            d[required] = {}
-            m.out.diagnostics.append(
-                _diag(
-                    pos,
-                    (required,),
-                    f"[{required}] is missing: prime-rl requires it in an RL config (Field required)",
-                    f"add an empty [{required}] (its defaults apply); `primenb validate --fix` or "
-                    "`%%rltoml --fix` adds it",
-                    code="missing",
-                )
-            )
-            m.edits.insert_after(len(pos.lines), ["", f"[{required}]"])
-    orch = d.get("orchestrator") if isinstance(d.get("orchestrator"), dict) else None
+    _add_required_sections(m, pos)
+    _rollouts_per_example(m)
+    for section in ((), ("trainer",), ("orchestrator",)):
+        if _is_table(m.data, *section, "wandb"):
+            m.move_table(section + ("wandb",), section + ("monitors", "wandb"), "prime-rl 2026-08, #3275")
+    _orchestrator_sampling(m)
+    _envs_to_sources(m)
+    _drop_async_keys(m)
+    return m.out
 
+
+def _rename_default_harness(m: _Migrator) -> None:
+    for harness, path in _harness_tables(m.data):
+        if harness.get("id") == "default":
+            m.rename_value(harness, path + ("id",), "default", "bash", "the `default` harness was renamed to `bash`")
+
+
+def _add_required_sections(m: _Migrator, pos: Positions) -> None:
+    """prime-rl requires [trainer] and [orchestrator] in an RL config; an empty one takes its defaults."""
+    d = m.data
+    for required in ("trainer", "orchestrator"):
+        if required in d:
+            continue
+        d[required] = {}
+        m.out.diagnostics.append(
+            _diag(
+                pos,
+                (required,),
+                f"[{required}] is missing: prime-rl requires it in an RL config (Field required)",
+                f"add an empty [{required}] (its defaults apply); `primenb validate --fix` or `%%rltoml --fix` adds it",
+                code="missing",
+            )
+        )
+        m.edits.insert_after(len(pos.lines), ["", f"[{required}]"])
+
+
+def _orchestrator(d: dict[str, Any]) -> dict[str, Any] | None:
+    orch = d.get("orchestrator")
+    return orch if isinstance(orch, dict) else None
+
+
+def _rollouts_per_example(m: _Migrator) -> None:
+    d = m.data
+    orch = _orchestrator(d)
     if orch is not None and "rollouts_per_example" in orch:
         m.rename_key(orch, ("orchestrator",), "rollouts_per_example", "group_size", "prime-rl 2026-05, #2599")
     if "rollouts_per_example" in d:
         m.move_key(("rollouts_per_example",), ("orchestrator",), "group_size", "prime-rl 2026-05, #2599")
-        orch = d["orchestrator"]
-    for section in ((), ("trainer",), ("orchestrator",)):
-        if _is_table(d, *section, "wandb"):
-            m.move_table(section + ("wandb",), section + ("monitors", "wandb"), "prime-rl 2026-08, #3275")
+
+
+def _orchestrator_sampling(m: _Migrator) -> None:
+    """[orchestrator.sampling] -> [orchestrator.train.sampling]; max_tokens -> max_completion_tokens."""
+    d = m.data
+    orch = _orchestrator(d)
     if orch is not None and _is_table(orch, "sampling"):
         sampling = orch["sampling"]
         if "max_tokens" in sampling:
@@ -349,13 +376,22 @@ def migrate(data: dict[str, Any], pos: Positions, mode: str = "rl") -> Migration
             m.rename_key(
                 _get(d, sampling_path), sampling_path, "max_tokens", "max_completion_tokens", "prime-rl 2026-05, #2599"
             )
-    if orch is not None:
-        if isinstance(orch.get("env"), list):
-            m.envs_to_sources(("orchestrator",), "env", ("orchestrator", "train"), "prime-rl 2026-07, #3150")
-        if _is_table(orch, "train") and isinstance(orch["train"].get("env"), list):
-            m.envs_to_sources(("orchestrator", "train"), "env", ("orchestrator", "train"), "prime-rl 2026-07, #3150")
-        if _is_table(orch, "eval") and isinstance(orch["eval"].get("env"), list):
-            m.envs_to_sources(("orchestrator", "eval"), "env", ("orchestrator", "eval"), "prime-rl 2026-07, #3150")
+
+
+def _envs_to_sources(m: _Migrator) -> None:
+    """[[orchestrator.env]] / [[orchestrator.train.env]] / [[orchestrator.eval.env]] -> sources."""
+    orch = _orchestrator(m.data)
+    if orch is None:
+        return
+    if isinstance(orch.get("env"), list):
+        m.envs_to_sources(("orchestrator",), "env", ("orchestrator", "train"), "prime-rl 2026-07, #3150")
+    for part in ("train", "eval"):
+        if _is_table(orch, part) and isinstance(orch[part].get("env"), list):
+            m.envs_to_sources(("orchestrator", part), "env", ("orchestrator", part), "prime-rl 2026-07, #3150")
+
+
+def _drop_async_keys(m: _Migrator) -> None:
+    d = m.data
     for section in ((), ("orchestrator",), ("trainer",)):
         table = _get(d, section) if not section or _is_table(d, *section) else None
         for key in ASYNC_KEYS:
@@ -366,7 +402,6 @@ def migrate(data: dict[str, Any], pos: Positions, mode: str = "rl") -> Migration
                     "prime-rl 2026-05, #2631",
                     "delete it: async is now a fixed one-step overlap",
                 )
-    return m.out
 
 
 def _explain_hosted(data: dict[str, Any], pos: Positions) -> Migration:

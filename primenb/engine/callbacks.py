@@ -421,7 +421,7 @@ class RewardRecorder:
         self.ctx = ctx
         self.weights: dict[str, float] = {}
         self._batch: dict[str, Any] | None = None
-        self.health = RewardHealth(ctx.plan.reward_error_limit)
+        self.health = RewardHealth(ctx.plan.rl.reward_error_limit)
 
     def wrap(
         self,

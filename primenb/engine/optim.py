@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from primenb.engine.plan import OptimSpec
+from primenb.engine.plan import OptimSpec, need
 
 
 class SignSGD(torch.optim.Optimizer):
@@ -135,8 +135,8 @@ def custom_optimizer(spec: OptimSpec) -> tuple[Any, dict[str, Any]] | None:
         return MuonFactory, {
             "lr": spec.lr,
             "weight_decay": spec.weight_decay,
-            "momentum": spec.mu,
-            "betas": spec.betas,
+            "momentum": need(spec.mu, "mu", spec),
+            "betas": need(spec.betas, "betas", spec),
         }
     return None
 

@@ -1,23 +1,28 @@
 """Validated prime-rl config -> a training plan and TRL arguments. Pure Python.
 
 The plan is read from the typed config (`primenb.config.schema`), so every default lives in the
-schema; a resolved dict (``configs/resolved.json``) is validated into it first. Which settings
-the plan honours, and which a run reports as "not used locally", is `primenb.engine.honoured`.
-Nothing here imports torch, so the mapping can be tested and shown without the training stack.
-The mapping is documented in ``docs/engine.md``.
+schema: no field of `Plan` has a default of its own, and the plan keeps no fallback values. A
+resolved dict (``configs/resolved.json``) is validated into the schema first. `build_plan` reads
+the config through a recording view (`primenb.engine.reads`): what it read is what the local
+engine honours (`primenb.engine.honoured`), and an error that is not a `PlanError` is reported at
+the setting it came from. Nothing here imports torch, so the mapping can be tested and shown
+without the training stack. The mapping is documented in ``docs/engine.md``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic_core import PydanticUndefined
 
 from primenb.config.schema import RLConfig, SFTConfig
 from primenb.config.schema.common import CkptConfig, LoraConfig, PrimenbSettings
 from primenb.config.schema.orchestrator import EvalConfig, EvalSourceConfig, TrainSourceConfig
 from primenb.engine.models_info import DEFAULT_MODEL
+from primenb.engine.reads import Reads, peek, view
 from primenb.envs.errors import _Base
 from primenb.protocol.fields import detect_mode
 
@@ -27,7 +32,12 @@ TypedConfig = RLConfig | SFTConfig
 
 
 class PlanError(_Base, ValueError):
-    """The resolved config asks for something the local engine cannot do."""
+    """The resolved config asks for something the local engine cannot do. ``path``: the setting
+    at fault (dotted, ``[]`` for a list item), when one is known."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass
@@ -36,27 +46,29 @@ class SourceSpec:
 
     name: str
     env_id: str
-    env_args: dict[str, Any] = field(default_factory=dict)
+    env_args: dict[str, Any]
 
 
 @dataclass
 class OptimSpec:
-    type: str = "adamw"
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    max_norm: float | None = 1.0  # None: no gradient clipping (upstream's meaning)
-    betas: tuple[float, float] = (0.9, 0.999)
-    momentum: float = 0.9
-    nesterov: bool = True
-    mu: float = 0.95
+    """The optimizer. A setting its type does not have is None (``betas`` of sgd, ...)."""
+
+    type: str
+    lr: float
+    weight_decay: float
+    max_norm: float | None  # None: no gradient clipping (upstream's meaning)
+    betas: tuple[float, float] | None  # adamw, muon
+    momentum: float | None  # sgd
+    nesterov: bool | None  # sgd
+    mu: float | None  # muon
 
 
 @dataclass
 class SchedulerSpec:
-    type: str = "constant"
-    warmup_steps: int = 0
-    decay_steps: int = 0
-    min_lr: float = 0.0
+    type: str
+    warmup_steps: int
+    decay_steps: int
+    min_lr: float
 
 
 @dataclass
@@ -64,7 +76,18 @@ class EvalSpec:
     interval: int
     num_examples: int  # -1 = all
     sources: list[SourceSpec]
-    max_completion_tokens: int | None = None
+    max_completion_tokens: int | None
+
+
+@dataclass
+class RolloutSpec:
+    """What an RL step samples: ``batch_size`` rollouts in groups of ``group_size``."""
+
+    batch_size: int
+    group_size: int
+    temperature: float
+    max_completion_tokens: int | None  # None: seq_len - the longest prompt
+    reward_error_limit: float  # the share of failed reward calls that fails the run
 
 
 @dataclass
@@ -74,32 +97,32 @@ class Plan:
     max_steps: int
     optim: OptimSpec
     scheduler: SchedulerSpec
-    seed: int = 0
-    init_from: str | None = None
-    lora: dict[str, Any] | None = None
-    ckpt_interval: int | None = None
-    keep_last: int | None = None
-    logging_steps: int = 1
-    sample_every: int = 10
-    eval: EvalSpec | None = None
-    run_name: str | None = None
-    sft_warmup_steps: int = 0  # rl: SFT steps on the environments' ideal answers before GRPO
-    start_step: int = 0  # a continuation: init_from's step; steps start_step+1..max_steps train
-    data_collection: str = "allow"  # "deny": no prompt/completion text is written anywhere
-    report_to: list[str] = field(default_factory=list)  # trackers ([primenb] report_to + [monitors.wandb])
-    wandb: dict[str, Any] | None = None  # [monitors.wandb], as written
-    # rl: the share of failed reward calls that fails the run (a hand-made plan: the schema's default)
-    reward_error_limit: float = PrimenbSettings.model_fields["reward_error_limit"].default
-    # rl
-    sources: list[SourceSpec] = field(default_factory=list)
-    batch_size: int = 8
-    group_size: int = 8
-    temperature: float = 1.0
-    max_completion_tokens: int | None = None
-    seq_len: int | None = None
-    # sft
-    data: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    seed: int
+    init_from: str | None
+    lora: dict[str, Any] | None
+    ckpt_interval: int | None
+    keep_last: int | None
+    logging_steps: int
+    sample_every: int
+    eval: EvalSpec | None
+    run_name: str | None
+    sft_warmup_steps: int  # rl: SFT steps on the environments' ideal answers before GRPO (sft: 0)
+    start_step: int  # a continuation: init_from's step; steps start_step+1..max_steps train
+    data_collection: str  # "deny": no prompt/completion text is written anywhere
+    report_to: list[str]  # trackers ([primenb] report_to + [monitors.wandb])
+    wandb: dict[str, Any] | None  # [monitors.wandb], as written
+    seq_len: int  # the longest sequence trained on (rl: the tighter of orchestrator's and the model's)
+    sources: list[SourceSpec]  # rl: the train environments (sft: none)
+    rollouts: RolloutSpec | None  # rl only
+    data: dict[str, Any]  # sft: the [data] table as the engine reads it (rl: empty)
+    notes: list[str]  # what the plan adjusted, said once at the start of the run
+
+    @property
+    def rl(self) -> RolloutSpec:
+        """The rollouts of an RL plan; an SFT plan has none."""
+        if self.rollouts is None:
+            raise PlanError(f"a {self.mode} plan has no rollouts")
+        return self.rollouts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,13 +176,14 @@ def _problem(error: Any) -> str:
 
 def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) -> list[SourceSpec]:
     out = []
-    for i, src in enumerate(raw):
+    for src in raw:  # every source read before one is refused (what was read is what is honoured)
         taskset = src.env.taskset
         env_id = (taskset.id if taskset else None) or (src.env.model_extra or {}).get("id")
-        if not env_id:
-            raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')
         args = {k: v for k, v in (taskset.model_extra or {}).items() if v is not None} if taskset else {}
-        out.append(SourceSpec(name=str(src.name or env_id), env_id=str(env_id), env_args=args))
+        out.append(SourceSpec(name=str(src.name or env_id or ""), env_id=str(env_id or ""), env_args=args))
+    for i, spec in enumerate(out):
+        if not spec.env_id:
+            raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')
     return out
 
 
@@ -167,23 +191,25 @@ def _optim(raw: Any) -> OptimSpec:
     kind = str(raw.type)
     if kind not in OPTIM_TYPES:  # the schema's union; kept for plans built by hand
         raise PlanError(f"optimizer type {kind!r} is not supported; use one of {', '.join(OPTIM_TYPES)}")
-    max_norm = None if raw.max_norm is None else float(raw.max_norm)
-    spec = OptimSpec(type=kind, lr=float(raw.lr), weight_decay=float(raw.weight_decay), max_norm=max_norm)
-    if hasattr(raw, "betas1"):
-        spec.betas = (float(raw.betas1), float(raw.betas2))
-    if kind == "sgd":
-        spec.momentum, spec.nesterov = float(raw.momentum), bool(raw.nesterov)
-    if kind == "muon":
-        spec.mu = float(raw.mu)
-    return spec
+    return OptimSpec(
+        type=kind,
+        lr=float(raw.lr),
+        weight_decay=float(raw.weight_decay),
+        max_norm=None if raw.max_norm is None else float(raw.max_norm),
+        betas=(float(raw.betas1), float(raw.betas2)) if kind in ("adamw", "muon") else None,
+        momentum=float(raw.momentum) if kind == "sgd" else None,
+        nesterov=bool(raw.nesterov) if kind == "sgd" else None,
+        mu=float(raw.mu) if kind == "muon" else None,
+    )
 
 
 def _scheduler(raw: Any) -> SchedulerSpec:
+    # a constant schedule has no warmup or decay, a cosine one no decay_steps: 0 is what it does
     return SchedulerSpec(
         type=str(raw.type),
-        warmup_steps=int(getattr(raw, "warmup_steps", 0)),
-        decay_steps=int(getattr(raw, "decay_steps", 0)),
-        min_lr=float(getattr(raw, "min_lr", 0.0)),
+        warmup_steps=int(raw.warmup_steps) if raw.type != "constant" else 0,
+        decay_steps=int(raw.decay_steps) if raw.type == "linear" else 0,
+        min_lr=float(raw.min_lr) if raw.type != "constant" else 0.0,
     )
 
 
@@ -219,57 +245,74 @@ def _smallest(*values: int | None) -> int | None:
     return min(given) if given else None
 
 
-def build_plan(cfg: dict[str, Any] | TypedConfig) -> Plan:
+def build_plan(cfg: dict[str, Any] | TypedConfig, reads: Reads | None = None) -> Plan:
     """Read a validated config (or a resolved dict, validated first) into a `Plan`; raises
-    `PlanError` for what the local engine cannot run."""
-    m = typed_config(cfg)
+    `PlanError` for what the local engine cannot run. ``reads`` collects the settings read (their
+    pattern paths), also when the plan is refused."""
+    model = typed_config(cfg)
+    reads = Reads() if reads is None else reads
+    m = view(model, "", reads)  # reads like the model, and records what it reads
+    try:
+        return _rl_plan(m) if isinstance(model, RLConfig) else _sft_plan(m)
+    except PlanError:
+        raise
+    except Exception as exc:  # a value the schema lets through that the plan cannot use (`max_norm = "None"` was one)
+        raise _located(reads, exc) from exc
+
+
+def _located(reads: Reads, exc: Exception) -> PlanError:
+    """A config error at the last setting read: the conversion that failed was reading it."""
+    why = f"{type(exc).__name__}: {exc}"
+    if reads.last is None:
+        return PlanError(f"the local engine cannot read this config ({why}); validate it with `primenb validate`")
+    path, value, default = reads.last
+    given = "" if default is PydanticUndefined else f" ({default!r})"
+    return PlanError(
+        f"{path} = {value!r}: the local engine cannot use this value ({why}); remove the key to use the "
+        f"schema's default{given} or set a value of the type docs/config.md gives",
+        path=path,
+    )
+
+
+def _shared(
+    m: Any, max_steps: int | None, model: Any, optim: Any, sched: Any, ckpt: CkptConfig | None
+) -> dict[str, Any]:
+    """The `Plan` fields RL and SFT read alike (``m``: the config; the rest: its tables that RL
+    keeps under [trainer]). Refused only after all of them are read: the settings of a config the
+    plan refuses are still judged used or not by what the plan reads."""
     extra = m.primenb or PrimenbSettings()
-    ckpt: CkptConfig | None
-    if isinstance(m, RLConfig):
-        # the trainer and the orchestrator each stop at their own max_steps: the run at the first
-        max_steps = _smallest(m.max_steps, m.trainer.max_steps, m.orchestrator.max_steps)
-        model, optim, sched, ckpt = m.trainer.model, m.trainer.optim, m.trainer.scheduler, m.trainer.ckpt
-        # rollouts are at most orchestrator.seq_len long, the trainer takes trainer.model.seq_len
-        seq_len = _smallest(m.orchestrator.seq_len, model.seq_len)
-    else:
-        max_steps = m.max_steps
-        model, optim, sched, ckpt = m.model, m.optim, m.scheduler, m.ckpt
-        seq_len = None
+    wandb = _wandb_table(m)
+    shared = {
+        "model_name": str(model.name),
+        "max_steps": int(max_steps or 0),
+        "optim": _optim(optim),
+        "scheduler": _scheduler(sched),
+        "seed": extra.seed,
+        "init_from": extra.init_from or None,
+        "lora": _lora(model.lora),
+        "ckpt_interval": ckpt.interval if ckpt else None,
+        "keep_last": ckpt.keep_last if ckpt else None,
+        "logging_steps": extra.logging_steps,
+        "sample_every": extra.sample_every,
+        "run_name": m.run.name,
+        "start_step": extra.start_step,
+        "data_collection": extra.privacy.data_collection,
+        "report_to": _report_to(extra.report_to, wandb),
+        "wandb": wandb,
+    }
+    return shared
+
+
+def _check_shared(shared: dict[str, Any]) -> None:
+    max_steps, start_step = shared["max_steps"], shared["start_step"]
     if not max_steps:
         raise PlanError("max_steps is not set; the local engine needs a step budget")
-    if max_steps <= extra.start_step:
+    if max_steps <= start_step:
         raise PlanError(
-            f"max_steps ({max_steps}) must be greater than primenb.start_step ({extra.start_step}): "
+            f"max_steps ({max_steps}) must be greater than primenb.start_step ({start_step}): "
             "max_steps is the last step of the run, counted on from the checkpoint it starts from"
         )
-    plan = Plan(
-        mode="rl" if isinstance(m, RLConfig) else "sft",
-        model_name=str(model.name),
-        max_steps=int(max_steps),
-        optim=_optim(optim),
-        scheduler=_scheduler(sched),
-        seed=extra.seed,
-        init_from=extra.init_from or None,
-        lora=_lora(model.lora),
-        ckpt_interval=ckpt.interval if ckpt else None,
-        keep_last=ckpt.keep_last if ckpt else None,
-        logging_steps=extra.logging_steps,
-        sample_every=extra.sample_every,
-        run_name=m.run.name,
-        sft_warmup_steps=extra.sft_warmup_steps if isinstance(m, RLConfig) else 0,
-        start_step=extra.start_step,
-        data_collection=extra.privacy.data_collection,
-        report_to=_report_to(extra.report_to, _wandb_table(m)),
-        wandb=_wandb_table(m),
-        reward_error_limit=extra.reward_error_limit,
-        seq_len=seq_len,
-    )
-    _check_scheduler(plan)
-    if isinstance(m, RLConfig):
-        _rl(plan, m)
-    else:
-        _sft(plan, m)
-    return plan
+    _check_scheduler(shared["scheduler"], max_steps)
 
 
 def _wandb_table(m: Any) -> dict[str, Any] | None:
@@ -288,33 +331,68 @@ def _report_to(kinds: Sequence[str], wandb: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _rl(plan: Plan, m: RLConfig) -> None:
-    o = m.orchestrator
-    plan.sources = _sources(o.train.source, "orchestrator.train.source")
-    if not plan.sources:
+def _rl_plan(m: RLConfig) -> Plan:
+    t, o = m.trainer, m.orchestrator
+    # the trainer and the orchestrator each stop at their own max_steps: the run at the first
+    max_steps = _smallest(m.max_steps, t.max_steps, o.max_steps)
+    shared = _shared(m, max_steps, t.model, t.optim, t.scheduler, t.ckpt)
+    # rollouts are at most orchestrator.seq_len long, the trainer takes trainer.model.seq_len
+    seq_len = min(int(o.seq_len), int(t.model.seq_len))
+    extra = m.primenb or PrimenbSettings()
+    group_size, batch_size, token_batch_size = int(o.group_size), o.batch_size, o.token_batch_size
+    sampling = o.train.sampling
+    temperature, max_tokens = float(sampling.temperature), sampling.max_completion_tokens
+    reward_error_limit, warmup_steps = float(extra.reward_error_limit), extra.sft_warmup_steps
+    sources = _sources(o.train.source, "orchestrator.train.source")
+    evaluation = _eval(o.eval, "orchestrator.eval", max_tokens)
+    # every setting is read: now what the local engine refuses, in the order a user fixes it
+    _check_shared(shared)
+    if not sources:
         raise PlanError(
             "orchestrator.train.source is empty; add a [[orchestrator.train.source]] with "
             'env.taskset.id (e.g. "reverse-text")'
         )
-    plan.group_size = int(o.group_size)
-    if plan.group_size < 2:
+    notes: list[str] = []
+    rollouts = RolloutSpec(
+        batch_size=_batch_size(group_size, batch_size, token_batch_size, seq_len, notes),
+        group_size=group_size,
+        temperature=temperature,
+        max_completion_tokens=max_tokens,
+        reward_error_limit=reward_error_limit,
+    )
+    return Plan(
+        mode="rl",
+        **shared,
+        eval=evaluation,
+        sft_warmup_steps=warmup_steps,
+        seq_len=seq_len,
+        sources=sources,
+        rollouts=rollouts,
+        data={},
+        notes=notes,
+    )
+
+
+def _batch_size(
+    group_size: int, batch_size: int | None, token_batch_size: int | None, seq_len: int, notes: list[str]
+) -> int:
+    """Rollouts per step: ``orchestrator.batch_size``, or a token budget in whole groups."""
+    if group_size < 2:
         raise PlanError(
-            f"orchestrator.group_size = {plan.group_size}: GRPO compares completions within a "
-            "group, so the local engine needs group_size >= 2"
+            f"orchestrator.group_size = {group_size}: GRPO compares completions within a "
+            "group, so the local engine needs group_size >= 2",
+            path="orchestrator.group_size",
         )
-    if o.batch_size is not None:
-        plan.batch_size = int(o.batch_size)
-    elif o.token_batch_size is not None:
-        plan.batch_size = token_batch_rollouts(o.token_batch_size, plan.seq_len or o.seq_len, plan.group_size)
-        plan.notes.append(
-            f"orchestrator.token_batch_size = {o.token_batch_size}: the local engine counts a step in "
-            f"rollouts; using {plan.batch_size} rollouts per step (token_batch_size / seq_len, whole groups)"
-        )
-    else:  # the loader fills batch_size when neither is set; a hand-made dict may not
-        raise PlanError("orchestrator.batch_size (or token_batch_size) is not set")
-    plan.temperature = float(o.train.sampling.temperature)
-    plan.max_completion_tokens = o.train.sampling.max_completion_tokens
-    plan.eval = _eval(o.eval, "orchestrator.eval", plan.max_completion_tokens)
+    if batch_size is not None:
+        return int(batch_size)
+    if token_batch_size is None:  # the loader fills batch_size when neither is set; a hand-made dict may not
+        raise PlanError("orchestrator.batch_size (or token_batch_size) is not set", path="orchestrator.batch_size")
+    rollouts = token_batch_rollouts(token_batch_size, seq_len, group_size)
+    notes.append(
+        f"orchestrator.token_batch_size = {token_batch_size}: the local engine counts a step in "
+        f"rollouts; using {rollouts} rollouts per step (token_batch_size / seq_len, whole groups)"
+    )
+    return rollouts
 
 
 def token_batch_rollouts(token_batch_size: int, seq_len: int, group_size: int) -> int:
@@ -324,13 +402,35 @@ def token_batch_rollouts(token_batch_size: int, seq_len: int, group_size: int) -
     return groups * group_size
 
 
-def _sft(plan: Plan, m: SFTConfig) -> None:
+def _sft_plan(m: SFTConfig) -> Plan:
+    shared = _shared(m, m.max_steps, m.model, m.optim, m.scheduler, m.ckpt)
+    evaluation = _eval(m.eval, "eval", None)
     data = m.data
-    if data.type != "sft":
-        raise PlanError(f"data.type = {data.type!r} is not supported locally; use 'sft'")
+    seq_len = min(int(data.seq_len), int(m.model.seq_len))  # the tighter of the data's and the model's
+    table, notes = None, []  # a fake data table has none of the keys the engine reads
+    if data.type == "sft":
+        table, notes = _data_table(data, seq_len), _unused_loss_mask(data.loss_mask)
+    # every setting is read: now what the local engine refuses, in the order a user fixes it
+    _check_shared(shared)
+    if table is None:
+        raise PlanError(f"data.type = {data.type!r} is not supported locally; use 'sft'", path="data.type")
+    return Plan(
+        mode="sft",
+        **shared,
+        eval=evaluation,
+        sft_warmup_steps=0,
+        seq_len=seq_len,
+        sources=[],
+        rollouts=None,
+        data=table,
+        notes=notes,
+    )
+
+
+def _data_table(data: Any, seq_len: int) -> dict[str, Any]:
+    """``[data]`` as the engine reads it (an ``sft`` table)."""
     mask = data.loss_mask
-    seq_len = int(_smallest(data.seq_len, m.model.seq_len) or data.seq_len)
-    plan.data = {
+    return {
         "name": data.name,
         "args": {},
         "batch_size": int(data.batch_size),
@@ -338,12 +438,21 @@ def _sft(plan: Plan, m: SFTConfig) -> None:
         "seq_len": seq_len,
         "seed": int(data.seed),
         "shuffle": bool(data.shuffle),
-        "loss_mask": {"system": mask.system, "user": mask.user, "assistant": mask.assistant, "tool": mask.tool},
+        "loss_mask": {"system": mask.system, "user": mask.user},
         "splits": data.splits or None,
         "subsets": data.subsets or None,
     }
-    plan.seq_len = seq_len
-    plan.eval = _eval(m.eval, "eval", None)
+
+
+def _unused_loss_mask(mask: Any) -> list[str]:
+    """Notes for the loss-mask roles the local engine does not honour (peeked, not read: they stay
+    in the run's "not used locally" list too)."""
+    notes = []
+    if not peek(mask, "assistant"):
+        notes.append("loss_mask.assistant = false is not supported locally; assistant tokens train")
+    if peek(mask, "tool"):
+        notes.append("loss_mask.tool is not used by the local engine")
+    return notes
 
 
 WARMUP_BATCH = 64
@@ -369,35 +478,50 @@ def warmup_plan(plan: Plan, *, tiny: bool) -> Plan:
             weight_decay=0.0,
             max_norm=1.0,
             betas=(0.9, 0.999),
+            momentum=None,
+            nesterov=None,
+            mu=None,
         ),
-        scheduler=SchedulerSpec(type="constant", warmup_steps=min(50, n // 4)),
+        scheduler=SchedulerSpec(type="constant", warmup_steps=min(50, n // 4), decay_steps=0, min_lr=0.0),
         seed=plan.seed,
+        init_from=None,  # the phase trains the model the RL run loaded (run_sft_warmup loads it)
+        lora=None,
+        ckpt_interval=None,
+        keep_last=None,
         logging_steps=plan.logging_steps,
         sample_every=max(plan.sample_every, n + 1),
+        eval=None,
         run_name=plan.run_name,
+        sft_warmup_steps=0,
+        start_step=0,
+        data_collection=plan.data_collection,
+        report_to=[],
+        wandb=None,
         seq_len=plan.seq_len,
+        sources=[],
+        rollouts=None,
         data={
             "name": None,
             "args": {},
             "batch_size": WARMUP_BATCH,
             "micro_batch_size": WARMUP_BATCH,
-            "seq_len": int(plan.seq_len or 512),
+            "seq_len": plan.seq_len,
             "seed": plan.seed,
             "shuffle": True,
-            "loss_mask": {"system": False, "user": False, "assistant": True, "tool": False},
+            "loss_mask": {"system": False, "user": False},
         },
+        notes=[],
     )
 
 
-def _check_scheduler(plan: Plan) -> None:
-    s = plan.scheduler
-    if s.type == "linear" and s.warmup_steps + s.decay_steps > plan.max_steps:
+def _check_scheduler(s: SchedulerSpec, max_steps: int) -> None:
+    if s.type == "linear" and s.warmup_steps + s.decay_steps > max_steps:
         raise PlanError(
             f"scheduler: warmup_steps + decay_steps ({s.warmup_steps} + {s.decay_steps}) "
-            f"exceeds max_steps ({plan.max_steps})"
+            f"exceeds max_steps ({max_steps})"
         )
-    if s.type == "cosine" and s.warmup_steps >= plan.max_steps:
-        raise PlanError(f"scheduler: cosine needs warmup_steps ({s.warmup_steps}) < max_steps ({plan.max_steps})")
+    if s.type == "cosine" and s.warmup_steps >= max_steps:
+        raise PlanError(f"scheduler: cosine needs warmup_steps ({s.warmup_steps}) < max_steps ({max_steps})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,14 +576,26 @@ def optim_args(optim: OptimSpec) -> dict[str, Any]:
         "max_grad_norm": 0.0 if optim.max_norm is None else optim.max_norm,  # the Trainer clips only above 0
     }
     if optim.type == "adamw":
-        args.update(optim="adamw_torch", adam_beta1=optim.betas[0], adam_beta2=optim.betas[1])
+        beta1, beta2 = need(optim.betas, "betas", optim)
+        args.update(optim="adamw_torch", adam_beta1=beta1, adam_beta2=beta2)
     elif optim.type == "sgd":
-        nesterov = optim.nesterov and optim.momentum > 0
+        momentum = need(optim.momentum, "momentum", optim)
+        nesterov = need(optim.nesterov, "nesterov", optim) and momentum > 0
         args.update(
             optim="sgd",
-            optim_args=f"momentum={optim.momentum},nesterov={str(nesterov).lower()}",
+            optim_args=f"momentum={momentum},nesterov={str(nesterov).lower()}",
         )
     return args
+
+
+T = TypeVar("T")
+
+
+def need(value: T | None, what: str, optim: OptimSpec) -> T:
+    """A setting of ``optim``'s type (a spec built by hand may lack it)."""
+    if value is None:
+        raise PlanError(f"optimizer {optim.type!r} needs {what}; the plan has none")
+    return value
 
 
 def scheduler_args(s: SchedulerSpec, lr: float) -> dict[str, Any]:
@@ -519,19 +655,20 @@ def grpo_args(
     plan: Plan, *, world_size: int, cuda: bool, bf16_ok: bool, prompt_tokens: int = 0
 ) -> tuple[dict[str, Any], list[str]]:
     """GRPOConfig keyword arguments and notes about adjustments."""
-    per_device, notes = grpo_batch(plan.batch_size, plan.group_size, world_size)
-    max_tokens = plan.max_completion_tokens
+    rl = plan.rl
+    per_device, batch_notes = grpo_batch(rl.batch_size, rl.group_size, world_size)
+    notes = [*plan.notes, *batch_notes]  # what the plan adjusted, then what the batch did
+    max_tokens = rl.max_completion_tokens
     if not max_tokens:
-        seq_len = plan.seq_len or 2048
-        max_tokens = max(1, seq_len - prompt_tokens)
+        max_tokens = max(1, plan.seq_len - prompt_tokens)
         notes.append(f"max_completion_tokens not set: using seq_len - longest prompt = {max_tokens} tokens")
     args = common_args(plan, cuda=cuda, bf16_ok=bf16_ok)
     args.update(
         per_device_train_batch_size=per_device,
         gradient_accumulation_steps=1,
-        num_generations=plan.group_size,
+        num_generations=rl.group_size,
         max_completion_length=int(max_tokens),
-        temperature=plan.temperature,
+        temperature=rl.temperature,
         use_vllm=False,
         beta=0.0,
         log_completions=False,
@@ -551,7 +688,8 @@ def sft_args(
 ) -> tuple[dict[str, Any], list[str]]:
     """SFTConfig keyword arguments and notes about adjustments."""
     data = plan.data
-    per_device, accum, notes = sft_batch(data["batch_size"], data["micro_batch_size"], world_size)
+    per_device, accum, batch_notes = sft_batch(data["batch_size"], data["micro_batch_size"], world_size)
+    notes = [*plan.notes, *batch_notes]
     mask = data["loss_mask"]
     args = common_args(plan, cuda=cuda, bf16_ok=bf16_ok)
     args.update(
@@ -562,8 +700,6 @@ def sft_args(
         train_sampling_strategy="random" if data["shuffle"] else "sequential",
         include_num_input_tokens_seen="non_padding",
     )
-    if not mask["assistant"]:
-        notes.append("loss_mask.assistant = false is not supported locally; assistant tokens train")
     # prompt/completion rows: train on the completion only unless user/system tokens should train
     args["completion_only_loss"] = not (mask["user"] or mask["system"])
     if conversational and not (mask["user"] or mask["system"]):
@@ -574,8 +710,6 @@ def sft_args(
                 "chat template has no {% generation %} markers: conversational 'messages' rows "
                 "train on all tokens (prompt/completion rows still train on the completion only)"
             )
-    if mask["tool"]:
-        notes.append("loss_mask.tool is not used by the local engine")
     return args, notes
 
 

@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         plan = build_plan(cfg)
         trace.set_plan(plan)
         status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name, trace_id=trace.trace_id)
-        if plan.mode == "rl":  # what a GRPO step costs next to a warm-up step (the monitor's ETA)
-            tokens = plan.max_completion_tokens or plan.seq_len or 2048
-            status.update(step_plan={"rollouts": plan.batch_size, "max_tokens": int(tokens)})
+        if plan.rollouts is not None:  # what a GRPO step costs next to a warm-up step (the monitor's ETA)
+            tokens = plan.rollouts.max_completion_tokens or plan.seq_len
+            status.update(step_plan={"rollouts": plan.rollouts.batch_size, "max_tokens": int(tokens)})
         log.info(
             "engine start: %s run, model %s, %d steps, %d rank(s), pid %d",
             plan.mode,

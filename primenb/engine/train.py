@@ -147,7 +147,7 @@ def build_grpo(
         ctx.trace.record_model(model, peft_config, base)
         ctx.trace.record_data("train", plan.sources, sources)
     rows = rl_rows(sources, chat=chat)
-    longest = 0 if plan.max_completion_tokens else _longest_prompt(tok, rows, chat)
+    longest = 0 if plan.rl.max_completion_tokens else _longest_prompt(tok, rows, chat)
     cuda, bf16_ok = device_info()
     args, notes = grpo_args(plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest)
     _write_trainer_args(ctx, "GRPOTrainer", args, notes)
@@ -200,7 +200,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     cuda, bf16_ok = device_info()
     args, notes = sft_args(wplan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok)
     _write_trainer_args(ctx, "SFTTrainer (sft_warmup)", args, notes, file="trainer_args.sft_warmup")
-    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.max_completion_tokens or 64)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.rl.max_completion_tokens or 64)
     log.info("SFT warm-up: %d steps on %d ideal answers before GRPO", wplan.max_steps, len(rows))
     trainer = SFTTrainer(
         model=model,

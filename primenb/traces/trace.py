@@ -279,7 +279,6 @@ def indexed_short_ids(ids: Iterable[str | None], index: Index | None = None) -> 
 
 def trace_html(t: Trace) -> str:
     d = t.doc
-    h = t.headline()
     chain = t.lineage()
     kids = t.children()
     repro = d.get("reproduction") or {}
@@ -290,54 +289,73 @@ def trace_html(t: Trace) -> str:
     ]
     if d.get("error"):
         parts.append(f'<div style="color:#c62828">error: {V.esc(d["error"])}</div>')
-    parts.append(V.kv_table(_shown(h)))
-    # lineage
+    parts.append(V.kv_table(_shown(t.headline())))
     if len(chain) > 1 or kids:
-        items = []
-        for e in chain:
-            label = f"{V.id_html(e['trace'], short)} {V.esc(e['name'] or '(not found)')}"
-            if e["steps"] and e["steps"][1] is not None:
-                label += V.esc(f" (steps {e['steps'][0] or 0}→{e['steps'][1]})")
-            items.append(f"<b>{label}</b>" if e["trace"] == t.id else label)
-        body = " → ".join(items)
-        if kids:
-            body += "<br>children: " + ", ".join(f"{V.id_html(k, short)} {V.esc(n)}" for k, n in kids)
-        parts.append(f"<div style='margin:6px 0'><b>lineage</b>: {body}</div>")
+        parts.append(_lineage_html(t, chain, kids, short))
     if repro:
-        r = repro
-        ok = r.get("metrics_match")
-        color = "#2e7d32" if ok else "#c62828"
-        of = V.id_html(r["of"], short) if isinstance(r.get("of"), str) else V.esc(r.get("of"))
-        parts.append(
-            f"<div>reproduces <b>{of}</b>: <span style='color:{color}'>metrics "
-            f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
-            f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>"
-        )
-    # metrics chart (static SVG)
+        parts.append(_repro_html(repro, short))
+    parts += [_charts_html(t), _eval_summary_html(t), _evals_html(t.latest_evals()), _data_html(t)]
+    parts.append(V.details("config (resolved)", V.kv_table(V.flatten(t.config))))
+    parts += _record_details(d)
+    parts.append(_samples_html(t))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _lineage_html(t: Trace, chain: list[dict[str, Any]], kids: list[tuple[str, str]], short: dict[str, str]) -> str:
+    items = []
+    for e in chain:
+        label = f"{V.id_html(e['trace'], short)} {V.esc(e['name'] or '(not found)')}"
+        if e["steps"] and e["steps"][1] is not None:
+            label += V.esc(f" (steps {e['steps'][0] or 0}→{e['steps'][1]})")
+        items.append(f"<b>{label}</b>" if e["trace"] == t.id else label)
+    body = " → ".join(items)
+    if kids:
+        body += "<br>children: " + ", ".join(f"{V.id_html(k, short)} {V.esc(n)}" for k, n in kids)
+    return f"<div style='margin:6px 0'><b>lineage</b>: {body}</div>"
+
+
+def _repro_html(r: dict[str, Any], short: dict[str, str]) -> str:
+    ok = r.get("metrics_match")
+    color = "#2e7d32" if ok else "#c62828"
+    of = V.id_html(r["of"], short) if isinstance(r.get("of"), str) else V.esc(r.get("of"))
+    return (
+        f"<div>reproduces <b>{of}</b>: <span style='color:{color}'>metrics "
+        f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
+        f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>"
+    )
+
+
+def _charts_html(t: Trace) -> str:
+    """The metrics charts (static SVG), or nothing."""
     rows = t.metric_rows()
     charts = []
     for key in _chart_keys(rows):
         pts = [(r["step"], r[key]) for r in rows if key in r and isinstance(r.get("step"), int)]
         if pts:
             charts.append(V.svg_chart({key: pts}, title=key, width=300, height=150))
-    if charts:
-        parts.append(f'<div style="display:flex;gap:6px;flex-wrap:wrap">{"".join(charts)}</div>')
+    if not charts:
+        return ""
+    return f'<div style="display:flex;gap:6px;flex-wrap:wrap">{"".join(charts)}</div>'
+
+
+def _eval_summary_html(t: Trace) -> str:
     evals = t.summary.get("eval") or {}
-    if evals:
-        parts.append(
-            V.details(
-                "eval metrics",
-                V.table(
-                    ["metric", "final", "at step", "best", "at step"],
-                    [
-                        [k, V.fmt(v.get("final")), v.get("final_step"), V.fmt(v.get("best")), v.get("best_step")]
-                        for k, v in evals.items()
-                    ],
-                ),
-            )
-        )
-    parts.append(_evals_html(t.latest_evals()))
-    # data
+    if not evals:
+        return ""
+    return V.details(
+        "eval metrics",
+        V.table(
+            ["metric", "final", "at step", "best", "at step"],
+            [
+                [k, V.fmt(v.get("final")), v.get("final_step"), V.fmt(v.get("best")), v.get("best_step")]
+                for k, v in evals.items()
+            ],
+        ),
+    )
+
+
+def _data_html(t: Trace) -> str:
     data_rows = []
     for kind, part in t.data.items():
         for src in part.get("sources", []):
@@ -352,10 +370,15 @@ def trace_html(t: Trace) -> str:
                     V.short(src.get("hash"), 16),
                 ]
             )
-    if data_rows:
-        header = ["split", "source", "environment", "version", "args", "examples", "hash"]
-        parts.append(V.details("data", V.table(header, data_rows), open_=True))
-    parts.append(V.details("config (resolved)", V.kv_table(V.flatten(t.config))))
+    if not data_rows:
+        return ""
+    header = ["split", "source", "environment", "version", "args", "examples", "hash"]
+    return V.details("data", V.table(header, data_rows), open_=True)
+
+
+def _record_details(d: dict[str, Any]) -> list[str]:
+    """Seeds, dependencies, hardware, git and checkpoints of the trace record, those it has."""
+    parts = []
     if d.get("seeds"):
         parts.append(V.details("seeds", V.kv_table(V.flatten(d["seeds"]))))
     if d.get("deps"):
@@ -374,30 +397,24 @@ def trace_html(t: Trace) -> str:
                 ),
             )
         )
-    # samples
-    if (d.get("privacy") or {}).get("data_collection") == "deny":
-        parts.append(
-            V.details(
-                "samples", '<i>withheld: data_collection = "deny" (only hashes and aggregate metrics are kept)</i>'
-            )
+    return parts
+
+
+def _samples_html(t: Trace) -> str:
+    if (t.doc.get("privacy") or {}).get("data_collection") == "deny":
+        return V.details(
+            "samples", '<i>withheld: data_collection = "deny" (only hashes and aggregate metrics are kept)</i>'
         )
-    else:
-        samples = t.sample_rows()[-SAMPLES_SHOWN:]
-        if samples:
-            parts.append(
-                V.details(
-                    "sample completions (latest)",
-                    V.table(
-                        ["step", "prompt", "completion", "reward"],
-                        [
-                            [s.get("step"), s.get("prompt"), s.get("completion"), V.fmt(s.get("reward"))]
-                            for s in samples
-                        ],
-                    ),
-                )
-            )
-    parts.append("</div>")
-    return "".join(parts)
+    samples = t.sample_rows()[-SAMPLES_SHOWN:]
+    if not samples:
+        return ""
+    return V.details(
+        "sample completions (latest)",
+        V.table(
+            ["step", "prompt", "completion", "reward"],
+            [[s.get("step"), s.get("prompt"), s.get("completion"), V.fmt(s.get("reward"))] for s in samples],
+        ),
+    )
 
 
 def _evals_html(evals: Evals) -> str:

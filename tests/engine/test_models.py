@@ -101,7 +101,9 @@ def test_custom_optimizers_step_and_follow_the_scheduler(kind: str) -> None:
     from primenb.engine.plan import OptimSpec
 
     model = build_tiny_model("xs", 0)
-    cls, kwargs = custom_optimizer(OptimSpec(type=kind, lr=1e-3, weight_decay=0.01))
+    betas, mu = ((0.9, 0.95), 0.95) if kind == "muon" else (None, None)  # the schema's muon defaults
+    spec = OptimSpec(kind, lr=1e-3, weight_decay=0.01, max_norm=1.0, betas=betas, momentum=None, nesterov=None, mu=mu)
+    cls, kwargs = custom_optimizer(spec)
     opt = cls()(model, **kwargs) if kind == "muon" else cls(model.parameters(), **kwargs)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5)
     batch = torch.randint(4, 260, (4, 12))
