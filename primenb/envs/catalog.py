@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from typing import Any
 
 from primenb.envs import store
 from primenb.envs.base import Environment, Row, prompt_text
 from primenb.envs.card import EnvironmentCard, RewardInfo, Sample
 from primenb.envs.errors import EnvironmentArgumentError
+from primenb.envs.guard import checked_score
 from primenb.envs.registry import (
     _BUILTINS,
     _REGISTERED,
@@ -195,9 +195,8 @@ def score_each(
         try:
             limit = REWARD_CALL_TIMEOUT if timeout is None else timeout
             (value,) = call_bounded(raw, limit, prompts=prompt, completions=[reply], **columns)
-            value = 0.0 if value is None else float(value)
-            if not math.isfinite(value):
-                raise ValueError(f"returned {value!r}, not a finite number")
+            score = checked_score(value)  # the guard's rule: a finite number, never text
+            value = 0.0 if score is None else score
         except (Exception, SystemExit) as exc:
             errors = getattr(exc, "errors", None)
             if isinstance(errors, dict) and errors:

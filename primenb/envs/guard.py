@@ -174,6 +174,8 @@ def to_score(value: Any) -> float | _Unscorable | None:
     no returned value can escape the guard."""
     if value is None:
         return None
+    if isinstance(value, (str, bytes, bytearray)):  # float() would parse text: "5" is not a score
+        return _Unscorable(ValueError(f"returned a {type(value).__name__}, not a number (parse the text first)"))
     try:
         number = float(value)
     except Exception as exc:  # any __float__/__index__ error is the function's, not the run's
@@ -181,6 +183,14 @@ def to_score(value: Any) -> float | _Unscorable | None:
     if not isinstance(number, float) or not math.isfinite(number):
         return _Unscorable(ValueError(f"returned {number!r}, not a finite number"))
     return number
+
+
+def checked_score(value: Any) -> float | None:
+    """`to_score` where an unscorable value is raised (its reason as ValueError), not counted."""
+    score = to_score(value)
+    if isinstance(score, _Unscorable):
+        raise score.error
+    return score
 
 
 def _is_column(value: Any, n: int) -> bool:
@@ -195,4 +205,4 @@ def guard(func: Callable[..., Any], env_id: str) -> Callable[..., Any]:
     return GuardedReward(func, env_id)
 
 
-__all__ = ["FAILED_SCORE", "GuardedReward", "PartialScores", "guard", "to_score"]
+__all__ = ["FAILED_SCORE", "GuardedReward", "PartialScores", "checked_score", "guard", "to_score"]

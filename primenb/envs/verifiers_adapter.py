@@ -33,6 +33,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import logging
+import math
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -46,7 +47,7 @@ from primenb.envs.errors import (
     EnvironmentLoadError,
     UnsupportedEnvironmentError,
 )
-from primenb.envs.guard import PartialScores
+from primenb.envs.guard import PartialScores, checked_score
 from primenb.protocol.privacy import error_text
 
 log = logging.getLogger("primenb.envs")
@@ -403,7 +404,7 @@ class VerifiersReward:
             *(self._score_one(i, t) for i, t in zip(idxs, texts, strict=True)), return_exceptions=True
         )
 
-    async def _score_one(self, idx: int, text: str) -> float:
+    async def _score_one(self, idx: int, text: str) -> Any:
         from verifiers.v1.utils.decorators import invoke
 
         task = self.tasks[idx]
@@ -412,8 +413,8 @@ class VerifiersReward:
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, Mapping):
-            return float(sum(float(v) for v in result.values()))
-        return float(result)
+            return math.fsum(score or 0.0 for score in map(checked_score, result.values()))
+        return result  # the guard around every reward function turns it into a score, or refuses it
 
 
 def _index(info: Any) -> int:

@@ -76,6 +76,25 @@ def test_huge_and_non_finite_rewards_never_crash_the_summary_or_the_stored_file(
     }
 
 
+@pytest.mark.parametrize("text", ["5", " 2 ", "1e3", "nan", b"1", bytearray(b"7"), ""])
+def test_text_is_never_a_score_on_any_road(text: Any) -> None:
+    """float("5") is 5.0: a reward returning text would score it. Training's guard, `env add` and
+    eval (`score_each`) and the summary all refuse it as the same error, scored 0.0."""
+
+    def says_text(prompts: list[Any], completions: list[Any], **_: Any) -> list[Any]:
+        return [text for _ in completions]
+
+    def says_number(prompts: list[Any], completions: list[Any], **_: Any) -> list[Any]:
+        return [5 for _ in completions]
+
+    per_func, totals = evaluate._score_all(_env(says_text, says_number), ROWS, ["a", "b", "c"])
+    assert per_func["says_text"] == [0.0] * 3 and per_func["says_number"] == [5.0] * 3
+    assert totals == [5.0] * 3
+    _, by_func = catalog.score_each(_env(says_text), ROWS[0], "a")
+    assert isinstance(by_func["says_text"], str) and "not a number" in by_func["says_text"]
+    assert guard(says_text, "t")(prompts=["p"], completions=["c"]) == [0.0]  # counted as failed, as a raise is
+
+
 def test_a_hanging_reward_stops_the_eval_with_what_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
 

@@ -383,6 +383,7 @@ def test_generated_reward_values_score_finite_or_an_error_and_the_summary_never_
     for value in values:
         score = to_score(value)
         assert score is None or not isinstance(score, float) or math.isfinite(score)
+        assert not (isinstance(value, str) and isinstance(score, float))  # "1.5" is text, not a score
     if shape == "one":
         scores = guard(reward, "t")(prompts=["p"], completions=["c"])
         assert len(scores) == 1 and (scores[0] is None or math.isfinite(scores[0]))
