@@ -6,7 +6,10 @@ verdicts prime-rl-configs 0.4.0 + verifiers 0.4.0 + tomli 2.5 gave) through the 
 `primenb validate --json --rl|--sft FILE`, and counts per row one of:
 
 * agree: upstream accepts and primenb reports no error (warnings are fine); or upstream rejects,
-  primenb reports an error, and primenb's first error lies at or inside a place upstream names;
+  primenb reports an error, and primenb's first error lies at or inside a place upstream names
+  ("first": the first its checks met, TOML, then the schema, then the rules, as upstream's stages
+  go; primenb lists its problems in the order of the text, upstream those of its first failing
+  stage only);
 * false error: upstream accepts, primenb reports an error;
 * false pass: upstream rejects, primenb reports no error;
 * path mismatch: both reject, but primenb's first error is not inside what upstream names;
@@ -60,7 +63,8 @@ class Verdict:
     upstream_ok: bool | None  # None: depends on an environment package upstream did not have
     upstream_paths: list[tuple[str | int, ...]] = field(default_factory=list)
     truncated: bool = False  # upstream's message lists fewer errors than it counts (cut short)
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)  # as listed: in the text's order
+    first: str = ""  # the path of the first error primenb's checks met
     note: str = ""
     absent: bool = False  # the first error names a place neither in the file nor upstream's
     data: dict[str, Any] = field(default_factory=dict)  # the file as upstream read it
@@ -85,7 +89,7 @@ class Verdict:
             return "false-pass"
         if not self.upstream_paths:
             return "agree"  # upstream names no place (a TOML syntax error, a message of its own)
-        if path_matches(self.errors[0]["path"], self.upstream_paths, self.data, self.mode):
+        if path_matches(self.first, self.upstream_paths, self.data, self.mode):
             return "agree"
         # upstream's list was cut short: primenb's first may be one it did not print
         if self.truncated and any(
@@ -193,11 +197,13 @@ def path_matches(primenb_path: str, upstream: list[tuple[str | int, ...]], data:
     return any(p[: len(u)] == u for p in places for u in upstream)
 
 
-def _check(path: Path, mode: str) -> list[dict[str, Any]]:
+def _check(path: Path, mode: str) -> tuple[list[dict[str, Any]], str]:
+    """primenb's errors as `validate --json` lists them, and the path of the first it met."""
     from primenb.config import check
 
     report = check(path, mode=mode).report
-    return [json.loads(json.dumps(d.__dict__)) for d in report.errors]
+    first = report.first_found_error
+    return [json.loads(json.dumps(d.__dict__)) for d in report.errors], first.path if first else ""
 
 
 SETS = ("mutations", "mutations-2", "mutations-3")
@@ -231,8 +237,8 @@ def mutation_verdicts(name: str) -> list[Verdict]:
         v.data = data
         v.upstream_paths = upstream_paths(row["upstream_error"], data)
         v.truncated = truncated(row["upstream_error"])
-        v.errors = _check(file, row["mode"])
-        v.absent = bool(v.errors) and bool(data) and not path_in_file(v.errors[0]["path"], data, v.upstream_paths)
+        v.errors, v.first = _check(file, row["mode"])
+        v.absent = bool(v.errors) and bool(data) and not path_in_file(v.first, data, v.upstream_paths)
         out.append(v)
     return out
 
@@ -250,7 +256,8 @@ def config_verdicts() -> list[Verdict]:
             mode, ok = ("rl" if "RLConfig" in accepted else "sft"), True
         else:
             continue  # a trainer/orchestrator/inference/evals config: not primenb's to validate
-        out.append(Verdict(row["file"], mode, ok, errors=_check(file, mode)))
+        errors, first = _check(file, mode)
+        out.append(Verdict(row["file"], mode, ok, errors=errors, first=first))
     return out
 
 
@@ -308,7 +315,7 @@ def main() -> None:
         for v in vs:
             if (v.kind == "agree" and not v.absent) or (v.kind == "depends" and not v.errors):
                 continue
-            first = v.errors[0] if v.errors else {}
+            first = next((e for e in v.errors if e["path"] == v.first), {})
             print(f"{v.kind if v.kind != 'agree' else 'absent-path':14} {v.name:60} {v.note}")
             if first:
                 print(f"{'':14} primenb: {first['path']}: {first['message']}")

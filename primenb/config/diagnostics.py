@@ -46,10 +46,13 @@ class Report:
     # the editor's number of the text's first line: 1 for a file; 2 for a `%%rltoml` cell, whose
     # line 1 is the magic itself. Diagnostic lines are in the editor's numbering.
     first_line: int = 1
+    # the order the checks met them: TOML, then the schema, then the rules (upstream's stages)
+    found: list[Diagnostic] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # in the order of the text (a cell listed line 8's error before line 6's): by line, then
-        # column; diagnostics without a line (a missing table) after them, in the order found
+        self.found = list(self.diagnostics)
+        # listed in the order of the text (a cell listed line 8's error before line 6's): by line,
+        # then column; diagnostics without a line (a missing table) after them, in the order found
         self.diagnostics = sorted(self.diagnostics, key=lambda d: (d.line is None, d.line or 0, d.col or 0))
 
     def quoted(self, d: Diagnostic) -> str | None:
@@ -60,6 +63,12 @@ class Report:
     @property
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def first_found_error(self) -> Diagnostic | None:
+        """The first error the checks met (what upstream, which stops at its first failing stage,
+        would report first), whatever line it is on."""
+        return next((d for d in [*self.found, *self.diagnostics] if d.is_error), None)
 
     @property
     def warnings(self) -> list[Diagnostic]:

@@ -141,3 +141,13 @@ def test_problems_are_listed_in_the_order_of_the_text():
     assert len(lines) == 3 and None not in lines and lines == sorted(lines), [(d.line, d.path) for d in report.errors]
     shown = report.to_text()
     assert [shown.index(f":{n}:") for n in lines] == sorted(shown.index(f":{n}:") for n in lines)
+
+
+def test_the_first_error_found_stays_known_when_the_list_is_in_text_order():
+    """Upstream reports its first failing stage (the schema before its model validators): the
+    report keeps which error its checks met first, while it lists them top to bottom."""
+    text = VALID.replace("batch_size = 32", "batch_size = 30") + '\n[trainer.model]\nimpl = "nope"\n'
+    report = check(text).report
+    assert report.errors[0].path == "orchestrator.batch_size"  # a rule error, listed first
+    first = report.first_found_error
+    assert first is not None and first.path == "trainer.model.impl", [d.path for d in report.found]

@@ -38,7 +38,7 @@ BY_HAND = AGREEMENT.mutation_verdicts("mutations-3")  # 520 hand edits (TOML 1.1
 
 
 def _describe(v) -> str:
-    first = v.errors[0] if v.errors else None
+    first = next((e for e in v.errors if e["path"] == v.first), None)
     mine = f"{first['path']}: {first['message']}" if first else "no error"
     return f"{v.name} ({v.note}): primenb says {mine}; upstream {'accepts' if v.upstream_ok else v.upstream_paths}"
 
@@ -86,6 +86,14 @@ def test_hand_edited_set_agrees_with_upstream():
     assert s["mutation_agreement_with_paths"] >= 0.98, s
     for kind in ("toml11", "numlit", "envvar", "xfield", "keystyle", "listy", "retype", "realedit", "xmode"):
         assert all(v.kind == "agree" for v in BY_HAND if v.change == kind), kind
+
+
+def test_the_disagreements_left_are_the_ones_docs_config_names():
+    """A threshold let two new path mismatches of mutations-2 pass unseen (listing problems in the
+    text's order had moved another error first): every row left must be named in docs/config.md."""
+    left = sorted(v.name for v in HARDER + BY_HAND if v.kind != "agree")
+    named = (ROOT / "docs" / "config.md").read_text().split("## Residual disagreements kept", 1)[1]
+    assert all(name.removesuffix(".toml") in named for name in left), left
 
 
 def test_legacy_key_is_a_located_error_and_fix_still_migrates():
