@@ -15,8 +15,9 @@ and never imports it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import html
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
@@ -666,6 +667,19 @@ def as_help(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def did_you_mean(parser: argparse.ArgumentParser, unknown: Iterable[str]) -> str:
+    """``; did you mean --name (not --nmae)?`` for each unrecognized option close to one ``parser``
+    knows; both faces add it to argparse's "unrecognized arguments" message."""
+    known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for word in unknown:
+        option = word.split("=", 1)[0]
+        if option.startswith("--"):
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            hints += [f"did you mean {close[0]} (not {option})?"] if close else []
+    return "; " + "; ".join(hints) if hints else ""
+
+
 def add_arguments(parser: argparse.ArgumentParser, cmd: Command, face: str) -> argparse.ArgumentParser:
     """Declare ``cmd``'s arguments for ``face`` on ``parser``."""
     groups: dict[str, Any] = {}
@@ -781,6 +795,7 @@ __all__ = [
     "as_help",
     "command",
     "dest",
+    "did_you_mean",
     "family",
     "flag",
     "help_text",

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from primenb import commands
-from primenb.cli import build_parser, normalize
+from primenb.cli import BARE, build_parser, normalize
 from primenb.commands import (
     BOTH,
     CLI,
@@ -88,6 +88,48 @@ def test_a_misspelt_option_gets_a_did_you_mean():
     with pytest.raises(MagicUsageError) as info:
         magic_parser("train", "train").parse_line("cfg --zzzzzz")
     assert "did you mean" not in str(info.value)
+
+
+def _misspelt(option: str) -> str:
+    """`--name` -> `--nmae`: the two letters after the first swapped."""
+    word = option[2:]
+    return "--" + word[0] + word[2] + word[1] + word[3:]
+
+
+def _cli_words(cmd) -> list[str]:
+    top = [] if cmd.family == "train" else [cmd.family]
+    return [*top, cmd.name]
+
+
+@pytest.mark.parametrize("cmd", [c for c in COMMANDS if CLI in c.faces], ids=lambda c: f"{c.family}-{c.name}")
+def test_the_cli_says_did_you_mean_for_a_misspelt_option_of_any_command(cmd, capsys):
+    """Every long option of every command, misspelt: the command's own usage and the option it
+    meant, whether the error is the unknown option or a required argument left out (the CLI said
+    only the top-level usage, without a hint)."""
+    from primenb.cli import main
+
+    options = [o for a in cmd.args_for(CLI) for o in a.names if o.startswith("--") and len(o) > 5]
+    for option in options:
+        wrong = _misspelt(option)
+        if wrong == option:
+            continue
+        with pytest.raises(SystemExit) as info:
+            main([*_cli_words(cmd), f"{wrong}=1"])
+        err = capsys.readouterr().err
+        assert info.value.code == 2
+        assert "did you mean --" in err and f"(not {wrong})" in err, err
+        assert "{validate,init,train" not in err, err  # the command's usage, not the top level's
+
+
+@pytest.mark.parametrize("family", sorted(BARE))
+def test_a_bare_family_command_shows_its_usage_as_typed(family, capsys):
+    """`primenb eval` printed `usage: primenb eval eval ...`."""
+    from primenb.cli import main
+
+    with pytest.raises(SystemExit):
+        main([family, "--no-such-option"])
+    err = capsys.readouterr().err
+    assert f"usage: primenb {family} [" in err and f"{family} {BARE[family]} [" not in err, err
 
 
 def _magic(family: str, name: str, line: str):

@@ -6,9 +6,19 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from primenb.commands import CLI, FAMILY_HELP, Command, add_arguments, as_help, family, help_text, resolve
+from primenb.commands import (
+    CLI,
+    FAMILY_HELP,
+    Command,
+    add_arguments,
+    as_help,
+    did_you_mean,
+    family,
+    help_text,
+    resolve,
+)
 from primenb.errors import ConfigError, PrimenbError
 
 if TYPE_CHECKING:
@@ -111,11 +121,29 @@ def dispatch(cmd: Command, args: Any) -> int:
         return 2
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: whatever its error (a missing argument too), it also names the option
+    a misspelt one looks like (`--nmae`: did you mean --name?)."""
+
+    words: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.words = [str(w) for w in (args or [])]
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        known = [o for action in self._actions for o in action.option_strings]
+        typed = [
+            w for w in self.words if w.startswith("--") and not any(o.startswith(w.split("=", 1)[0]) for o in known)
+        ]
+        super().error(message + did_you_mean(self, typed))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primenb", description="prime-rl configs and fine-tuning runs")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for cmd in family("train", CLI):
-        add_arguments(sub.add_parser(cmd.name, help=as_help(cmd.help)), cmd, CLI).set_defaults(cmd=cmd)
+        _add_command(sub, cmd)
     for name in ("backend", "env", "harness", "serve", "eval"):
         add_family(sub, name)
     return parser
@@ -129,9 +157,15 @@ def add_family(sub: Any, name: str) -> None:
         description=help_text(name, CLI),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    gsub = group.add_subparsers(dest=f"{name}_command", required=True)
+    gsub = group.add_subparsers(dest=f"{name}_command", required=True, parser_class=CommandParser)
     for cmd in family(name, CLI):
-        add_arguments(gsub.add_parser(cmd.name, help=as_help(cmd.help)), cmd, CLI).set_defaults(cmd=cmd)
+        # a family's bare form is how it is typed (`primenb eval MODEL`), so its usage says so
+        _add_command(gsub, cmd, prog=f"primenb {name}" if BARE.get(name) == cmd.name else None)
+
+
+def _add_command(sub: Any, cmd: Command, prog: str | None = None) -> None:
+    parser = sub.add_parser(cmd.name, help=as_help(cmd.help), **({"prog": prog} if prog else {}))
+    add_arguments(parser, cmd, CLI).set_defaults(cmd=cmd, command_parser=parser)
 
 
 # families whose bare form is one of their commands: `primenb serve [TRACE ...]`, `primenb eval MODEL ...`
@@ -148,7 +182,9 @@ def normalize(words: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parsed = build_parser().parse_args(normalize(sys.argv[1:] if argv is None else list(argv)))
+    parsed, unknown = build_parser().parse_known_args(normalize(sys.argv[1:] if argv is None else list(argv)))
+    if unknown:  # said by the command's own parser: its usage, and "did you mean" its options
+        parsed.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return dispatch(*resolve(parsed.cmd, CLI, parsed))
 
 

@@ -4,11 +4,10 @@ ends a cell with its message and no traceback."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import shlex
 from typing import Any, NoReturn
 
-from primenb.commands import MAGIC, add_arguments, command, help_text, invocation
+from primenb.commands import MAGIC, add_arguments, command, did_you_mean, help_text, invocation
 from primenb.errors import PrimenbError
 
 
@@ -33,17 +32,9 @@ class MagicParser(argparse.ArgumentParser):
         )
 
     def _did_you_mean(self, message: str) -> str:
-        """``; did you mean --name?`` for each unrecognized option close to a known one (`--nmae`)."""
         if not message.startswith("unrecognized arguments:"):
             return ""
-        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
-        hints = []
-        for word in message.removeprefix("unrecognized arguments:").split():
-            option = word.split("=", 1)[0]
-            if option.startswith("--"):
-                close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
-                hints += [f"did you mean {close[0]} (not {option})?"] if close else []
-        return "; " + "; ".join(hints) if hints else ""
+        return did_you_mean(self, message.removeprefix("unrecognized arguments:").split())
 
     def parse_line(self, line: str) -> argparse.Namespace:
         try:
