@@ -669,7 +669,7 @@ def as_help(text: str) -> str:
 
 def did_you_mean(parser: argparse.ArgumentParser, unknown: Iterable[str]) -> str:
     """``; did you mean --name (not --nmae)?`` for each unrecognized option close to one ``parser``
-    knows; both faces add it to argparse's "unrecognized arguments" message."""
+    knows; both faces add it to argparse's error message."""
     known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
     hints = []
     for word in unknown:
