@@ -100,6 +100,14 @@ class Call:
         return self.texts()[0]
 
 
+def until(condition: Any, what: str) -> None:
+    """Wait for ``condition()``; the limit only catches a hang."""
+    end = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < end, f"never: {what}"
+        time.sleep(0.005)
+
+
 def alone(scheduler: Scheduler, model: str, prompt: str, **sampling: Any) -> str:
     return Call(scheduler, model, prompt, **sampling).wait().text
 
@@ -139,9 +147,9 @@ def test_n_rows_differ_and_repeat_with_their_seed(scheduler: Scheduler) -> None:
 
 
 def test_a_cancelled_request_leaves_at_the_next_step(scheduler: Scheduler) -> None:
-    long = Call(scheduler, "ada", "hello=", temperature=1.0, max_tokens=1500)
-    while not any(isinstance(e, Delta) for e in long.events):
-        time.sleep(0.005)
+    # ignore_eos: a sampled end of text as the first token ended it with no text (the wait hung)
+    long = Call(scheduler, "ada", "hello=", temperature=1.0, max_tokens=1500, ignore_eos=True)
+    until(lambda: any(isinstance(e, Delta) for e in long.events), "the long request's first text")
     long.req.cancel()
     at_cancel = scheduler.steps
     long.wait()
@@ -156,8 +164,7 @@ def test_a_full_queue_and_too_many_rows_are_refused(pool: ModelPool) -> None:
     s = Scheduler(pool, max_batch=2, max_queue=1).start()
     try:
         busy = Call(s, BASE, "a=", temperature=1.0, n=2, max_tokens=1500, ignore_eos=True)  # both rows, for long
-        while not busy.events:
-            time.sleep(0.005)
+        until(lambda: busy.events, "the busy request admitted")
         Call(s, BASE, "b=")  # waits for a row: the queue's one place
         with pytest.raises(ServeError) as full:
             Call(s, BASE, "c=")
@@ -216,9 +223,8 @@ def test_a_model_removed_while_decoding_finishes_its_rows(scheduler: Scheduler, 
     ckpt = _adapter(tmp_path, "adc", 3)
     add = lambda: scheduler.pool.add_checkpoint("adc", str(ckpt), model_name=BASE)  # noqa: E731
     scheduler.call(add).result(60)
-    busy = Call(scheduler, "adc", "hello=", temperature=1.0, max_tokens=200)
-    while not any(isinstance(e, Delta) for e in busy.events):
-        time.sleep(0.005)
+    busy = Call(scheduler, "adc", "hello=", temperature=1.0, max_tokens=200, ignore_eos=True)
+    until(lambda: any(isinstance(e, Delta) for e in busy.events), "the busy request's first text")
     scheduler.call(scheduler.remove, "adc").result(60)
     gone = Call(scheduler, "adc", "x=").wait()
     assert isinstance(gone.events[-1], Failed) and gone.events[-1].error.status == 404
