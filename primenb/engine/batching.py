@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from primenb.engine.chat import Conversation
 from primenb.engine.detok import TextStream
 from primenb.engine.kvbatch import BASE_ROW, device_of, forward, stack, stackable, trim
 from primenb.engine.sampling import RowSampler, logprob_entry, row_generator, token_text
@@ -245,19 +246,19 @@ class Scheduler:
     def _prepare(self, req: GenRequest) -> _Prepared:
         entry = self.pool.entry(req.model)
         limit = self.pool.context_limit(entry)
-        chat = isinstance(req.prompt, list) and bool(req.prompt) and isinstance(req.prompt[0], dict)
+        chat = isinstance(req.prompt, Conversation)
         param = "messages" if chat else "prompt"
-        if isinstance(req.prompt, list) and not chat:
-            ids = [int(t) for t in req.prompt]  # type: ignore[arg-type]
+        if isinstance(req.prompt, list):
+            ids = [int(t) for t in req.prompt]
             vocab = self.pool.vocab_size(entry)
             if any(t >= vocab for t in ids):
                 raise ServeError(f"The prompt holds token ids outside the vocabulary (size {vocab}).", 400, param)
             text = str(self.pool.tokenizer_for(entry).decode(ids))
         else:
-            text, templated = self.pool.render(entry, req.prompt)  # type: ignore[arg-type]
-            if len(text) > MAX_CHARS_PER_TOKEN * limit:
+            size = len(req.prompt) if isinstance(req.prompt, str) else req.prompt.size
+            if size > MAX_CHARS_PER_TOKEN * limit:
                 raise _too_long(limit, f"more than {MAX_CHARS_PER_TOKEN * limit} characters", param)
-            ids = self.pool.tokenize(entry, text, templated)
+            ids, text = self.pool.prompt_ids(entry, req.prompt)
         if not ids:
             raise ServeError(f"The {param} is empty: there is nothing to continue from.", 400, param)
         if len(ids) >= limit:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from primenb.engine.chat import chat_text
 from primenb.engine.data import Source
 from primenb.envs import prompt_text
 
@@ -16,7 +17,7 @@ log = logging.getLogger("primenb.engine")
 def render_prompts(tokenizer: Any, prompts: list[Any]) -> tuple[list[str], bool]:
     """Prompt strings for generation, and whether special tokens are already in them."""
     if prompts and not isinstance(prompts[0], str):
-        texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+        texts = [chat_text(tokenizer, p) for p in prompts]
         return texts, True
     return list(prompts), False
 

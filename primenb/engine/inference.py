@@ -76,6 +76,7 @@ def generate(
     repeatable). A single prompt string gives a single completion."""
     import torch
 
+    from primenb.engine.chat import trains_on_chat
     from primenb.engine.evaluation import render_prompts
 
     key = (trained.key, str(trained.checkpoint))
@@ -85,7 +86,7 @@ def generate(
     model, tok = _CACHE[key]
     single = isinstance(prompts, str)
     items = [prompts] if single else list(prompts)
-    chat = tok.chat_template is not None
+    chat = trains_on_chat(tok)
     env = None if raw else _environment(trained)
     shown = [env.format_prompt(p, chat=chat) if env is not None else p for p in items]
     texts, templated = render_prompts(tok, shown)

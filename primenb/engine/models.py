@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config
 
+from primenb.engine.chat import TINY_CHAT_TEMPLATE
 from primenb.engine.hub import hub_unreachable
 from primenb.engine.models_info import (
     TINY_MODELS,
@@ -71,6 +72,7 @@ def build_byte_tokenizer(model_max_length: int = 2048) -> PreTrainedTokenizerFas
         model_max_length=model_max_length,
     )
     tok.padding_side = "right"
+    tok.chat_template = TINY_CHAT_TEMPLATE  # conversations and tools (primenb.engine.chat)
     return tok
 
 

@@ -14,13 +14,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from primenb.engine.chat import Conversation
 from primenb.engine.serve_errors import ServeError
 
 # Below this a temperature means greedy decoding (dividing logits by 1e-300 overflows to inf/nan).
 GREEDY_BELOW = 1e-5
-Prompt = str | list[dict[str, Any]] | list[int]
+Prompt = str | Conversation | list[int]
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 
 
@@ -98,8 +98,8 @@ Event = Admitted | Delta | Finished | Failed | Done
 
 
 class GenRequest:
-    """One request: ``n`` rows of one prompt on one served model. ``prompt`` is a string, a list of
-    chat messages (both rendered and tokenised on the scheduler's thread) or token ids."""
+    """One request: ``n`` rows of one prompt on one served model. ``prompt`` is a string, a chat
+    `Conversation` (both rendered and tokenised on the scheduler's thread) or token ids."""
 
     def __init__(self, model: str, prompt: Prompt, sampling: Sampling) -> None:
         self.model = model

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from primenb.engine.evaluation import render_prompts
+from primenb.engine.chat import ChatRenderer, Conversation, trains_on_chat
 from primenb.engine.models import (
     _fix_tokenizer,
     _has_tokenizer,
@@ -92,6 +92,7 @@ class ModelPool:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.bases: dict[str, _Weights] = {}
         self.entries: dict[str, Entry] = {}
+        self._renderers: dict[int, ChatRenderer] = {}
 
     # -- loading ---------------------------------------------------------------------------------
     def _weights(self, desc: dict[str, Any]) -> _Weights:
@@ -229,10 +230,23 @@ class ModelPool:
         ids.update(int(i) for i in (eos if isinstance(eos, list | tuple) else [eos]) if i is not None)
         return frozenset(ids)
 
+    def renderer(self, entry: Entry) -> ChatRenderer:
+        """The model's one renderer (`primenb.engine.chat`), built once per tokenizer."""
+        tok = self.tokenizer_for(entry)
+        found = self._renderers.get(id(tok))
+        if found is None or found.tokenizer is not tok:
+            found = self._renderers[id(tok)] = ChatRenderer(tok)
+        return found
+
+    def tool_call_parser(self, entry: Entry) -> str | None:
+        """The format this model's tool calls are parsed in (None: it takes no tools)."""
+        return self.renderer(entry).parser
+
     def prompt_format(self, entry: Entry) -> str:
-        """How `render` shows chat messages to this model: ``chat_template``, ``text_template``
-        (the trace's environment format) or ``raw`` (the last user message as is)."""
-        if self.tokenizer_for(entry).chat_template is not None:
+        """How one-turn chat messages are shown to this model: ``chat_template`` (the renderer),
+        ``text_template`` (the trace's environment format) or ``raw`` (the last user message as is).
+        The embedded models train on text, so theirs is the text format; tools use their template."""
+        if trains_on_chat(self.tokenizer_for(entry)):
             return "chat_template"
         return "text_template" if entry.text_template else "raw"
 
@@ -243,24 +257,47 @@ class ModelPool:
         model = self.model_for(entry.base_key)
         return int(getattr(model.config, "max_position_embeddings", 0) or 2048)
 
-    def render(self, entry: Entry, prompt: str | list[dict[str, Any]]) -> tuple[str, bool]:
-        """The text the model sees, and whether it already holds special tokens. Messages use the
-        tokenizer's chat template; without one, the last user message in the trace's prompt format."""
+    def prompt_ids(self, entry: Entry, prompt: str | Conversation) -> tuple[list[int], str]:
+        """The token ids the model sees, and their text. A conversation with tools or tool turns,
+        or to a model that trains on chat, goes through the renderer; a plain one to a model that
+        trains on text is its last user message in the trace's prompt format."""
         tok = self.tokenizer_for(entry)
-        if isinstance(prompt, str):
-            return prompt, False
-        if tok.chat_template is not None:
-            texts, templated = render_prompts(tok, [prompt])
-            return texts[0], templated
-        users = [str(m.get("content") or "") for m in prompt if m.get("role") == "user"]
-        text = users[-1] if users else "\n".join(str(m.get("content") or "") for m in prompt)
+        if isinstance(prompt, Conversation):
+            if prompt.has_tool_turns or prompt.template_kwargs or self.prompt_format(entry) == "chat_template":
+                renderer = self.renderer(entry)
+                if not renderer.has_template:
+                    raise ServeError(
+                        f"The model {entry.id!r} has no chat template, so it cannot take tools or tool "
+                        "turns; send plain messages.",
+                        400,
+                        "messages",
+                    )
+                try:
+                    ids = renderer.render(prompt)
+                except Exception as exc:  # a template that raises on these messages: the client's to fix
+                    raise ServeError(
+                        f"The model's chat template could not render these messages "
+                        f"({type(exc).__name__}: {str(exc)[:300]}).",
+                        400,
+                        "messages",
+                    ) from None
+                return ids, str(tok.decode(ids, skip_special_tokens=False))
+            text = self._one_turn_text(entry, prompt.messages)
+        else:
+            text = prompt
+        ids = tok(text, add_special_tokens=True)["input_ids"]
+        return [int(i) for i in ids], text
+
+    def _one_turn_text(self, entry: Entry, messages: list[dict[str, Any]]) -> str:
+        users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        text = users[-1] if users else "\n".join(_text(m.get("content")) for m in messages)
         if entry.text_template:
             text = entry.text_template.replace("{prompt}", text).replace("{system_prompt}", "")
-        return text, False
+        return text
 
-    def tokenize(self, entry: Entry, text: str, templated: bool) -> list[int]:
-        ids = self.tokenizer_for(entry)(text, add_special_tokens=not templated)["input_ids"]
-        return [int(i) for i in ids]
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else ""
 
 
 __all__ = ["Entry", "ModelPool", "ServeError"]

@@ -13,6 +13,7 @@ import torch
 from transformers import TrainerCallback
 
 from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback, WarmupCallback
+from primenb.engine.chat import chat_text, trains_on_chat
 from primenb.engine.data import Source, build_sources, ideal_rows, rl_rows, sft_dataset, sft_env_args
 from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import load_model
@@ -126,7 +127,7 @@ def _eval_tokens(plan: Plan, default: int) -> int:
 def _longest_prompt(tok: Any, rows: list[dict[str, Any]], chat: bool) -> int:
     sample = [r["prompt"] for r in rows[:2000]]
     if chat:
-        sample = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in sample]
+        sample = [chat_text(tok, p) for p in sample]
     return max((len(tok(t, add_special_tokens=not chat)["input_ids"]) for t in sample), default=0)
 
 
@@ -141,7 +142,7 @@ def build_grpo(
 
     model, tok, base, peft_config = _prepare_model(plan, ctx, loaded)
     ctx.tokenizer, ctx.base = tok, base
-    chat = tok.chat_template is not None
+    chat = trains_on_chat(tok)
     sources = build_sources(plan.sources)
     if ctx.trace is not None:
         ctx.trace.record_model(model, peft_config, base)
@@ -191,7 +192,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
         model = model.merge_and_unload()
     ctx.enter_phase(BUILDING_TRAINER)
     ctx.tokenizer = tok
-    chat = tok.chat_template is not None
+    chat = trains_on_chat(tok)
     wplan = warmup_plan(plan, tiny=is_tiny(plan.model_name))
     sources = build_sources(plan.sources)
     if ctx.trace is not None:
@@ -225,7 +226,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
 
     model, tok, base, peft_config = _prepare_model(plan, ctx)
     ctx.tokenizer, ctx.base = tok, base
-    chat = tok.chat_template is not None
+    chat = trains_on_chat(tok)
     dataset, data_env = sft_dataset(plan, chat=chat)
     if ctx.trace is not None:
         ctx.trace.record_model(model, peft_config, base)

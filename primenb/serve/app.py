@@ -30,7 +30,7 @@ from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, 
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.serve import guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
-from primenb.serve.wire import Choices, chat_chunk, completion_chunk, error_body, usage
+from primenb.serve.wire import Choices, StreamChunks, ToolMode, chat_chunk, error_body, usage
 
 OWNER = "primenb"
 M = TypeVar("M", bound=BaseModel)
@@ -88,6 +88,8 @@ def model_card(state: State, pool: Any, entry: Any) -> dict[str, Any]:
             "trace": entry.trace,
             "stage": getattr(entry, "stage", "final"),
             "prompt_format": pool.prompt_format(entry),
+            "renderer": pool.renderer(entry).name,
+            "tool_call_parser": pool.tool_call_parser(entry),
         },
     }
 
@@ -253,10 +255,30 @@ async def chat_completions(request: Request) -> Response:
     refused = body.refused()
     if refused is not None:
         raise refused
-    if body.model not in state.cards:
+    card = state.cards.get(body.model)
+    if card is None:
         raise _unknown_model(state, body.model)
-    req = GenRequest(body.model, body.prompt(), body.sampling())
-    return await cancellable(request, _respond(state, body, [req], chat=True))
+    tools = _tool_mode(body, card)
+    req = GenRequest(body.model, body.conversation(), body.sampling())
+    return await cancellable(request, _respond(state, body, [req], chat=True, tools=tools))
+
+
+def _tool_mode(body: ChatRequest, card: dict[str, Any]) -> ToolMode | None:
+    """How the reply is parsed for calls, or a 400 when the model cannot take the tools."""
+    if not body.tools_on:
+        return None
+    parser = (card.get("primenb") or {}).get("tool_call_parser")
+    if not parser:
+        renderer = (card.get("primenb") or {}).get("renderer")
+        raise ServeError(
+            f"The model {body.model!r} takes no tools here: its renderer ({renderer}) has no tool-call "
+            "format this server parses (hermes <tool_call> blocks or Llama 3 JSON). Send the request "
+            "without 'tools', or serve a model whose chat template has tool support.",
+            400,
+            "tools",
+            "unsupported_parameter",
+        )
+    return ToolMode(str(parser), parallel=body.parallel_tool_calls is not False)
 
 
 async def completions(request: Request) -> Response:
@@ -273,7 +295,12 @@ async def completions(request: Request) -> Response:
 
 
 async def _respond(
-    state: State, body: ChatRequest | CompletionRequest, reqs: list[GenRequest], *, chat: bool
+    state: State,
+    body: ChatRequest | CompletionRequest,
+    reqs: list[GenRequest],
+    *,
+    chat: bool,
+    tools: ToolMode | None = None,
 ) -> Response:
     run = _Run(state, reqs)
     n = reqs[0].sampling.n
@@ -286,11 +313,11 @@ async def _respond(
         raise
     headers = {"x-primenb-seed": ",".join(str(s) for s in run.seeds)}
     if body.stream:
-        stream = _stream(run, early, body, rid, created, chat=chat, n=n)
+        stream = _stream(run, early, body, rid, created, chat=chat, n=n, tools=tools)
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     t0 = time.perf_counter()
     try:
-        choices = Choices(len(reqs) * n, chat=chat)
+        choices = Choices(len(reqs) * n, chat=chat, tools=tools)
         for i, event in [*early, *[x async for x in run.events()]]:
             choices.add(i * n, event)
     finally:
@@ -317,25 +344,16 @@ async def _stream(
     *,
     chat: bool,
     n: int,
+    tools: ToolMode | None = None,
 ) -> AsyncIterator[str]:
     """Server-sent events; with ``include_usage`` every chunk carries ``usage: null`` and a last
     chunk carries the totals. Starlette cancels this generator when the client goes away; the
-    ``finally`` then cancels the generation."""
+    ``finally`` then cancels the generation. With tools, each choice's text streams until a call
+    may begin; the calls go out whole when the choice ends."""
     with_usage = body.include_usage
     base = {"id": rid, "created": created, "model": body.model}
     completion_tokens = 0
-    offsets: dict[int, int] = {}  # completions' text_offset: characters of each choice sent so far
-
-    def text_chunk(index: int, delta: Delta) -> str:
-        if chat:
-            return chat_chunk(base, index, text=delta.text, logprobs=delta.logprobs, with_usage=with_usage)
-        at = offsets.get(index, 0)
-        offsets[index] = at + sum(len(e.token) for e in delta.logprobs or [])
-        return completion_chunk(base, index, text=delta.text, logprobs=delta.logprobs, with_usage=with_usage, offset=at)
-
-    def end_chunk(index: int, reason: str) -> str:
-        chunk = chat_chunk if chat else completion_chunk
-        return chunk(base, index, finish=reason, with_usage=with_usage)
+    chunks = StreamChunks(base, chat=chat, with_usage=with_usage, tools=tools)
 
     try:
         if chat:
@@ -351,10 +369,13 @@ async def _stream(
         try:
             async for i, event in events():
                 if isinstance(event, Delta):
-                    yield text_chunk(i * n + event.index, event)
+                    chunk = chunks.delta(i * n + event.index, event)
+                    if chunk is not None:
+                        yield chunk
                 elif isinstance(event, Finished):
                     completion_tokens += event.completion_tokens
-                    yield end_chunk(i * n + event.index, event.reason)
+                    for chunk in chunks.end(i * n + event.index, event.reason):
+                        yield chunk
         except ServeError as exc:  # the model failed mid-stream: say so in the stream
             yield f"data: {_json(error_body(str(exc), exc.status, exc.param, exc.code))}\n\n"
             yield "data: [DONE]\n\n"

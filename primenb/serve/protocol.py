@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
+from primenb.engine.chat import Conversation
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
 
@@ -42,18 +43,69 @@ class TextPart(_Strict):
     text: StrictStr
 
 
+class FunctionCall(_Strict):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    arguments: Annotated[StrictStr, Field(max_length=1_000_000)]  # JSON text, as OpenAI sends it
+
+
+class ToolCallIn(_Strict):
+    """A call an assistant made, sent back in the history."""
+
+    id: Annotated[StrictStr, Field(max_length=256)]
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(_Strict):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: StrictStr | list[TextPart]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: StrictStr | list[TextPart] | None = None
     name: StrictStr | None = None
+    tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None  # assistant turns
+    tool_call_id: Annotated[StrictStr, Field(max_length=256)] | None = None  # tool turns
+    refusal: StrictStr | None = None  # what OpenAI's own replies carry; sent back as history
+
+    @model_validator(mode="after")
+    def _shape(self) -> Message:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id of the call it answers")
+        if self.content is None and not (self.role == "assistant" and (self.tool_calls or self.refusal)):
+            raise ValueError(f"a {self.role} message needs content")
+        return self
 
     def as_dict(self) -> dict[str, Any]:
-        text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        text = self.content if isinstance(self.content, str | None) else "".join(p.text for p in self.content)
         role = "system" if self.role == "developer" else self.role  # OpenAI's newer name for system
-        msg = {"role": role, "content": text}
+        msg: dict[str, Any] = {"role": role, "content": text}
         if self.name:
             msg["name"] = self.name
+        if self.tool_calls:
+            msg["tool_calls"] = [c.model_dump() for c in self.tool_calls]
+        if self.tool_call_id:
+            msg["tool_call_id"] = self.tool_call_id
         return msg
+
+
+class FunctionDef(_Strict):
+    name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
+    description: Annotated[StrictStr, Field(max_length=100_000)] | None = None
+    parameters: dict[StrictStr, Any] | None = None  # a JSON Schema object, given to the template as is
+    strict: StrictBool | None = None
+
+
+class Tool(_Strict):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Strict):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
+class NamedToolChoice(_Strict):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class StreamOptions(_Strict):
@@ -67,8 +119,11 @@ class StreamOptions(_Strict):
         return self
 
 
-class ResponseFormat(_Strict):
-    type: Literal["text"]
+class ResponseFormat(BaseModel):
+    """Parsed loosely so that a JSON mode gets the 400 that names it, not a schema error."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "json_object", "json_schema"]
 
 
 def _off(value: Any) -> bool:
@@ -127,10 +182,8 @@ class _Common(_Strict):
 
 # Chat fields the server cannot honour: each is accepted only as null (or its "off" value).
 CHAT_REFUSED = {
-    "tools": "tool calling",
-    "tool_choice": "tool calling",
-    "functions": "function calling",
-    "function_call": "function calling",
+    "functions": "the legacy function calling (send 'tools' instead)",
+    "function_call": "the legacy function calling (send 'tool_choice' instead)",
     "audio": "audio output",
     "modalities": "output modalities other than text",
     "prediction": "predicted outputs",
@@ -145,13 +198,14 @@ CHAT_REFUSED = {
 }
 # ... and what each field's "off" value is, besides null
 _CHAT_OFF: dict[str, tuple[Any, ...]] = {
-    "tool_choice": ("none",),
     "function_call": ("none",),
     "modalities": (["text"],),
     "store": (False,),
     "service_tier": ("auto", "default"),
 }
-CHAT_METADATA = ("user", "metadata", "prompt_cache_key", "safety_identifier", "parallel_tool_calls")
+CHAT_METADATA = ("user", "metadata", "prompt_cache_key", "safety_identifier")
+MAX_TOOLS = 128
+MAX_TEMPLATE_KWARGS = 32
 
 
 class ChatRequest(_Common):
@@ -164,9 +218,12 @@ class ChatRequest(_Common):
     metadata: dict[StrictStr, StrictStr] | None = None
     prompt_cache_key: StrictStr | None = None
     safety_identifier: StrictStr | None = None
-    parallel_tool_calls: StrictBool | None = None  # only means something with tools, which are refused
-    tools: Any = None
-    tool_choice: Any = None
+    tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: StrictBool | None = None
+    # vLLM's rendering switches
+    add_generation_prompt: StrictBool = True
+    chat_template_kwargs: Annotated[dict[StrictStr, Any], Field(max_length=MAX_TEMPLATE_KWARGS)] | None = None
     functions: Any = None
     function_call: Any = None
     audio: Any = None
@@ -187,7 +244,38 @@ class ChatRequest(_Common):
             raise ValueError("top_logprobs needs logprobs: true")
         return self
 
+    @model_validator(mode="after")
+    def _tool_turns_answer_calls(self) -> ChatRequest:
+        """A tool message answers a call an earlier assistant message made (as OpenAI checks)."""
+        made: set[str] = set()
+        for i, m in enumerate(self.messages):
+            made.update(c.id for c in m.tool_calls or [])
+            if m.role == "tool" and m.tool_call_id not in made:
+                raise ValueError(
+                    f"messages[{i}] is a tool message whose tool_call_id {str(m.tool_call_id)[:60]!r} answers no "
+                    "tool call of an earlier assistant message"
+                )
+        return self
+
     def refused(self) -> ServeError | None:
+        if self.response_format is not None and self.response_format.type != "text":
+            return ServeError(
+                f"response_format {self.response_format.type!r} asks for constrained JSON decoding, which this "
+                "server does not do; ask for JSON in the prompt, or leave response_format unset.",
+                400,
+                "response_format",
+                "unsupported_parameter",
+            )
+        if self.tool_choice == "required" or isinstance(self.tool_choice, NamedToolChoice):
+            return ServeError(
+                "tool_choice 'required' or a named function asks for constrained decoding, which this server "
+                "does not do; use 'auto' (the model decides) or 'none'.",
+                400,
+                "tool_choice",
+                "unsupported_parameter",
+            )
+        if self.tool_choice not in (None, "none") and not self.tools:
+            return ServeError("tool_choice is set but there are no tools.", 400, "tool_choice")
         for name, what in CHAT_REFUSED.items():
             value = getattr(self, name)
             if not (_off(value) or value in _CHAT_OFF.get(name, ())):
@@ -204,8 +292,19 @@ class ChatRequest(_Common):
         asked = self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
         return self._sampling(asked, logprobs=bool(self.logprobs), top_logprobs=self.top_logprobs or 0)
 
-    def prompt(self) -> list[dict[str, Any]]:
-        return [m.as_dict() for m in self.messages]
+    @property
+    def tools_on(self) -> bool:
+        """Whether the model is shown the tools and its reply parsed for calls."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+    def conversation(self) -> Conversation:
+        tools = [t.model_dump(exclude_none=True) for t in self.tools or []] if self.tools_on else None
+        return Conversation(
+            [m.as_dict() for m in self.messages],
+            tools=tools,
+            add_generation_prompt=self.add_generation_prompt,
+            template_kwargs=self.chat_template_kwargs,
+        )
 
 
 TokenIds = Annotated[list[Annotated[StrictInt, Field(ge=0)]], Field(min_length=1)]
@@ -290,5 +389,6 @@ __all__ = [
     "CompletionRequest",
     "LoadLora",
     "Message",
+    "Tool",
     "UnloadLora",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primenb.engine.serve_requests import Delta, Event, Finished, TokenLogprob
+from primenb.engine.toolcalls import ToolCall, ToolCallStream, parse
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -88,6 +89,16 @@ def chat_chunk(
     return _event({**base, "object": "chat.completion.chunk", "choices": [choice]}, with_usage)
 
 
+def tool_calls_chunk(
+    base: dict[str, Any], index: int, calls: tuple[ToolCall, ...], *, first: int = 0, with_usage: bool = False
+) -> str:
+    """The calls of one choice, each whole (id, name and all its arguments) under its own ``index``:
+    how vLLM's parsers send a call, and what `openai`'s stream helpers assemble."""
+    fragments = [{"index": first + i, **call.as_dict()} for i, call in enumerate(calls)]
+    choice = {"index": index, "delta": {"tool_calls": fragments}, "logprobs": None, "finish_reason": None}
+    return _event({**base, "object": "chat.completion.chunk", "choices": [choice]}, with_usage)
+
+
 def completion_chunk(
     base: dict[str, Any],
     index: int,
@@ -120,11 +131,71 @@ class _Choice:
     finish: str | None = None
 
 
+@dataclass(frozen=True)
+class ToolMode:
+    """A chat request with tools on: the format its model's calls are parsed in, and whether a
+    reply may make more than one call (``parallel_tool_calls``; vLLM keeps the first when not)."""
+
+    parser: str
+    parallel: bool = True
+
+    def calls(self, text: str) -> tuple[str | None, tuple[ToolCall, ...]]:
+        parsed = parse(text, self.parser)
+        calls = parsed.calls if self.parallel else parsed.calls[:1]
+        return parsed.content, calls
+
+
+def finish_with_calls(reason: str | None, calls: tuple[ToolCall, ...]) -> str | None:
+    return "tool_calls" if calls and reason == "stop" else reason
+
+
+class StreamChunks:
+    """A streamed response's chunks, choice by choice: text as it comes (completions keep their
+    ``text_offset``; with tools, a choice's text until a call may begin) and each choice's end
+    (with tools, its calls whole, then ``finish_reason`` ``tool_calls``)."""
+
+    def __init__(self, base: dict[str, Any], *, chat: bool, with_usage: bool, tools: ToolMode | None) -> None:
+        self.base, self.chat, self.with_usage, self.tools = base, chat, with_usage, tools
+        self.offsets: dict[int, int] = {}  # completions: characters of each choice sent so far
+        self.calls: dict[int, ToolCallStream] = {}
+
+    def _calls(self, index: int) -> ToolCallStream:
+        assert self.tools is not None
+        return self.calls.setdefault(index, ToolCallStream(self.tools.parser))
+
+    def delta(self, index: int, delta: Delta) -> str | None:
+        if not self.chat:
+            at = self.offsets.get(index, 0)
+            self.offsets[index] = at + sum(len(e.token) for e in delta.logprobs or [])
+            return completion_chunk(
+                self.base, index, text=delta.text, logprobs=delta.logprobs, with_usage=self.with_usage, offset=at
+            )
+        text = delta.text if self.tools is None else self._calls(index).push(delta.text)
+        if not text and not delta.logprobs and self.tools is not None:
+            return None  # held: it may be part of a call
+        return chat_chunk(self.base, index, text=text, logprobs=delta.logprobs, with_usage=self.with_usage)
+
+    def end(self, index: int, reason: str) -> list[str]:
+        if not self.chat:
+            return [completion_chunk(self.base, index, finish=reason, with_usage=self.with_usage)]
+        out = []
+        if self.tools is not None:
+            rest, made = self._calls(index).close()
+            made = made if self.tools.parallel else made[:1]
+            if rest:
+                out.append(chat_chunk(self.base, index, text=rest, with_usage=self.with_usage))
+            if made:
+                out.append(tool_calls_chunk(self.base, index, made, with_usage=self.with_usage))
+            reason = finish_with_calls(reason, made) or reason
+        return [*out, chat_chunk(self.base, index, finish=reason, with_usage=self.with_usage)]
+
+
 class Choices:
     """A non-streamed response's choices, built from the events of its rows."""
 
-    def __init__(self, count: int, *, chat: bool) -> None:
+    def __init__(self, count: int, *, chat: bool, tools: ToolMode | None = None) -> None:
         self.chat = chat
+        self.tools = tools
         self.items = [_Choice() for _ in range(count)]
         self.completion_tokens = 0
 
@@ -144,8 +215,14 @@ class Choices:
             text = "".join(c.text)
             if self.chat:
                 logprobs = chat_logprobs(c.logprobs) if c.logprobs is not None else None
-                message = {"role": "assistant", "content": text}
-                out.append({"index": i, "message": message, "finish_reason": c.finish, "logprobs": logprobs})
+                message: dict[str, Any] = {"role": "assistant", "content": text}
+                finish = c.finish
+                if self.tools is not None:
+                    content, calls = self.tools.calls(text)
+                    if calls:
+                        message = {"role": "assistant", "content": content, "tool_calls": [x.as_dict() for x in calls]}
+                        finish = finish_with_calls(finish, calls)
+                out.append({"index": i, "message": message, "finish_reason": finish, "logprobs": logprobs})
             else:
                 logprobs = completion_logprobs(c.logprobs) if c.logprobs is not None else None
                 out.append({"index": i, "text": text, "finish_reason": c.finish, "logprobs": logprobs})
@@ -154,10 +231,14 @@ class Choices:
 
 __all__ = [
     "Choices",
+    "StreamChunks",
+    "ToolMode",
     "chat_chunk",
     "chat_logprobs",
     "completion_chunk",
     "completion_logprobs",
     "error_body",
+    "finish_with_calls",
+    "tool_calls_chunk",
     "usage",
 ]

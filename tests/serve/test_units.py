@@ -30,6 +30,12 @@ class EchoPool:
     def prompt_format(self, entry: Any) -> str:
         return "raw"
 
+    def renderer(self, entry: Any) -> Any:
+        return SimpleNamespace(name="chat_template")
+
+    def tool_call_parser(self, entry: Any) -> str | None:
+        return "hermes"
+
     def context_limit(self, entry: Any) -> int:
         return 10
 
@@ -55,7 +61,7 @@ class EchoScheduler:
         threading.Thread(target=self._run, args=(req,), daemon=True).start()
 
     def _run(self, req: GenRequest) -> None:
-        text = req.prompt if isinstance(req.prompt, str) else str(req.prompt[-1]["content"])  # type: ignore[index]
+        text = req.prompt if isinstance(req.prompt, str) else str(req.prompt.messages[-1]["content"])  # type: ignore[union-attr]
         if text.startswith("slow"):  # admitted after the other prompts of its call have finished
             time.sleep(0.3)
         if len(text) >= 10:
