@@ -94,23 +94,26 @@ def quick_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIMENB_SERVE_STOP_GRACE_S", "0")
 
 
-def _log_of(server: client.Server) -> str:
-    logs = sorted(registry.folder().glob("server-*.log"), key=lambda p: p.stat().st_mtime)
-    return logs[-1].read_text(errors="replace") if logs else ""
+def _start() -> tuple[client.Server, Path]:
+    """A server on the embedded model, and its log."""
+    before = set(registry.folder().glob("server-*.log"))
+    server = client.start(base=BASE)
+    (log,) = set(registry.folder().glob("server-*.log")) - before
+    return server, log
 
 
 def test_sigterm_answers_503_aborts_streams_and_exits(serve_home: Path, quick_stop: None) -> None:
-    server = client.start(base=BASE)
+    server, log = _start()
     try:
         _stop_while_decoding(server, lambda: os.kill(server.pid, signal.SIGTERM))
     finally:
         server.stop()
-    log = _log_of(server)
-    assert "Traceback" not in log and "graceful shutdown exceeded" not in log, log[-2000:]
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text and "graceful shutdown exceeded" not in text, text[-2000:]
 
 
 def test_serve_stop_from_the_cli_runs_the_same_stop(serve_home: Path, quick_stop: None) -> None:
-    server = client.start(base=BASE)
+    server, _ = _start()
     done: list[subprocess.CompletedProcess[str]] = []
 
     def cli_stop() -> None:
