@@ -28,7 +28,7 @@ from starlette.routing import Route
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
 from primenb.protocol.checkpoint import CheckpointDir
-from primenb.serve import guard
+from primenb.serve import adapters, guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
 from primenb.serve.wire import Choices, StreamChunks, ToolMode, chat_chunk, error_body, usage
 
@@ -440,17 +440,21 @@ async def _add(state: State, spec: AddModel, *, adapter_only: bool = False) -> A
         raise ServeError(
             f"{spec.checkpoint} is not a LoRA adapter checkpoint (no {CheckpointDir.ADAPTER_CONFIG}).", 400
         )
+    given = spec.model_dump(exclude_unset=True)
+    found = await asyncio.to_thread(adapters.from_trace, checkpoint, given, state.cards)
 
     def load() -> Any:
-        entry = state.loader({**spec.model_dump(), "checkpoint": str(checkpoint)})
+        entry = state.loader({**spec.model_dump(), **found, "checkpoint": str(checkpoint)})
         state.refresh_cards()
         return entry
 
     return await state.on_scheduler(load)
 
 
-async def _remove(state: State, served_id: str) -> None:
+async def _remove(state: State, served_id: str, *, lora_only: bool = False) -> None:
     def remove() -> None:
+        if lora_only:
+            adapters.check_unload(state.scheduler.pool.entries, served_id)
         state.scheduler.remove(served_id)
         state.refresh_cards()
 
@@ -481,7 +485,7 @@ async def load_lora_adapter(request: Request) -> Response:
 async def unload_lora_adapter(request: Request) -> Response:
     state: State = request.app.state.primenb
     body = parse(UnloadLora, await request.body())
-    await _remove(state, body.lora_name)
+    await _remove(state, body.lora_name, lora_only=True)
     return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
 
 

@@ -128,11 +128,8 @@ def checkpoint_in_run_dir(path: str) -> Path:
     real = Path(os.path.realpath(path))
     if not real.is_dir():
         raise ServeError(f"checkpoint {path[:300]!r} is not a folder here.", 404, "checkpoint")
-    for folder in real.parents:
-        if folder.name == RunDir.CHECKPOINTS:
-            run = RunDir(folder.parent)
-            if run.status_path.is_file() or run.trace_path.is_file():
-                return real
+    if run_dir_of(real) is not None:
+        return real
     raise ServeError(
         f"checkpoint {path[:300]!r} is not inside a run directory's checkpoints/ folder; "
         "the server loads only checkpoints primenb trained or fetched.",
@@ -141,4 +138,15 @@ def checkpoint_in_run_dir(path: str) -> Path:
     )
 
 
-__all__ = ["MAX_BODY", "Guard", "checkpoint_in_run_dir"]
+def run_dir_of(real: Path) -> Path | None:
+    """The run directory whose ``checkpoints/`` folder holds ``real`` (a path with links followed):
+    the nearest one that holds a status or a trace."""
+    for folder in real.parents:
+        if folder.name == RunDir.CHECKPOINTS:
+            run = RunDir(folder.parent)
+            if run.status_path.is_file() or run.trace_path.is_file():
+                return folder.parent
+    return None
+
+
+__all__ = ["MAX_BODY", "Guard", "checkpoint_in_run_dir", "run_dir_of"]

@@ -1,6 +1,12 @@
 """``python -m primenb.serve.worker SPEC.json``: the server process. Binds its socket first (a port in
 use fails at once), loads the models of the spec, records itself in the registry, then serves with
-uvicorn until SIGTERM/SIGINT or ``POST /admin/shutdown`` (which finishes the requests in flight)."""
+uvicorn until SIGTERM, SIGINT or ``POST /admin/shutdown``.
+
+All three run one stop: new requests get 503 (``/health`` too), rows still decoding get
+``STOP_GRACE_S`` (``PRIMENB_SERVE_STOP_GRACE_S`` overrides), then end with finish reason ``abort``;
+once nothing is in flight the server lingers ``STOP_LINGER_S`` answering 503, then exits and drops
+its registry record. uvicorn's own signal handler would end the server at once (the port refusing,
+streams cut after its graceful timeout): `StopServer` routes its signals to this stop instead."""
 
 from __future__ import annotations
 
@@ -13,13 +19,26 @@ import socket
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
+
+import uvicorn
 
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.serve import registry
 
 STOP_LINGER_S = 1.0  # after the last request: late clients get a clear 503, not a reset
 STOP_GRACE_S = 1.0  # requests still decoding when stopped get this long, then end with "abort"
+
+
+def grace_s() -> float:
+    """How long rows decoding at a stop may go on: ``PRIMENB_SERVE_STOP_GRACE_S`` (seconds, >= 0)."""
+    given = os.environ.get("PRIMENB_SERVE_STOP_GRACE_S", "")
+    try:
+        value = float(given)
+    except ValueError:
+        return STOP_GRACE_S
+    return value if 0 <= value < float("inf") else STOP_GRACE_S
 
 
 def load_into(pool: Any, spec: dict[str, Any]) -> Any:
@@ -46,6 +65,22 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
+
+
+class StopServer(uvicorn.Server):
+    """uvicorn's server whose SIGTERM/SIGINT runs the worker's stop (its watch loop decides when to
+    exit) instead of ending at once; a second SIGINT (Ctrl+C twice) aborts and exits now."""
+
+    def __init__(self, config: uvicorn.Config, scheduler: Any) -> None:
+        super().__init__(config)
+        self.scheduler = scheduler
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:  # uvicorn's handler for both
+        if sig == signal.SIGINT and self.scheduler.stopping:
+            self.scheduler.abort_all()
+            self.should_exit = True
+        else:
+            self.scheduler.stop_admitting()  # not recorded: uvicorn re-raises what it recorded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,10 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     scheduler.start()
     app = build_app(state)
 
-    import uvicorn
-
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = StopServer(config, scheduler)
     url = f"http://{registry.url_host(host)}:{port}/v1"
     record = {
         "pid": os.getpid(),
@@ -108,15 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     registry.write(record)
 
     async def watch() -> None:
-        since = None
+        grace = grace_s()
+        since: float | None = None  # when the stop began
+        idle: float | None = None  # since when nothing is in flight
         while not server.should_exit:
             if scheduler.stopping:
-                since = since or time.monotonic()
-                waited = time.monotonic() - since
-                if scheduler.busy and waited > STOP_GRACE_S:
-                    scheduler.abort_all()  # a stop answers in a second or two, whatever is decoding
-                if not scheduler.busy and waited > STOP_LINGER_S:
-                    server.should_exit = True
+                now = time.monotonic()
+                since = since or now
+                if scheduler.busy:
+                    idle = None
+                    if now - since >= grace:
+                        scheduler.abort_all()  # a stop answers in a second or two, whatever is decoding
+                else:
+                    idle = idle or now
+                    if now - idle >= STOP_LINGER_S:  # late clients got a 503 meanwhile, not a reset
+                        server.should_exit = True
             registry.update_models(os.getpid(), list(state.cards))
             await asyncio.sleep(0.1)
 
@@ -129,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
             task.cancel()
 
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    # uvicorn re-raises the SIGTERM it caught once it has stopped; with Python's default handler
-    # that kills the process before the `finally` below drops its registry record (a server on
-    # an SSH host has no one else to drop it). Ours only asks it to stop.
+    # a signal after uvicorn has restored the handlers (while the models close) asks the same stop:
+    # Python's default would kill the process before the `finally` below drops its registry record
+    # (a server on an SSH host has no one else to drop it)
     signal.signal(signal.SIGTERM, lambda *_: scheduler.stop_admitting())
     try:
         asyncio.run(run())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -126,7 +127,13 @@ def test_only_this_server_s_origin_and_host_get_through() -> None:
 
 def test_admin_routes_load_only_run_checkpoints(tmp_path: Path) -> None:
     loaded: list[dict[str, Any]] = []
-    c = app(loader=loaded.append)
+
+    def load(spec: dict[str, Any]) -> None:
+        loaded.append(spec)
+        entry = SimpleNamespace(id=spec["id"], kind="adapter", trace=None, root="m", parent="m")
+        c.app.state.scheduler.pool.entries[spec["id"]] = entry  # type: ignore[attr-defined]
+
+    c = app(loader=load)
     outside = tmp_path / "somewhere"
     outside.mkdir()
     run = tmp_path / "run"
@@ -146,6 +153,10 @@ def test_admin_routes_load_only_run_checkpoints(tmp_path: Path) -> None:
     r = c.post("/v1/load_lora_adapter", json={"lora_name": "my-lora", "lora_path": str(ckpt)})
     assert loaded and loaded[-1]["id"] == "my-lora" and loaded[-1]["checkpoint"] == str(ckpt.resolve())
     assert "added successfully" in r.text
+    for name, says in (("m", "is a base model, not a LoRA adapter"), ("nope", "cannot be found")):
+        r = c.post("/v1/unload_lora_adapter", json={"lora_name": name})  # as vLLM: LoRA adapters only
+        error = r.json()["error"]
+        assert r.status_code == 404 and says in error["message"] and error["code"] == "model_not_found", name
     r = c.post("/v1/unload_lora_adapter", json={"lora_name": "my-lora"})
     assert r.status_code == 200 and "removed successfully" in r.text
     assert c.get("/health").status_code == 200 and c.get("/version").json()["engine"] == "primenb"

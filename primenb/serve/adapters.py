@@ -1,0 +1,86 @@
+"""The rules of the routes that add and remove models at run time (`primenb.serve.app`).
+
+- **Loading** (``POST /v1/load_lora_adapter``, ``POST /admin/models``): a checkpoint of a run whose
+  directory holds a trace is served as ``primenb serve`` serves that trace (`client.model_specs`):
+  with the trace's prompt format, read through the trust road (an imported, untrusted trace's
+  recorded format is taken as plain data and none of its code runs), its model and seed, its trace
+  id, and its parent: the trace's SFT warm-up when this server serves it, else its base model. What
+  the request itself sets wins.
+- **Unloading** (``POST /v1/unload_lora_adapter``): as vLLM, only a LoRA adapter the server serves,
+  loaded at start or at run time; a base model or a full fine-tune (which is what adapters sit on:
+  a base, or a warm-up) is a 404. ``DELETE /admin/models/{id}`` removes anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from primenb.engine.serve_errors import ServeError
+from primenb.errors import PrimenbError
+from primenb.protocol.reader import is_regular
+from primenb.protocol.rundir import RunDir
+from primenb.serve.guard import run_dir_of
+
+WARMUP = "sft_warmup"
+
+
+def _warmup_served(cards: dict[str, dict[str, Any]], trace_id: str) -> str | None:
+    for card in cards.values():
+        info = card.get("primenb") or {}
+        if info.get("trace") == trace_id and info.get("stage") == WARMUP:
+            return str(card["id"])
+    return None
+
+
+def from_trace(checkpoint: Path, given: dict[str, Any], cards: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the trace of ``checkpoint``'s run directory says about serving it, for the fields of
+    ``given`` (an `AddModel`'s, those the request set) left unset; {} without a readable trace.
+    May build the trace's environment (a trusted one): call it off the event loop."""
+    from primenb.harness.inference import describe
+    from primenb.traces.trace import Trace
+    from primenb.traces.trust import prompt_format
+
+    run = run_dir_of(checkpoint)
+    if run is None or not is_regular(RunDir(run).trace_path):
+        return {}
+    try:
+        trace = Trace.load(run)
+        info = describe(trace, checkpoint)
+    except (PrimenbError, AttributeError, KeyError, TypeError, ValueError):  # a broken trace: served as asked
+        return {}
+    model_name = str(given.get("model_name") or info.model_id)
+    warmup = checkpoint == Path(RunDir(run).warmup_checkpoint).resolve()
+    stage = str(given.get("stage") or (WARMUP if warmup else "final"))
+    parent = model_name if stage == WARMUP else (_warmup_served(cards, trace.id) or model_name)
+    found = {
+        "model_name": model_name,
+        "seed": info.base_seed,
+        "trace": trace.id,
+        "trace_name": trace.name,
+        "stage": stage,
+        "parent": parent,
+    }
+    if "text_template" not in given:
+        found["text_template"] = prompt_format(trace, "serve")
+    return {k: v for k, v in found.items() if k not in given}
+
+
+def check_unload(entries: dict[str, Any], served_id: str) -> None:
+    """Raise the 404 vLLM answers unless ``served_id`` is a LoRA adapter this server serves."""
+    entry = entries.get(served_id)
+    shown = served_id if len(served_id) <= 80 else served_id[:80] + "…"
+    if entry is None:
+        raise ServeError(f"The LoRA adapter {shown!r} cannot be found.", 404, "lora_name", "model_not_found")
+    if entry.kind != "adapter":
+        what = {"base": "a base model", "full": "a full fine-tune"}.get(entry.kind, f"a {entry.kind} model")
+        raise ServeError(
+            f"{shown!r} is {what}, not a LoRA adapter: /v1/unload_lora_adapter removes only LoRA adapters "
+            "(loaded at start or with /v1/load_lora_adapter); DELETE /admin/models/{id} removes any model.",
+            404,
+            "lora_name",
+            "model_not_found",
+        )
+
+
+__all__ = ["check_unload", "from_trace"]
