@@ -34,11 +34,11 @@ def tool_server(serve_home: Path) -> Iterator[client.Server]:
     server = client.start(base="primenb/tiny-byte")
     try:
         r = httpx.post(
-            server.url.removesuffix("/v1") + "/v1/load_lora_adapter",
-            json={"lora_name": AGENT, "lora_path": str(checkpoint)},
+            server.url.removesuffix("/v1") + "/admin/models",
+            json={"id": AGENT, "checkpoint": str(checkpoint)},
             timeout=120,
         )
-        assert r.status_code == 200, r.text
+        assert r.status_code == 201, r.text
         yield server
     finally:
         server.stop()

@@ -1,5 +1,6 @@
-"""A checkpoint that calls tools: a LoRA adapter on the embedded model, fit in the test session to
-the embedded chat template's conversations. Asked about the weather (with a weather tool), its
+"""A checkpoint that calls tools: the embedded model fully fine-tuned in the test session (about a
+minute on 2 cores; a LoRA adapter of the random-init model did not learn the call's bytes in that
+time) on the embedded chat template's conversations. Asked about the weather (with a weather tool), its
 greedy reply is a ``get_weather`` call; given the tool's answer, it answers in words. Nothing is
 learnt here that the next issue's training would need: this only proves the serving side."""
 
@@ -13,6 +14,7 @@ from typing import Any
 ANSWER = "It is sunny in Paris."
 CALL_ARGS = {"city": "Paris"}
 STEPS = 300
+LR = 1e-3
 
 SYSTEMS = [None, "You are a helpful assistant.", "Answer briefly.", "You are a coding agent with tools."]
 QUESTIONS = [
@@ -75,26 +77,16 @@ def _conversations(rng: random.Random) -> list[tuple[list[dict[str, Any]], list[
 
 
 def fit(run_dir: Path, *, seed: int = 0) -> Path:
-    """Fit the adapter and write it as ``run_dir/checkpoints/step_N`` (with the tokenizer and the
+    """Fit the model and write it as ``run_dir/checkpoints/step_N`` (with the tokenizer and the
     engine's note, as a trained run has it). Returns the checkpoint folder."""
     import torch
-    from peft import LoraConfig, get_peft_model
-
     from primenb.engine.models import build_byte_tokenizer, build_tiny_model
     from primenb.protocol.checkpoint import CheckpointDir
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tok = build_byte_tokenizer()
-    model = get_peft_model(
-        build_tiny_model("xs", seed=0),
-        LoraConfig(
-            r=32,
-            lora_alpha=64,
-            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"],
-            modules_to_save=["embed_tokens"],
-        ),
-    )
+    model = build_tiny_model("xs", seed=0)
     rows = []
     for messages, tools in _conversations(rng):
         enc = tok.apply_chat_template(
@@ -107,10 +99,10 @@ def fit(run_dir: Path, *, seed: int = 0) -> Path:
             first -= 1
         labels = [t if first <= i <= last else -100 for i, t in enumerate(ids)]  # the last reply only
         rows.append((ids, labels))
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
     decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / STEPS)
     model.train()
-    for _ in range(STEPS):
+    for _step in range(STEPS):
         batch = rng.sample(rows, 8)
         width = max(len(ids) for ids, _ in batch)
         ids = torch.tensor([i + [0] * (width - len(i)) for i, _ in batch])
@@ -130,7 +122,7 @@ def fit(run_dir: Path, *, seed: int = 0) -> Path:
             "step": STEPS,
             "mode": "sft",
             "model": "primenb/tiny-byte",
-            "adapter": True,
+            "adapter": False,
             "base": {"name": "primenb/tiny-byte", "seed": 0, "path": None},
             "loss": float(loss.detach()),
         }
