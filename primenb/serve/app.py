@@ -350,7 +350,7 @@ async def _stream(
 
         try:
             async for i, event in events():
-                if isinstance(event, Delta):
+                if isinstance(event, Delta) and (event.text or event.logprobs):  # a token's text may wait
                     yield text_chunk(i * n + event.index, event)
                 elif isinstance(event, Finished):
                     completion_tokens += event.completion_tokens
