@@ -68,7 +68,7 @@ class _Row:
     tokenizer: Any
     sampler: RowSampler
     text: TextStream
-    eos: frozenset[int]
+    eos: frozenset[int]  # the end of text (unless ignore_eos) and the request's stop_token_ids
     max_tokens: int
     pos: int  # position id of ``next_token``: the prompt's length, then one more per step
     next_token: int = 0
@@ -247,7 +247,7 @@ class Scheduler:
         entry = self.pool.entry(req.model)
         limit = self.pool.context_limit(entry)
         chat = isinstance(req.prompt, Conversation)
-        param = "messages" if chat else "prompt"
+        param = req.param or ("messages" if chat else "prompt")
         if isinstance(req.prompt, list):
             ids = [int(t) for t in req.prompt]
             vocab = self.pool.vocab_size(entry)
@@ -378,14 +378,30 @@ class Scheduler:
     def _new_row(self, req: GenRequest, prepared: _Prepared, index: int) -> _Row:
         tok = self.pool.tokenizer_for(prepared.entry)
         s = req.sampling
+        eos = frozenset(s.stop_token_ids) | (frozenset() if s.ignore_eos else self.pool.eos_ids(prepared.entry))
+        vocab = self.pool.vocab_size(prepared.entry)
+        repeat = torch.tensor(prepared.ids, dtype=torch.long) if s.repetition_penalty != 1.0 else None
+        sampler = RowSampler(
+            s,
+            row_generator(req.seed, index),
+            prompt_ids=repeat,
+            stop_ids=tuple(sorted(t for t in eos if t < vocab)) if s.min_tokens else (),
+        )
+        text = TextStream(
+            tok,
+            s.stop,
+            skip_special_tokens=s.skip_special_tokens,
+            include_stop=s.include_stop_str_in_output,
+            min_tokens=s.min_tokens,
+        )
         return _Row(
             req=req,
             index=index,
             entry=prepared.entry,
             tokenizer=tok,
-            sampler=RowSampler(s, row_generator(req.seed, index)),
-            text=TextStream(tok, s.stop),
-            eos=self.pool.eos_ids(prepared.entry),
+            sampler=sampler,
+            text=text,
+            eos=eos,
             max_tokens=prepared.max_tokens,
             pos=len(prepared.ids),
         )
@@ -401,35 +417,38 @@ class Scheduler:
             adapters = [prepared.entry.adapter or BASE_ROW] if peft else None
             full = forward(model, ids, mask, pos, DynamicCache(config=model.config), adapters, last_only=False)
             lp = torch.log_softmax(full[0].float().cpu(), dim=-1)
-            logprobs = [TokenLogprob(token_text(tok, prepared.ids[0]), None)]
+            as_ids = req.sampling.tokens_as_ids
+            logprobs = [TokenLogprob(token_text(tok, prepared.ids[0], as_ids=as_ids), None)]
             for i, token in enumerate(prepared.ids[1:]):
-                logprobs.append(logprob_entry(lp[i], token, req.sampling.top_logprobs, tok))
+                logprobs.append(logprob_entry(lp[i], token, req.sampling.top_logprobs, tok, as_ids=as_ids))
         for i in range(req.sampling.n):
             self._emit(req, Delta(i, prepared.prompt_text, logprobs))
 
     def _advance(self, row: _Row, logits: torch.Tensor) -> None:
         token, lp = row.sampler.choose(logits, row.tokenizer)
-        if token in row.eos and not row.req.sampling.ignore_eos:
-            self._finish(row, "stop")
+        if token in row.eos:  # a stop token: not in the text (unless asked) nor in the count
+            shown = row.text.push(token) if row.req.sampling.include_stop_str_in_output else ""
+            if shown:
+                self._emit(row.req, Delta(row.index, shown))
+            self._finish(row, "stop", token, lp)
             return
         row.generated += 1
         delta = row.text.push(token)
         row.next_token = token
-        if delta or lp is not None:
-            self._emit(row.req, Delta(row.index, delta, [lp] if lp is not None else None))
+        self._emit(row.req, Delta(row.index, delta, [lp] if lp is not None else None, [token]))
         if row.text.stopped:
             self._finish(row, "stop")
         elif row.generated >= row.max_tokens:
             self._finish(row, "length")
 
-    def _finish(self, row: _Row, reason: str) -> None:
+    def _finish(self, row: _Row, reason: str, stop_token: int | None = None, lp: TokenLogprob | None = None) -> None:
         if row.finished:
             return
         row.finished = True
         rest = row.text.close() if reason != "abort" else ""
         if rest:
             self._emit(row.req, Delta(row.index, rest))
-        self._emit(row.req, Finished(row.index, reason, row.generated))
+        self._emit(row.req, Finished(row.index, reason, row.generated, stop_token, lp))
         live = self._live.get(id(row.req))
         if live is None:
             return

@@ -12,12 +12,26 @@ class TextStream:
     spacing depends on the token before it and a character split over tokens both come out right.
 
     ``push(token_id)`` returns the text that is now safe to send (possibly ""), ``close()`` the rest.
-    ``stopped`` turns true when a stop string appeared: the text ends before it, and the row stops.
+    ``stopped`` turns true when a stop string appeared: the text ends before it (after it with
+    ``include_stop``), and the row stops. As vLLM, stop strings are looked for once more than
+    ``min_tokens`` tokens came, and special tokens are left out of the text unless
+    ``skip_special_tokens`` is false.
     """
 
-    def __init__(self, tokenizer: Any, stop: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        stop: tuple[str, ...] = (),
+        *,
+        skip_special_tokens: bool = True,
+        include_stop: bool = False,
+        min_tokens: int = 0,
+    ) -> None:
         self.tok = tokenizer
         self.stop = tuple(s for s in stop if s)
+        self.skip_special = skip_special_tokens
+        self.include_stop = include_stop
+        self.min_tokens = min_tokens
         self.hold = max((len(s) for s in self.stop), default=1) - 1  # a stop string may still be forming
         self.ids: list[int] = []
         self.text = ""  # everything decoded so far (cut at a stop string once one appears)
@@ -27,7 +41,7 @@ class TextStream:
         self.stopped = False
 
     def _decode(self, ids: list[int]) -> str:
-        return str(self.tok.decode(ids, skip_special_tokens=True))
+        return str(self.tok.decode(ids, skip_special_tokens=self.skip_special))
 
     def push(self, token_id: int) -> str:
         if self.stopped:
@@ -52,12 +66,13 @@ class TextStream:
         return self._take(final=True)
 
     def _check_stop(self, start: int) -> None:
-        if not self.stop:
+        if not self.stop or len(self.ids) <= self.min_tokens:
             return
         lo = max(0, start - self.hold)  # a stop string may begin in text already decoded
-        hits = [i for i in (self.text.find(s, lo) for s in self.stop) if i >= 0]
+        hits = [(i, len(s)) for i, s in ((self.text.find(s, lo), s) for s in self.stop) if i >= 0]
         if hits:
-            self.text = self.text[: min(hits)]
+            at, length = min(hits)
+            self.text = self.text[: at + length if self.include_stop else at]
             self.stopped = True
 
     def _take(self, *, final: bool) -> str:

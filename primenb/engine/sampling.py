@@ -27,11 +27,21 @@ def row_generator(seed: int, index: int) -> torch.Generator:
 
 @dataclass
 class RowSampler:
-    """The sampling state of one row: its settings, generator and the counts its penalties need."""
+    """The sampling state of one row: its settings, generator and the counts its penalties need.
+
+    ``prompt_ids`` are the prompt's tokens (``repetition_penalty`` counts them as seen);
+    ``stop_ids`` the tokens that would end the row (masked until ``min_tokens`` are generated).
+    The order is vLLM's: logit bias and the ``min_tokens`` mask, then the penalties (repetition,
+    frequency, presence), then temperature, ``min_p``, ``top_k`` and ``top_p``.
+    """
 
     sampling: Sampling
     generator: torch.Generator
     counts: dict[int, int] = field(default_factory=dict)  # generated token -> times
+    prompt_ids: torch.Tensor | None = None
+    stop_ids: tuple[int, ...] = ()
+    generated: int = 0
+    _seen: torch.Tensor | None = None  # [vocab] bool: the prompt's and the completion's tokens
 
     def choose(self, logits: torch.Tensor, tokenizer: Any) -> tuple[int, TokenLogprob | None]:
         """The next token from one row of logits ``[vocab]``, and its log-probability entry when
@@ -43,6 +53,9 @@ class RowSampler:
             token = int(torch.argmax(scores))
         else:
             scores = scores / s.temperature
+            if s.min_p > 0:
+                probs = torch.softmax(scores, dim=-1)
+                scores = scores.masked_fill(probs < s.min_p * probs.max(), float("-inf"))
             if 0 < s.top_k < scores.numel():
                 kth = torch.topk(scores, s.top_k).values[-1]
                 scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -51,25 +64,48 @@ class RowSampler:
             probs = torch.softmax(scores, dim=-1)
             token = int(torch.multinomial(probs, 1, generator=self.generator))
         self.counts[token] = self.counts.get(token, 0) + 1
+        self.generated += 1
+        if self._seen is not None:
+            self._seen[token] = True
         if not s.logprobs:
             return token, None
-        return token, logprob_entry(torch.log_softmax(raw, dim=-1), token, s.top_logprobs, tokenizer)
+        lp = torch.log_softmax(raw, dim=-1)
+        return token, logprob_entry(lp, token, s.top_logprobs, tokenizer, as_ids=s.tokens_as_ids)
 
     def _adjusted(self, raw: torch.Tensor) -> torch.Tensor:
         s = self.sampling
-        if not (s.logit_bias or (self.counts and (s.presence_penalty or s.frequency_penalty))):
+        masking = self.generated < s.min_tokens and bool(self.stop_ids)
+        repeating = s.repetition_penalty != 1.0
+        penalising = bool(self.counts) and bool(s.presence_penalty or s.frequency_penalty)
+        if not (s.logit_bias or masking or repeating or penalising):
             return raw
         scores = raw.clone()
         if s.logit_bias:
             ids = torch.tensor([i for i in s.logit_bias if 0 <= i < scores.numel()], dtype=torch.long)
             if ids.numel():
                 scores[ids] += torch.tensor([s.logit_bias[int(i)] for i in ids], dtype=scores.dtype)
-        if self.counts and (s.presence_penalty or s.frequency_penalty):
+        if masking:
+            scores[torch.tensor(self.stop_ids, dtype=torch.long)] = float("-inf")
+        if repeating:
+            seen = self._seen_mask(scores.numel())
+            p = s.repetition_penalty
+            scores = torch.where(seen, torch.where(scores > 0, scores / p, scores * p), scores)
+        if penalising:
             ids = torch.tensor(list(self.counts), dtype=torch.long)
             counts = torch.tensor(list(self.counts.values()), dtype=scores.dtype)
             # OpenAI's definition: frequency scales with the count, presence is paid once
             scores[ids] -= counts * s.frequency_penalty + s.presence_penalty
         return scores
+
+    def _seen_mask(self, vocab: int) -> torch.Tensor:
+        """Which tokens the repetition penalty applies to; built once, then one token per step."""
+        if self._seen is None:
+            self._seen = torch.zeros(vocab, dtype=torch.bool)
+            if self.prompt_ids is not None:
+                self._seen[self.prompt_ids[self.prompt_ids < vocab]] = True
+            for token in self.counts:
+                self._seen[token] = True
+        return self._seen
 
 
 def _top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -81,15 +117,19 @@ def _top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return scores.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
 
 
-def token_text(tokenizer: Any, token: int) -> str:
-    return str(tokenizer.decode([token], skip_special_tokens=False))
+def token_text(tokenizer: Any, token: int, *, as_ids: bool = False) -> str:
+    """A token as logprob entries name it: its text, or ``token_id:N`` (vLLM's
+    ``return_tokens_as_token_ids``, what a client that trains on token ids reads)."""
+    return f"token_id:{token}" if as_ids else str(tokenizer.decode([token], skip_special_tokens=False))
 
 
-def logprob_entry(logprobs: torch.Tensor, token: int, top: int, tokenizer: Any) -> TokenLogprob:
-    entry = TokenLogprob(token_text(tokenizer, token), float(logprobs[token]))
+def logprob_entry(
+    logprobs: torch.Tensor, token: int, top: int, tokenizer: Any, *, as_ids: bool = False
+) -> TokenLogprob:
+    entry = TokenLogprob(token_text(tokenizer, token, as_ids=as_ids), float(logprobs[token]))
     if top > 0:
         values, ids = torch.topk(logprobs, min(top, logprobs.numel()))
-        entry.top = [(token_text(tokenizer, int(i)), float(v)) for v, i in zip(values, ids, strict=True)]
+        entry.top = [(token_text(tokenizer, int(i), as_ids=as_ids), float(v)) for v, i in zip(values, ids, strict=True)]
     return entry
 
 

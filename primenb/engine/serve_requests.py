@@ -42,6 +42,14 @@ class Sampling:
     top_logprobs: int = 0
     echo: bool = False  # /v1/completions: the prompt goes in front of the text (with logprobs: its own)
     ignore_eos: bool = False  # vLLM's: decode max_tokens whatever the model says (benchmarks)
+    # vLLM's sampling extras
+    min_p: float = 0.0  # drop tokens less likely than min_p times the most likely one (after temperature)
+    repetition_penalty: float = 1.0  # HF/vLLM: tokens of the prompt or the completion, logit / p (> 0) or * p
+    min_tokens: int = 0  # the end of text and stop_token_ids cannot be sampled before this many tokens
+    stop_token_ids: tuple[int, ...] = ()  # tokens that end a row as the end of text does
+    skip_special_tokens: bool = True  # the text leaves special tokens out
+    include_stop_str_in_output: bool = False  # the stop string (or stop token's text) ends the text
+    tokens_as_ids: bool = False  # logprob entries name tokens "token_id:N" (vLLM's return_tokens_as_token_ids)
 
     @property
     def greedy(self) -> bool:
@@ -71,16 +79,26 @@ class Admitted:
 
 @dataclass
 class Delta:
+    """New text of row ``index``; ``token_ids`` are the tokens it came from (one per decode step, none
+    for text a stop string held back until the end), ``logprobs`` theirs when asked for."""
+
     index: int
     text: str
     logprobs: list[TokenLogprob] | None = None
+    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass
 class Finished:
+    """Row ``index`` ended. A row ended by a stop token (the end of text, a ``stop_token_ids`` entry)
+    names it in ``stop_token`` (with its log-probability when asked for): it is not part of the text
+    nor of ``completion_tokens``, and the token route returns it as the completion's last token."""
+
     index: int
     reason: str  # "stop" | "length" | "abort"
     completion_tokens: int
+    stop_token: int | None = None
+    stop_logprob: TokenLogprob | None = None
 
 
 @dataclass
@@ -99,12 +117,14 @@ Event = Admitted | Delta | Finished | Failed | Done
 
 class GenRequest:
     """One request: ``n`` rows of one prompt on one served model. ``prompt`` is a string, a chat
-    `Conversation` (both rendered and tokenised on the scheduler's thread) or token ids."""
+    `Conversation` (both rendered and tokenised on the scheduler's thread) or token ids; ``param``
+    names the request field the prompt came from in errors (default ``prompt`` / ``messages``)."""
 
-    def __init__(self, model: str, prompt: Prompt, sampling: Sampling) -> None:
+    def __init__(self, model: str, prompt: Prompt, sampling: Sampling, *, param: str | None = None) -> None:
         self.model = model
         self.prompt = prompt
         self.sampling = sampling
+        self.param = param
         # without a seed every request draws a fresh one: two seedless requests never share a sample
         self.seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
         self.created = time.monotonic()

@@ -1,5 +1,6 @@
 """The OpenAI-compatible HTTP face of the server (Starlette): ``/v1/models``, ``/v1/chat/completions``,
-``/v1/completions`` (plain and ``stream``), vLLM's ``/health``, ``/version`` and LoRA-adapter routes,
+``/v1/completions`` (plain and ``stream``), vLLM's ``/health``, ``/version``, LoRA-adapter routes and
+token route (``/inference/v1/generate``, `primenb.serve.generate`),
 OpenAI's error shape, Bearer keys, and the admin routes that add and remove models.
 
 The event loop only parses, queues and streams: every model, tokenizer and adapter sits behind
@@ -368,7 +369,7 @@ async def _stream(
 
         try:
             async for i, event in events():
-                if isinstance(event, Delta):
+                if isinstance(event, Delta) and (event.text or event.logprobs):  # a token's text may wait
                     chunk = chunks.delta(i * n + event.index, event)
                     if chunk is not None:
                         yield chunk
@@ -549,8 +550,10 @@ ROUTES = [
 
 
 def build_app(state: State) -> Any:
+    from primenb.serve.generate import ROUTES as TOKEN_ROUTES  # vLLM's token route, built on this module
+
     app = Starlette(
-        routes=ROUTES,
+        routes=[*ROUTES, *TOKEN_ROUTES],
         exception_handlers={HTTPException: _http_error, ServeError: _api_error, Exception: _internal},
     )
     app.state.primenb = state

@@ -2,6 +2,10 @@
 ``top_k`` and LoRA-adapter bodies). Strict: a field it does not honour is refused with a 400 that
 names it, never accepted and ignored; numbers are numbers and booleans are booleans.
 
+vLLM's sampling extras (`VLLM_EXTRAS`: ``min_p``, ``repetition_penalty``, ``min_tokens``,
+``stop_token_ids``, ``skip_special_tokens``, ``include_stop_str_in_output``,
+``return_tokens_as_token_ids``) are honoured on both routes, as vLLM defines them.
+
 Each OpenAI field is in one of three groups, which `tests/serve/test_protocol.py` holds complete
 against the `openai` package's own parameter types:
 - honoured: it changes what the server does (sampling, stop, logprobs, echo, n, ...);
@@ -24,12 +28,16 @@ from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
 MAX_ID = 256  # characters of a model id
 MAX_PROMPTS = 64  # prompts in one /v1/completions request
 MAX_STOP = 4
+MAX_STOP_IDS = 64  # stop_token_ids in one request
+TOKEN_ID_MAX = 2**31 - 1  # a token id beyond any vocabulary (ids outside this one are refused or never sampled)
 COMPLETIONS_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 # what a served model id may be: a hub-style name, no spaces, quotes or URL syntax
 SERVED_ID = r"^[A-Za-z0-9][A-Za-z0-9._/:+@-]*$"
 
 Number = StrictFloat | StrictInt
 StopText = Annotated[StrictStr, Field(max_length=1000)]
+TokenId = Annotated[StrictInt, Field(ge=0, le=TOKEN_ID_MAX)]
+StopIds = Annotated[list[TokenId], Field(max_length=MAX_STOP_IDS)]
 ModelId = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
 ServedId = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID, pattern=SERVED_ID)]
 
@@ -130,6 +138,37 @@ def _off(value: Any) -> bool:
     return value is None or value == [] or value == {} or value is False
 
 
+# vLLM's extra sampling fields, honoured on /v1/chat/completions and /v1/completions as vLLM does
+VLLM_EXTRAS = (
+    "top_k",
+    "ignore_eos",
+    "min_p",
+    "repetition_penalty",
+    "min_tokens",
+    "stop_token_ids",
+    "skip_special_tokens",
+    "include_stop_str_in_output",
+    "return_tokens_as_token_ids",
+)
+
+
+def token_bias(bias: dict[str, float | int] | None, param: str = "logit_bias") -> dict[int, float]:
+    """``logit_bias`` as token id -> bias (JSON object keys are strings of digits)."""
+    out: dict[int, float] = {}
+    for key, value in (bias or {}).items():
+        if not key.isdigit() or len(key) > 9:
+            raise ServeError(f"{param} keys are token ids (digits); got {key[:40]!r}.", 400, param)
+        out[int(key)] = float(value)
+    return out
+
+
+def check_min_tokens(min_tokens: int | None, max_tokens: int | None, param: str = "min_tokens") -> int:
+    """vLLM's rule: ``min_tokens`` may not exceed ``max_tokens``."""
+    if min_tokens and max_tokens is not None and min_tokens > max_tokens:
+        raise ServeError(f"min_tokens ({min_tokens}) must be at most max_tokens ({max_tokens}).", 400, param)
+    return min_tokens or 0
+
+
 class _Common(_Strict):
     model: ModelId
     temperature: Annotated[Number, Field(ge=0, le=2)] | None = None
@@ -144,6 +183,14 @@ class _Common(_Strict):
     presence_penalty: Annotated[Number, Field(ge=-2, le=2)] | None = None
     frequency_penalty: Annotated[Number, Field(ge=-2, le=2)] | None = None
     logit_bias: dict[StrictStr, Annotated[Number, Field(ge=-100, le=100)]] | None = None
+    # vLLM's sampling extras (VLLM_EXTRAS)
+    min_p: Annotated[Number, Field(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[Number, Field(ge=0.01, le=100)] | None = None
+    min_tokens: Annotated[StrictInt, Field(ge=0)] | None = None
+    stop_token_ids: StopIds | None = None
+    skip_special_tokens: StrictBool | None = None
+    include_stop_str_in_output: StrictBool | None = None
+    return_tokens_as_token_ids: StrictBool | None = None
     # metadata: never changes the output, by OpenAI's own definition
     user: StrictStr | None = None
 
@@ -155,11 +202,7 @@ class _Common(_Strict):
 
     def _sampling(self, max_tokens: int | None, **extra: Any) -> Sampling:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        bias: dict[int, float] = {}
-        for key, value in (self.logit_bias or {}).items():
-            if not key.isdigit() or len(key) > 9:
-                raise ServeError(f"logit_bias keys are token ids (digits); got {key[:40]!r}.", 400, "logit_bias")
-            bias[int(key)] = float(value)
+        min_tokens = check_min_tokens(self.min_tokens, max_tokens)
         return Sampling(
             max_tokens=max_tokens,
             temperature=1.0 if self.temperature is None else float(self.temperature),
@@ -167,11 +210,18 @@ class _Common(_Strict):
             top_k=max(0, self.top_k or 0),
             presence_penalty=float(self.presence_penalty or 0.0),
             frequency_penalty=float(self.frequency_penalty or 0.0),
-            logit_bias=bias,
+            logit_bias=token_bias(self.logit_bias),
             stop=tuple(s for s in stop if s),
             seed=self.seed,
             n=self.n or 1,
             ignore_eos=bool(self.ignore_eos),
+            min_p=float(self.min_p or 0.0),
+            repetition_penalty=1.0 if self.repetition_penalty is None else float(self.repetition_penalty),
+            min_tokens=min_tokens,
+            stop_token_ids=tuple(self.stop_token_ids or ()),
+            skip_special_tokens=self.skip_special_tokens is not False,
+            include_stop_str_in_output=bool(self.include_stop_str_in_output),
+            tokens_as_ids=bool(self.return_tokens_as_token_ids),
             **extra,
         )
 
@@ -204,6 +254,7 @@ _CHAT_OFF: dict[str, tuple[Any, ...]] = {
     "service_tier": ("auto", "default"),
 }
 CHAT_METADATA = ("user", "metadata", "prompt_cache_key", "safety_identifier")
+VLLM_CHAT_EXTRAS = ("add_generation_prompt", "chat_template_kwargs")  # vLLM's rendering switches
 MAX_TOOLS = 128
 MAX_TEMPLATE_KWARGS = 32
 
@@ -382,8 +433,10 @@ class UnloadLora(_Strict):
 
 __all__ = [
     "CHAT_METADATA",
+    "VLLM_CHAT_EXTRAS",
     "CHAT_REFUSED",
     "MAX_ID",
+    "VLLM_EXTRAS",
     "AddModel",
     "ChatRequest",
     "CompletionRequest",

@@ -124,6 +124,54 @@ def _event(doc: dict[str, Any], with_usage: bool) -> str:
     return f"data: {json.dumps(doc, ensure_ascii=False)}\n\n"
 
 
+LOGPROB_FLOOR = -9999.0  # vLLM's floor for a logprob (-inf is not JSON)
+
+
+def _floored(logprob: float | None) -> float:
+    return LOGPROB_FLOOR if logprob is None or logprob != logprob else max(logprob, LOGPROB_FLOOR)
+
+
+def token_logprobs(entries: list[TokenLogprob]) -> dict[str, Any]:
+    """``/inference/v1/generate``'s logprobs: chat's ``content`` list, tokens named ``token_id:N``."""
+    return {
+        "content": [
+            {
+                "token": e.token,
+                "logprob": _floored(e.logprob),
+                "top_logprobs": [{"token": t, "logprob": _floored(lp)} for t, lp in e.top],
+            }
+            for e in entries
+        ]
+    }
+
+
+@dataclass
+class TokenChoice:
+    """One choice of ``/inference/v1/generate``: every token the row sampled, its stop token last."""
+
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    finish: str | None = None
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Delta):
+            self.token_ids += event.token_ids
+            self.logprobs += event.logprobs or []
+        elif isinstance(event, Finished):
+            if event.stop_token is not None:
+                self.token_ids.append(event.stop_token)
+                self.logprobs += [event.stop_logprob] if event.stop_logprob is not None else []
+            self.finish = event.reason
+
+    def final(self, index: int, *, logprobs: bool) -> dict[str, Any]:
+        return {
+            "index": index,
+            "token_ids": self.token_ids,
+            "logprobs": token_logprobs(self.logprobs) if logprobs else None,
+            "finish_reason": self.finish or "stop",
+        }
+
+
 @dataclass
 class _Choice:
     text: list[str] = field(default_factory=list)
@@ -232,6 +280,7 @@ class Choices:
 __all__ = [
     "Choices",
     "StreamChunks",
+    "TokenChoice",
     "ToolMode",
     "chat_chunk",
     "chat_logprobs",
@@ -239,6 +288,7 @@ __all__ = [
     "completion_logprobs",
     "error_body",
     "finish_with_calls",
+    "token_logprobs",
     "tool_calls_chunk",
     "usage",
 ]

@@ -15,7 +15,24 @@ from hypothesis import strategies as st
 from openai.types import completion_create_params
 from openai.types.chat import completion_create_params as chat_params
 
-from primenb.serve.protocol import CHAT_METADATA, CHAT_REFUSED, ChatRequest, CompletionRequest
+from primenb.serve.generate_protocol import (
+    GENERATE_HONOURED,
+    GENERATE_METADATA,
+    GENERATE_REFUSED,
+    SAMPLING_HONOURED,
+    SAMPLING_METADATA,
+    SAMPLING_REFUSED,
+    GenerateRequest,
+    GenerateSampling,
+)
+from primenb.serve.protocol import (
+    CHAT_METADATA,
+    CHAT_REFUSED,
+    VLLM_CHAT_EXTRAS,
+    VLLM_EXTRAS,
+    ChatRequest,
+    CompletionRequest,
+)
 
 from .test_units import PORT, URL, app
 
@@ -32,6 +49,77 @@ def test_every_openai_field_is_known() -> None:
     legacy = _openai_fields(completion_create_params)
     assert legacy <= set(CompletionRequest.model_fields), legacy - set(CompletionRequest.model_fields)
     assert set(CHAT_REFUSED) | set(CHAT_METADATA) <= chat
+
+
+def test_every_field_is_openai_s_or_a_vllm_extra() -> None:
+    """Nothing is accepted that neither OpenAI nor vLLM defines (vLLM's extras are honoured on both routes)."""
+    for model, params, vllm in (
+        (ChatRequest, chat_params, {*VLLM_EXTRAS, *VLLM_CHAT_EXTRAS}),
+        (CompletionRequest, completion_create_params, set(VLLM_EXTRAS)),
+    ):
+        extra = set(model.model_fields) - _openai_fields(params)
+        assert extra == vllm, extra ^ vllm
+
+
+# vLLM's GenerateRequest (vllm/entrypoints/serve/disagg/protocol.py, the release whose answer names
+# tokens "token_id:N", which renderers 0.1.12 reads) with the two fields renderers adds for
+# process_multimodal=False, and its SamplingParams' input fields (vllm/sampling_params.py)
+VLLM_GENERATE = {
+    "request_id", "token_ids", "assistant_tokens_mask", "token_offsets", "features", "sampling_params", "model",
+    "stream", "stream_options", "cache_salt", "priority", "kv_transfer_params", "ec_transfer_params",
+    "content_parts", "return_token_ids",
+}  # fmt: skip
+VLLM_SAMPLING = {
+    "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "top_k", "min_p",
+    "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens", "logprobs", "prompt_logprobs",
+    "prompt_logprob_token_ids", "prompt_logprob_start", "logprob_token_ids", "flat_logprobs", "detokenize",
+    "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "output_kind",
+    "stream_interval", "skip_clone", "structured_outputs", "logit_bias", "allowed_token_ids", "extra_args",
+    "bad_words", "skip_reading_prefix_cache", "thinking_token_budget", "repetition_detection",
+    "routed_experts_prompt_start", "trace_decode_token_ids",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "vllm", "groups"),
+    [
+        (GenerateRequest, VLLM_GENERATE, (GENERATE_HONOURED, GENERATE_METADATA, GENERATE_REFUSED)),
+        (GenerateSampling, VLLM_SAMPLING, (SAMPLING_HONOURED, SAMPLING_METADATA, SAMPLING_REFUSED)),
+    ],
+    ids=["request", "sampling_params"],
+)
+def test_every_vllm_generate_field_is_in_one_group(model: Any, vllm: set[str], groups: tuple[Any, ...]) -> None:
+    """Each of vLLM's fields is honoured, metadata or refused by name, and only these are accepted."""
+    honoured, metadata, refused = (set(g) for g in groups)
+    assert not (honoured & metadata or honoured & refused or metadata & refused)
+    assert vllm <= set(model.model_fields), vllm - set(model.model_fields)
+    assert honoured | metadata | refused == set(model.model_fields)
+
+
+REFUSED_GENERATE = [("", f) for f in GENERATE_REFUSED] + [("sampling_params.", f) for f in SAMPLING_REFUSED]
+
+
+@pytest.mark.parametrize(("where", "field"), REFUSED_GENERATE, ids=[w + f for w, f in REFUSED_GENERATE])
+def test_unhonoured_generate_fields_are_refused_by_name(where: str, field: str) -> None:
+    c = app()
+    body: dict[str, Any] = {"model": "m", "token_ids": [5, 6], "sampling_params": {"max_tokens": 2}}
+    owner = body["sampling_params"] if where else body
+    owner[field] = {"x": 1}
+    r = c.post("/inference/v1/generate", json=body)
+    err = r.json()["error"]
+    assert (r.status_code, err["param"], err["code"]) == (400, where + field, "unsupported_parameter"), r.text
+    owner[field] = None
+    assert c.post("/inference/v1/generate", json=body).status_code == 200  # null: the field is off
+
+
+def test_generate_answers_vllm_s_shape() -> None:
+    r = app().post("/inference/v1/generate", json={"token_ids": [5, 6, 7], "sampling_params": {"logprobs": 1}})
+    doc = r.json()
+    assert r.status_code == 200 and doc["model"] == "m" and doc["prompt_token_ids"] == [5, 6, 7], r.text
+    (choice,) = doc["choices"]
+    assert choice["token_ids"] == [7, 6, 5, 1] and choice["finish_reason"] == "stop"  # the stop token last
+    assert doc["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert doc["request_id"].startswith("generate-tokens-")
 
 
 @pytest.mark.parametrize("field", sorted(CHAT_REFUSED))
@@ -103,6 +191,21 @@ def test_no_body_makes_a_500(fields: dict[str, Any], chat: bool) -> None:
 
 
 CLIENT = app()
+SAMPLING_FIELDS = sorted(GenerateSampling.model_fields)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fields=st.dictionaries(st.sampled_from(sorted(GenerateRequest.model_fields)), JSON, max_size=3),
+    sampling=st.dictionaries(st.sampled_from(SAMPLING_FIELDS), JSON, max_size=4),
+)
+def test_no_generate_body_makes_a_500(fields: dict[str, Any], sampling: dict[str, Any]) -> None:
+    body = {"model": "m", "token_ids": [5, 6], "sampling_params": sampling, **fields}
+    raw = json.dumps(body)
+    r = CLIENT.post("/inference/v1/generate", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code in (200, 400, 404), (body, r.status_code, r.text)
+    if r.status_code != 200:
+        assert r.json()["error"]["message"]
 
 
 def test_only_this_server_s_origin_and_host_get_through() -> None:

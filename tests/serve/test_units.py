@@ -61,6 +61,14 @@ class EchoScheduler:
         threading.Thread(target=self._run, args=(req,), daemon=True).start()
 
     def _run(self, req: GenRequest) -> None:
+        if isinstance(req.prompt, list) and req.prompt and isinstance(req.prompt[0], int):  # token ids
+            ids = [int(t) for t in req.prompt]  # type: ignore[arg-type]
+            req.emit_all([Admitted(len(ids), req.seed)])
+            for i in range(req.sampling.n):
+                req.emit_all([Delta(i, "", None, [t]) for t in ids[::-1]])
+                req.emit_all([Finished(i, "stop", len(ids), 1)])  # ended by token 1, as by an end of text
+            req.emit_all([Done(len(ids), len(ids) * req.sampling.n)])
+            return
         text = req.prompt if isinstance(req.prompt, str) else str(req.prompt.messages[-1]["content"])  # type: ignore[union-attr]
         if text.startswith("slow"):  # admitted after the other prompts of its call have finished
             time.sleep(0.3)

@@ -80,6 +80,7 @@ def fit(run_dir: Path, *, seed: int = 0) -> Path:
     """Fit the model and write it as ``run_dir/checkpoints/step_N`` (with the tokenizer and the
     engine's note, as a trained run has it). Returns the checkpoint folder."""
     import torch
+
     from primenb.engine.models import build_byte_tokenizer, build_tiny_model
     from primenb.protocol.checkpoint import CheckpointDir
 
