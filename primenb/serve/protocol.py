@@ -433,9 +433,9 @@ class UnloadLora(_Strict):
 
 __all__ = [
     "CHAT_METADATA",
-    "VLLM_CHAT_EXTRAS",
     "CHAT_REFUSED",
     "MAX_ID",
+    "VLLM_CHAT_EXTRAS",
     "VLLM_EXTRAS",
     "AddModel",
     "ChatRequest",
