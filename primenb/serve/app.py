@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -512,13 +511,13 @@ def rss_bytes() -> int:
 # -- app ------------------------------------------------------------------------------------------
 
 
-async def _api_error(request: Request, exc: Exception) -> Response:
+async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServeError)
     headers = {"Retry-After": "1"} if exc.status == 429 else None
     return error_response(str(exc), exc.status, exc.param, exc.code, headers)
 
 
-async def _http_error(request: Request, exc: Exception) -> Response:
+async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
         return error_response(
@@ -529,7 +528,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(str(exc.detail), exc.status_code, headers=dict(exc.headers or {}))
 
 
-async def _internal(request: Request, exc: Exception) -> Response:
+async def internal_error(request: Request, exc: Exception) -> Response:
     return error_response(f"internal error: {type(exc).__name__}", 500)  # the type only: no request text
 
 
@@ -549,15 +548,4 @@ ROUTES = [
 ]
 
 
-def build_app(state: State) -> Any:
-    from primenb.serve.generate import ROUTES as TOKEN_ROUTES  # vLLM's token route, built on this module
-
-    app = Starlette(
-        routes=[*ROUTES, *TOKEN_ROUTES],
-        exception_handlers={HTTPException: _http_error, ServeError: _api_error, Exception: _internal},
-    )
-    app.state.primenb = state
-    return guard.Guard(app, state)
-
-
-__all__ = ["ROUTES", "State", "build_app", "error_response", "parse"]
+__all__ = ["ROUTES", "State", "api_error", "error_response", "http_error", "internal_error", "parse"]

@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from primenb.engine.batching import Scheduler
     from primenb.engine.serving import ModelPool, cpu_threads
-    from primenb.serve.app import State, build_app
+    from primenb.serve.app import State
+    from primenb.serve.asgi import build_app
 
     pool = ModelPool(device=os.environ.get("PRIMENB_SERVE_DEVICE") or None)  # default: the GPU if any
     if pool.device == "cpu":

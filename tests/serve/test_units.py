@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Failed, Finished, GenRequest
 from primenb.serve import registry
-from primenb.serve.app import State, build_app
+from primenb.serve.app import State
+from primenb.serve.asgi import build_app
 from primenb.serve.client import _safe
 
 
