@@ -256,6 +256,28 @@ _CHAT_OFF: dict[str, tuple[Any, ...]] = {
 CHAT_METADATA = ("user", "metadata", "prompt_cache_key", "safety_identifier")
 VLLM_CHAT_EXTRAS = ("add_generation_prompt", "chat_template_kwargs")  # vLLM's rendering switches
 MAX_TOOLS = 128
+# apply_chat_template's own parameters: a request's chat_template_kwargs may not set them (a
+# "chat_template" key would render a template the client wrote; vLLM allows that only when asked)
+TEMPLATE_RESERVED = frozenset(
+    {
+        "chat_template",
+        "conversation",
+        "messages",
+        "tools",
+        "documents",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+        "processor_kwargs",
+    }
+)
 MAX_TEMPLATE_KWARGS = 32
 
 
@@ -293,6 +315,16 @@ class ChatRequest(_Common):
     def _logprobs(self) -> ChatRequest:
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    @model_validator(mode="after")
+    def _template_kwargs(self) -> ChatRequest:
+        for key in self.chat_template_kwargs or {}:
+            if not key.isidentifier() or key in TEMPLATE_RESERVED:
+                raise ValueError(
+                    f"chat_template_kwargs may not set {key[:60]!r}: it is not a template variable "
+                    "(use the request's own fields for messages, tools and add_generation_prompt)"
+                )
         return self
 
     @model_validator(mode="after")

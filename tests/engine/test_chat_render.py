@@ -109,3 +109,18 @@ def test_a_template_renders_as_renderers_template_fallback() -> None:
     text = ours.render_text(ChatRequest.model_validate(BODY).conversation())
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><eos>' in text
     assert text.endswith("<bos>tool\n<tool_response>\nsunny\n</tool_response><eos>\n<bos>assistant\n")
+
+
+def test_template_switches_reach_the_template_and_reserved_names_do_not() -> None:
+    from pydantic import ValidationError
+
+    tok = build_byte_tokenizer()
+    tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}>{% endif %}{{ tone }}"
+    ours = ChatRenderer(tok)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert ours.render_text(ChatRequest.model_validate(body).conversation()) == "hi>"
+    off = ChatRequest.model_validate({**body, "add_generation_prompt": False, "chat_template_kwargs": {"tone": "!"}})
+    assert ours.render_text(off.conversation()) == "hi!"
+    for key in ("chat_template", "tools", "tokenize", "messages", "not an identifier"):
+        with pytest.raises(ValidationError, match="chat_template_kwargs may not set"):
+            ChatRequest.model_validate({**body, "chat_template_kwargs": {key: "x"}})
