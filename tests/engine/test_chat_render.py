@@ -115,7 +115,9 @@ def test_template_switches_reach_the_template_and_reserved_names_do_not() -> Non
     from pydantic import ValidationError
 
     tok = build_byte_tokenizer()
-    tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}>{% endif %}{{ tone }}"
+    tok.chat_template = (
+        "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}>{% endif %}{{ tone }}"
+    )
     ours = ChatRenderer(tok)
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     assert ours.render_text(ChatRequest.model_validate(body).conversation()) == "hi>"
