@@ -259,6 +259,14 @@ class Scheduler:
             if size > MAX_CHARS_PER_TOKEN * limit:
                 raise _too_long(limit, f"more than {MAX_CHARS_PER_TOKEN * limit} characters", param)
             ids, text = self.pool.prompt_ids(entry, req.prompt)
+        outside = sorted(t for t in req.sampling.logit_bias if t >= self.pool.vocab_size(entry))
+        if outside:
+            raise ServeError(
+                f"logit_bias names token ids outside the vocabulary (size {self.pool.vocab_size(entry)}): "
+                f"{outside[:5]}.",
+                400,
+                "logit_bias",
+            )
         if not ids:
             raise ServeError(f"The {param} is empty: there is nothing to continue from.", 400, param)
         if len(ids) >= limit:

@@ -11,6 +11,7 @@ SFT warm-up sits on that warm-up's weights, and serving both loads them once.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from primenb.engine.models import (
 )
 from primenb.engine.models_info import ModelLoadError, is_tiny
 from primenb.engine.serve_errors import ServeError
+from primenb.protocol import reader
 from primenb.protocol.checkpoint import CheckpointDir
 
 
@@ -139,7 +141,8 @@ class ModelPool:
         folder = CheckpointDir(ckpt)
         meta = folder.read_meta()
         if folder.is_adapter():
-            desc = meta.get("base") or _base_desc(model_name, seed)
+            _check_adapter_config(ckpt)
+            desc = _note_base(meta) or _base_desc(model_name, seed)
             weights = self._weights(desc)
             weights.counter += 1
             name = f"a{weights.counter}"  # PEFT adapter names end up in module keys: no dots
@@ -160,7 +163,7 @@ class ModelPool:
         else:
             weights = self._weights({"path": str(ckpt)})
             entry = Entry(served_id, "full", weights.key, parent=parent or model_name)
-        entry.root = str((meta.get("base") or {}).get("name") or model_name)
+        entry.root = str((_note_base(meta) or {}).get("name") or model_name)
         entry.text_template = text_template
         entry.trace = trace
         entry.stage = stage
@@ -292,8 +295,60 @@ class ModelPool:
         users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
         text = users[-1] if users else "\n".join(_text(m.get("content")) for m in messages)
         if entry.text_template:
+            # bounded before it is built: a template repeating {prompt} multiplies the prompt
+            size = len(entry.text_template) + entry.text_template.count("{prompt}") * len(text)
+            limit = 32 * self.context_limit(entry)
+            if size > limit:
+                raise ServeError(
+                    f"This model's prompt format makes the prompt more than {limit} characters; shorten it.",
+                    400,
+                    "messages",
+                    "context_length_exceeded",
+                )
             text = entry.text_template.replace("{prompt}", text).replace("{system_prompt}", "")
         return text
+
+
+def _note_base(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The weights an adapter's note names (``{"name", "seed", "path"}``), or None when it names
+    none; a note of another shape is the checkpoint's fault, said as a 400."""
+    base = meta.get("base")
+    if base is None:
+        return None
+    name, seed, path = (base.get(k) for k in ("name", "seed", "path")) if isinstance(base, dict) else (0, 0, 0)
+    if not (
+        isinstance(base, dict)
+        and isinstance(name, str)
+        and 0 < len(name) <= 4096
+        and (seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**32))
+        and (path is None or (isinstance(path, str) and 0 < len(path) <= 4096 and "\x00" not in path))
+    ):
+        raise ServeError(
+            f"the checkpoint's note ({CheckpointDir.META}) records its base weights in an unreadable shape; "
+            'it needs "base" = {"name": str, "seed": int in [0, 2**32), "path": str or null}.',
+            400,
+            "checkpoint",
+        )
+    return {"name": name, "seed": seed or 0, "path": path}
+
+
+# a quantified group or a backreference: what makes a regex backtrack for minutes on a module name
+_BACKTRACKS = re.compile(r"\)[*+?{]|\\[1-9]")
+
+
+def _check_adapter_config(ckpt: Path) -> None:
+    """PEFT matches a string ``target_modules`` as a regex against every module name, on the
+    scheduler's thread: one that can backtrack without end is refused before PEFT sees it."""
+    config = reader.read_json_object(CheckpointDir(ckpt).adapter_config_path)
+    for key in ("target_modules", "exclude_modules"):
+        value = config.get(key)
+        if isinstance(value, str) and (len(value) > 1000 or _BACKTRACKS.search(value)):
+            raise ServeError(
+                f"the adapter's {key} is a regular expression this server does not run (a quantified "
+                "group or a backreference can take minutes per module name); list the module names.",
+                400,
+                "checkpoint",
+            )
 
 
 def _text(content: Any) -> str:

@@ -291,6 +291,14 @@ async def completions(request: Request) -> Response:
         raise _unknown_model(state, body.model)
     sampling = body.sampling()
     reqs = [GenRequest(body.model, p, sampling) for p in body.prompts()]
+    queue = int(getattr(state.scheduler, "max_queue", len(reqs)))
+    if len(reqs) > queue:  # it could never be queued whole: a 429 would be retried for ever
+        raise ServeError(
+            f"{len(reqs)} prompts are more than this server queues at once ({queue}, its --max-queue); "
+            "send fewer per request.",
+            400,
+            "prompt",
+        )
     return await cancellable(request, _respond(state, body, reqs, chat=False))
 
 

@@ -125,6 +125,8 @@ def checkpoint_in_run_dir(path: str) -> Path:
     """``path`` as a checkpoint of a run directory (``RUN/checkpoints/...`` where RUN holds a status
     or a trace), after following links; anything else is refused: the admin routes load only what
     primenb trained or fetched."""
+    if any(ord(ch) < 32 for ch in path):  # NUL makes realpath raise; no checkpoint path holds controls
+        raise ServeError("checkpoint paths may not contain control characters (NUL, newlines).", 400, "checkpoint")
     real = Path(os.path.realpath(path))
     if not real.is_dir():
         raise ServeError(f"checkpoint {path[:300]!r} is not a folder here.", 404, "checkpoint")

@@ -17,6 +17,7 @@ against the `openai` package's own parameter types:
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
@@ -152,12 +153,19 @@ VLLM_EXTRAS = (
 )
 
 
+MAX_BIAS = 1024  # logit_bias entries: each costs work on every decode step of its row
+_TOKEN_ID = re.compile(r"[0-9]{1,9}")  # ASCII digits only: "²".isdigit() is true and int("²") fails
+
+
 def token_bias(bias: dict[str, float | int] | None, param: str = "logit_bias") -> dict[int, float]:
-    """``logit_bias`` as token id -> bias (JSON object keys are strings of digits)."""
+    """``logit_bias`` as token id -> bias (JSON object keys are strings of digits). Whether the ids
+    are in the model's vocabulary is checked when the request is admitted (the scheduler knows it)."""
+    if bias and len(bias) > MAX_BIAS:
+        raise ServeError(f"{param} has {len(bias)} entries; at most {MAX_BIAS} are taken.", 400, param)
     out: dict[int, float] = {}
     for key, value in (bias or {}).items():
-        if not key.isdigit() or len(key) > 9:
-            raise ServeError(f"{param} keys are token ids (digits); got {key[:40]!r}.", 400, param)
+        if not _TOKEN_ID.fullmatch(key):
+            raise ServeError(f"{param} keys are token ids (digits 0-9); got {key[:40]!r}.", 400, param)
         out[int(key)] = float(value)
     return out
 
