@@ -28,3 +28,12 @@ def shell():
     yield sh
     sh.run_line_magic("unload_ext", "primenb")
     sh.user_ns.pop("cfg", None)
+
+
+@pytest.fixture(scope="session")
+def tool_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded model fine-tuned to call a weather tool (`tests/serve/toolmodel.py`): fitted
+    once per session (a minute or more on 2 cores) for every test that serves it."""
+    from tests.serve.toolmodel import fit
+
+    return fit(tmp_path_factory.mktemp("toolrun"))

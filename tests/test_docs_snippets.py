@@ -33,6 +33,10 @@ BLOCK = re.compile(r"^(?:<!-- not-run: (?P<why>[^>]+?) -->\n)?```python\n(?P<cod
 NOT_RUN = {
     ("README.md", "%load_ext primenb"): "trains a model",
     ("docs/serve.md", "srv = %prime_serve quickstart"): "needs a trained run",
+    (
+        "docs/environments.md",
+        "from primenb.envs import vf_episodes",
+    ): "needs a served model and a verifiers environment",
     ("docs/harness.md", "%prime_harness apply 3fa9 --steps 200 --set trainer.optim.lr=1e-5"): "starts training runs",
 }
 

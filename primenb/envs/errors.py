@@ -35,6 +35,16 @@ class UnsupportedEnvironmentError(_Base, RuntimeError):
     container, a judge model): it runs on a remote backend only."""
 
 
+class EpisodePartError(UnsupportedEnvironmentError):
+    """A part of verifiers' episode loop (a harness, a runtime, a tool server, a judge, the
+    inference server, the renderer, the harness's chat program) cannot run here. ``part`` names it;
+    the message says why and what would make it run."""
+
+    def __init__(self, part: str, message: str) -> None:
+        self.part = part
+        super().__init__(f"{part}: {message}")
+
+
 class RewardFunctionError(_Base, RuntimeError):
     """A reward function broke its contract for a whole batch (e.g. returned the wrong number
     of scores). One failing completion is not this: it is scored 0.0 and logged."""
@@ -49,6 +59,7 @@ __all__ = [
     "EnvironmentArgumentError",
     "EnvironmentLoadError",
     "EnvironmentLookupError",
+    "EpisodePartError",
     "RegistryError",
     "RewardFunctionError",
     "UnsupportedEnvironmentError",

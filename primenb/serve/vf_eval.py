@@ -34,6 +34,7 @@ from pydantic import Field
 from verifiers.v1.configs.cli.eval import EvalConfig, RunConfig
 from verifiers.v1.runtimes import ProgramResult
 
+from primenb.envs.vf_episodes import keep_runtime_folders_home
 from primenb.errors import PrimenbError
 from primenb.serve.aio import run_async
 from primenb.serve.eval_stats import rollout_seed
@@ -229,7 +230,7 @@ def rollouts(
     runner runs them (``Env.serving`` / ``slots`` / ``run_slot``), without its run directory or
     platform upload, so nothing of a prompt or a completion lands on disk."""
     register()
-    _keep_runtime_folders_home()
+    keep_runtime_folders_home()
     config = EvalConfig(
         env={
             "taskset": taskset,
@@ -252,17 +253,6 @@ def rollouts(
     episodes, seeds = run_async(_episodes(config, seed))
     wall = time.perf_counter() - t0
     return _records(episodes, seeds), wall
-
-
-def _keep_runtime_folders_home() -> None:
-    """verifiers' subprocess runtime makes (and removes) a working folder per rollout under
-    ``~/.cache/verifiers``; the harness runs nothing in it, so primenb keeps them in its own home."""
-    import verifiers.v1.runtimes.subprocess as runtime
-
-    from primenb.home import prime_home
-
-    if hasattr(runtime, "CACHE_DIR"):  # verifiers 0.4's name for it
-        runtime.CACHE_DIR = prime_home() / "cache" / "verifiers"
 
 
 async def _episodes(config: EvalConfig, seed: int) -> tuple[list[Any], list[int]]:

@@ -19,7 +19,7 @@ import pytest
 
 from primenb.serve import client
 
-from .toolmodel import ANSWER, CALL_ARGS, fit, weather_tool
+from .toolmodel import ANSWER, CALL_ARGS, weather_tool
 
 pytestmark = pytest.mark.slow  # fits a small adapter and starts a server process
 
@@ -29,8 +29,8 @@ PIAI = Path(__file__).parent / "piai"
 
 
 @pytest.fixture(scope="module")
-def tool_server(serve_home: Path) -> Iterator[client.Server]:
-    checkpoint = fit(serve_home / "toolrun")
+def tool_server(serve_home: Path, tool_checkpoint: Path) -> Iterator[client.Server]:
+    checkpoint = tool_checkpoint
     server = client.start(base="primenb/tiny-byte")
     try:
         r = httpx.post(
