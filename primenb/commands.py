@@ -478,6 +478,13 @@ class ServeStartArgs:
         metavar="N",
         help="requests waiting for a row before the server answers 429",
     )
+    stream_interval: int = arg(
+        "--stream-interval",
+        type=int,
+        default=1,
+        metavar="N",
+        help="vLLM's: a streamed row's tokens go out every N (its first at once); fewer events, more throughput",
+    )
     json: bool = _json()
 
 

@@ -30,7 +30,7 @@ from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, 
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.serve import adapters, guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
-from primenb.serve.wire import Choices, StreamChunks, ToolMode, chat_chunk, error_body, usage
+from primenb.serve.wire import Choices, Pacing, StreamChunks, ToolMode, chat_chunk, error_body, usage
 
 OWNER = "primenb"
 M = TypeVar("M", bound=BaseModel)
@@ -57,6 +57,7 @@ class State:
     host: str = "127.0.0.1"
     port: int = 0
     max_body: int = guard.MAX_BODY
+    stream_interval: int = 1  # vLLM's: a streamed row's tokens go out every this many (`wire.Pacing`)
     started: float = field(default_factory=time.time)
     cards: dict[str, dict[str, Any]] = field(default_factory=dict)  # replaced whole, never edited
 
@@ -212,14 +213,25 @@ class _Run:
                 early.append((i, event))
         return early
 
-    async def events(self) -> AsyncIterator[tuple[int, Event]]:
+    async def batches(self) -> AsyncIterator[list[tuple[int, Event]]]:
+        """The events in order, every event already waiting taken at once (a stream that fell behind
+        the decode steps catches up in one write); a failure raises after the events before it."""
         while self.pending:
-            i, event = await self.queue.get()
-            if isinstance(event, Failed):
-                raise event.error
-            if isinstance(event, Done):
-                self.pending -= 1
-            yield i, event
+            batch = [await self.queue.get()]
+            while not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            for k, (_, event) in enumerate(batch):
+                if isinstance(event, Failed):
+                    if k:
+                        yield batch[:k]
+                    raise event.error
+                self.pending -= isinstance(event, Done)
+            yield batch
+
+    async def events(self) -> AsyncIterator[tuple[int, Event]]:
+        async for batch in self.batches():
+            for item in batch:
+                yield item
 
     def close(self) -> None:
         for req in self.requests:
@@ -321,7 +333,7 @@ async def _respond(
         raise
     headers = {"x-primenb-seed": ",".join(str(s) for s in run.seeds)}
     if body.stream:
-        stream = _stream(run, early, body, rid, created, chat=chat, n=n, tools=tools)
+        stream = _stream(run, early, body, rid, created, chat=chat, n=n, tools=tools, interval=state.stream_interval)
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     t0 = time.perf_counter()
     try:
@@ -353,46 +365,53 @@ async def _stream(
     chat: bool,
     n: int,
     tools: ToolMode | None = None,
+    interval: int = 1,
 ) -> AsyncIterator[str]:
     """Server-sent events; with ``include_usage`` every chunk carries ``usage: null`` and a last
     chunk carries the totals. Starlette cancels this generator when the client goes away; the
     ``finally`` then cancels the generation. With tools, each choice's text streams until a call
-    may begin; the calls go out whole when the choice ends."""
+    may begin; the calls go out whole when the choice ends. The events that waited together on
+    the queue go out as one write, each row's text merged (`Pacing`, which also applies
+    ``interval``)."""
     with_usage = body.include_usage
     base = {"id": rid, "created": created, "model": body.model}
     completion_tokens = 0
     chunks = StreamChunks(base, chat=chat, with_usage=with_usage, tools=tools)
+    pacing = Pacing(interval)
 
     try:
         if chat:
-            for i in range(len(run.requests) * n):
-                yield chat_chunk(base, i, role=True, with_usage=with_usage)
+            yield "".join(chat_chunk(base, i, role=True, with_usage=with_usage) for i in range(len(run.requests) * n))
 
-        async def events() -> AsyncIterator[tuple[int, Event]]:
-            for item in early:
-                yield item
-            async for item in run.events():
-                yield item
+        async def batches() -> AsyncIterator[list[tuple[int, Event]]]:
+            if early:
+                yield early
+            async for batch in run.batches():
+                yield batch
 
         try:
-            async for i, event in events():
-                if isinstance(event, Delta) and (event.text or event.logprobs):  # a token's text may wait
-                    chunk = chunks.delta(i * n + event.index, event)
-                    if chunk is not None:
-                        yield chunk
-                elif isinstance(event, Finished):
-                    completion_tokens += event.completion_tokens
-                    for chunk in chunks.end(i * n + event.index, event.reason):
-                        yield chunk
+            async for batch in batches():
+                out: list[str] = []
+                for i, event in pacing.release(batch):
+                    if isinstance(event, Delta) and (event.text or event.logprobs):  # a token's text may wait
+                        chunk = chunks.delta(i * n + event.index, event)
+                        if chunk is not None:
+                            out.append(chunk)
+                    elif isinstance(event, Finished):
+                        completion_tokens += event.completion_tokens
+                        out += chunks.end(i * n + event.index, event.reason)
+                if out:
+                    yield "".join(out)
         except ServeError as exc:  # the model failed mid-stream: say so in the stream
             yield f"data: {_json(error_body(str(exc), exc.status, exc.param, exc.code))}\n\n"
             yield "data: [DONE]\n\n"
             return
+        last = ""
         if with_usage:
             obj = "chat.completion.chunk" if chat else "text_completion"
             totals = usage(run.prompt_tokens, completion_tokens)
-            yield f"data: {_json({**base, 'object': obj, 'choices': [], 'usage': totals})}\n\n"
-        yield "data: [DONE]\n\n"
+            last = f"data: {_json({**base, 'object': obj, 'choices': [], 'usage': totals})}\n\n"
+        yield last + "data: [DONE]\n\n"
     finally:
         run.close()
 

@@ -309,6 +309,7 @@ def start(
     max_batch: int = DEFAULT_MAX_BATCH,
     max_queue: int = DEFAULT_MAX_QUEUE,
     parents: bool = False,
+    stream_interval: int = 1,
 ) -> Server:
     """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
     base model(s) under them; return once it answers. Traces trained on an SSH host are served
@@ -337,6 +338,7 @@ def start(
         "ready_file": str(ready),
         "max_batch": int(max_batch),
         "max_queue": int(max_queue),
+        "stream_interval": int(stream_interval),
     }
     spec_path.write_text(json.dumps(spec))
     log = folder / f"server-{tag}.log"

@@ -18,6 +18,7 @@ def serve_start(args: ServeStartArgs) -> client.Server:
         api_key_var=args.api_key_var,
         max_batch=args.max_batch,
         max_queue=args.max_queue,
+        stream_interval=args.stream_interval,
     )
 
 

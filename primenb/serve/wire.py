@@ -238,6 +238,49 @@ class StreamChunks:
         return [*out, chat_chunk(self.base, index, finish=reason, with_usage=self.with_usage)]
 
 
+def _joined(first: Delta, then: Delta) -> Delta:
+    """Two deltas of one row as one: text, tokens and logprobs in order."""
+    both = first.logprobs is None and then.logprobs is None
+    logprobs = None if both else [*(first.logprobs or []), *(then.logprobs or [])]
+    return Delta(then.index, first.text + then.text, logprobs, [*first.token_ids, *then.token_ids])
+
+
+class Pacing:
+    """Which deltas of a streamed response go out now. The events that waited together on the
+    response's queue (``(request, event)`` in order) come in one batch; each row's deltas in it
+    are merged into one, so a stream that fell behind the decode steps catches up in one chunk
+    (vLLM merges the outputs a request's reader has not taken yet the same way). With
+    ``interval`` > 1 (vLLM's ``stream_interval``) a row's text is also held until ``interval``
+    tokens have come, except its first text (sent at once: the time to first token does not move)
+    and what is left when the row ends (sent before its end). Other events keep their order."""
+
+    def __init__(self, interval: int = 1) -> None:
+        self.interval = max(1, interval)
+        self.held: dict[tuple[int, int], Delta] = {}
+        self.started: set[tuple[int, int]] = set()  # rows whose first text went out
+
+    def release(self, batch: list[tuple[int, Event]]) -> list[tuple[int, Event]]:
+        out: list[tuple[int, Event]] = []
+        for i, event in batch:
+            if isinstance(event, Delta):
+                key = (i, event.index)
+                held = self.held.get(key)
+                self.held[key] = event if held is None else _joined(held, event)
+                continue
+            if isinstance(event, Finished):
+                rest = self.held.pop((i, event.index), None)
+                if rest is not None:
+                    out.append((i, rest))
+            out.append((i, event))
+        for key, delta in list(self.held.items()):
+            if key not in self.started or len(delta.token_ids) >= self.interval:
+                del self.held[key]
+                out.append((key[0], delta))
+                if delta.text or delta.logprobs:
+                    self.started.add(key)
+        return out
+
+
 class Choices:
     """A non-streamed response's choices, built from the events of its rows."""
 
@@ -279,6 +322,7 @@ class Choices:
 
 __all__ = [
     "Choices",
+    "Pacing",
     "StreamChunks",
     "TokenChoice",
     "ToolMode",

@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scheduler = Scheduler(pool, max_batch=int(spec.get("max_batch") or 32), max_queue=int(spec.get("max_queue") or 256))
     state = State(scheduler, api_key=key, loader=lambda s: load_into(pool, s), host=host, port=port)
+    state.stream_interval = max(1, int(spec.get("stream_interval") or 1))
     state.refresh_cards()
     scheduler.start()
     app = build_app(state)

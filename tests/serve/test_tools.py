@@ -164,6 +164,68 @@ def test_langchain_bind_tools_and_litellm(tool_server: client.Server) -> None:
     assert call.function.name == "get_weather" and json.loads(call.function.arguments) == CALL_ARGS
 
 
+def test_clients_assemble_a_paced_stream(tool_server: client.Server, tool_checkpoint: Path) -> None:
+    """``--stream-interval 4`` (vLLM's ``stream_interval``): a chunk carries up to four tokens of a
+    choice. The `openai` stream helpers, LiteLLM and LangChain still assemble the call and the answer."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+    from langchain_core.messages import AIMessageChunk, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    paced = client.start(base="primenb/tiny-byte", stream_interval=4)
+    try:
+        r = httpx.post(
+            paced.url.removesuffix("/v1") + "/admin/models",
+            json={"id": AGENT, "checkpoint": str(tool_checkpoint)},
+            timeout=120,
+        )
+        assert r.status_code == 201, r.text
+        oai = _oai(paced)
+        with oai.chat.completions.stream(
+            model=AGENT, messages=QUESTION, tools=[weather_tool()], temperature=0, max_tokens=120
+        ) as stream:
+            (call,) = stream.get_final_completion().choices[0].message.tool_calls or []
+        assert call.function.name == "get_weather" and json.loads(call.function.arguments) == CALL_ARGS
+        answer = oai.chat.completions.create(
+            model=AGENT,
+            messages=_after_call(call.id, call.function.arguments),
+            tools=[weather_tool()],
+            temperature=0,
+            max_tokens=60,
+            stream=True,
+        )
+        pieces = [c.choices[0].delta.content for c in answer if c.choices and c.choices[0].delta.content]
+        assert "".join(pieces) == ANSWER and len(pieces) <= 1 + len(ANSWER.encode()) // 4  # a byte is a token
+
+        chunks = list(
+            litellm.completion(
+                model=f"openai/{AGENT}",
+                messages=QUESTION,
+                tools=[weather_tool()],
+                api_base=paced.url,
+                api_key="unused",
+                temperature=0,
+                max_tokens=120,
+                stream=True,
+            )
+        )
+        built: Any = litellm.stream_chunk_builder(chunks, messages=QUESTION)
+        (got,) = built.choices[0].message.tool_calls
+        assert got.function.name == "get_weather" and json.loads(got.function.arguments) == CALL_ARGS
+
+        chat = ChatOpenAI(model=AGENT, base_url=paced.url, api_key="unused", max_tokens=120, temperature=0)
+        bound = chat.bind_tools([weather_tool()])
+        asked = AIMessageChunk(content="")
+        for chunk in bound.stream("What is the weather in Paris?"):
+            asked += chunk
+        assert [(c["name"], c["args"]) for c in asked.tool_calls] == [("get_weather", CALL_ARGS)]
+        result = ToolMessage(content="sunny, 21 C", tool_call_id=asked.tool_calls[0]["id"])
+        words = "".join(str(c.content) for c in bound.stream(["What is the weather in Paris?", asked, result]))
+        assert words == ANSWER
+    finally:
+        paced.stop()
+
+
 def _node_client() -> Path:
     """The pi-ai package installed from the lock file (npm's registry), once."""
     node, npm = shutil.which("node"), shutil.which("npm")

@@ -15,11 +15,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from primenb.engine.serve_errors import ServeError
-from primenb.engine.serve_requests import Admitted, Delta, Done, Failed, Finished, GenRequest
+from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest, TokenLogprob
 from primenb.serve import registry
 from primenb.serve.app import State
 from primenb.serve.asgi import build_app
 from primenb.serve.client import _safe
+from primenb.serve.wire import Pacing
 
 
 class EchoPool:
@@ -53,6 +54,7 @@ class EchoScheduler:
         self.stopping = False
         self.full = False
         self.removed: list[str] = []
+        self.step_s: float | None = None  # set: one event per decode step, this far apart
 
     def submit(self, req: GenRequest) -> None:
         if self.stopping:
@@ -79,7 +81,12 @@ class EchoScheduler:
         req.emit_all([Admitted(len(text), req.seed)])
         out = text[::-1][: min(req.sampling.max_tokens or 99, 10 - len(text))]
         for i in range(req.sampling.n):
-            req.emit_all([Delta(i, ch) for ch in out])  # one step's worth of events at a time
+            if self.step_s is not None:
+                for ch in out:
+                    req.emit_all([Delta(i, ch, None, [ord(ch)])])
+                    time.sleep(self.step_s)
+            else:
+                req.emit_all([Delta(i, ch) for ch in out])  # one step's worth of events at a time
             req.emit_all([Finished(i, "stop", len(out))])
         req.emit_all([Done(len(text), len(out) * req.sampling.n)])
 
@@ -152,6 +159,62 @@ def test_openai_shapes_and_errors() -> None:
     assert c.get("/v2/whatever").json()["error"]["type"] == "not_found_error"
     r = c.post("/v1/completions", json={"model": "m", "prompt": "abc", "max_tokens": 10**9})
     assert r.status_code == 200 and r.json()["choices"][0]["text"] == "cba"  # clamped, not refused
+
+
+def _released(pacing: Pacing, batch: list[tuple[int, Event]]) -> list[tuple[int, str, str]]:
+    return [
+        (i, type(e).__name__, e.text if isinstance(e, Delta) else getattr(e, "reason", ""))
+        for i, e in pacing.release(batch)
+    ]
+
+
+def test_pacing_merges_what_waited_and_holds_a_row_to_its_interval() -> None:
+    together = [
+        (0, Delta(0, "a", [TokenLogprob("a", -1.0)], [1])),
+        (0, Delta(1, "x", None, [9])),
+        (0, Delta(0, "b", [TokenLogprob("b", -2.0)], [2])),
+        (0, Finished(1, "stop", 1)),
+        (1, Delta(0, "c", None, [3])),
+        (0, Delta(0, "d", [TokenLogprob("d", -3.0)], [4])),
+    ]
+    pacing = Pacing()
+    out = pacing.release(together)
+    # each row's deltas as one, in order; a row's end after its text; other rows apart
+    assert [(i, type(e).__name__) for i, e in out] == [(0, "Delta"), (0, "Finished"), (0, "Delta"), (1, "Delta")]
+    (_, x), (_, end), (_, abd), (_, c) = out
+    assert isinstance(x, Delta) and (x.index, x.text) == (1, "x") and isinstance(end, Finished) and end.index == 1
+    assert isinstance(abd, Delta) and (abd.index, abd.text, abd.token_ids) == (0, "abd", [1, 2, 4])
+    assert [lp.token for lp in abd.logprobs or []] == ["a", "b", "d"]
+    assert isinstance(c, Delta) and (c.text, c.logprobs) == ("c", None)
+
+    paced = Pacing(3)  # vLLM's stream_interval: the first text at once, then every 3 tokens, the rest at the end
+    assert _released(paced, [(0, Delta(0, "", None, [7]))]) == [(0, "Delta", "")]  # no text yet: not started
+    assert _released(paced, [(0, Delta(0, "a", None, [1]))]) == [(0, "Delta", "a")]
+    assert _released(paced, [(0, Delta(0, "b", None, [2]))]) == []
+    assert _released(paced, [(0, Delta(0, "c", None, [3])), (0, Delta(0, "d", None, [4]))]) == [(0, "Delta", "bcd")]
+    assert _released(paced, [(0, Delta(0, "e", None, [5]))]) == []
+    assert _released(paced, [(0, Finished(0, "length", 6)), (0, Done(1, 6))]) == [
+        (0, "Delta", "e"),
+        (0, "Finished", "length"),
+        (0, "Done", ""),
+    ]
+
+
+@pytest.mark.parametrize("interval", [1, 3])
+def test_a_stream_s_chunks_follow_the_stream_interval(interval: int) -> None:
+    scheduler = EchoScheduler()
+    scheduler.step_s = 0.02
+    state = State(scheduler, api_key=None, loader=lambda s: None, port=PORT, stream_interval=interval)
+    state.refresh_cards()
+    c = TestClient(build_app(state), base_url=URL)
+    body = {"model": "m", "messages": [{"role": "user", "content": "abcd"}], "stream": True}
+    r = c.post("/v1/chat/completions", json={**body, "stream_options": {"include_usage": True}})
+    docs = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+    texts = [d["choices"][0]["delta"].get("content") for d in docs if d["choices"]]
+    assert texts[0] == "" and "".join(t or "" for t in texts) == "dcba" and texts[-1] is None
+    assert docs[-1]["usage"]["completion_tokens"] == 4 and r.text.rstrip().endswith("data: [DONE]")
+    if interval == 3:  # the first token at once, the next three together (the steps are 20 ms apart)
+        assert [t for t in texts if t] == ["d", "cba"]
 
 
 def test_a_full_queue_answers_429_with_retry_after_and_stopping_503() -> None:
