@@ -5,6 +5,15 @@ Trains three tiny LoRA adapters of one base (a few SFT steps each), serves them,
   transformers' own continuous batching (``generate_batch``) on the base, for the choice of engine;
 - the server at 1, 8 and 32 concurrent clients on one adapter, and 8 clients over 3 adapters:
   tokens/s, p50/p95 request latency, median time to first token (streaming);
+- 8 clients against the same server started with ``--stream-interval N`` (vLLM's option: a
+  chunk every N tokens of a choice) for each N of ``BENCH_STREAM_INTERVALS`` (default 4,8), and
+  against a server running the code of ``BENCH_STREAM_BASELINE_REF`` (default c60d131, the last
+  commit before streams coalesced their waiting events), checked out beside this one;
+- a tool-call round trip through the `openai` client on the tool-calling checkpoint of
+  ``tests/serve/toolmodel.py`` (fitted here, ~90 s, added with ``POST /admin/models``): a request
+  with tools, its parsed call, the tool's result sent back, the final answer; not streamed and
+  streamed (the client's stream helpers); p50 latency and the fraction that parsed to the call
+  and the answer the checkpoint was fitted on (``BENCH_TOOL_TRIPS`` each, default 20);
 - the time from a dropped stream to its freed row, in seconds and in decode steps;
 - weights and resident memory with 1 and 4 adapters;
 - ``primenb eval -n N -r 4`` through this server, against the same eval run by the code of a
@@ -18,7 +27,8 @@ bare generate do, so tokens/s compare like for like. Each level is measured ``BE
 Goals (docs/serve.md): 8 clients >= 4x the tokens/s of 1 client; the server >= 0.8x bare batched
 generate at batch 8; a dropped stream frees its row within one decode step; the eval >= 3x faster
 than the baseline's.
-Run: ``python bench/bench_serve.py`` (BENCH_REQUESTS per level, default 32; BENCH_EVAL_N, default 100).
+Run: ``python bench/bench_serve.py`` (BENCH_REQUESTS per level, default 32; BENCH_EVAL_N, default 100,
+0 skips the eval).
 """
 
 from __future__ import annotations
@@ -42,6 +52,10 @@ REQUESTS = int(os.environ.get("BENCH_REQUESTS", "32"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 EVAL_N = int(os.environ.get("BENCH_EVAL_N", "100"))
 BASELINE_REF = os.environ.get("BENCH_BASELINE_REF", "05efea3")
+STREAM_BASELINE_REF = os.environ.get("BENCH_STREAM_BASELINE_REF", "c60d131")
+INTERVALS = [int(x) for x in os.environ.get("BENCH_STREAM_INTERVALS", "4,8").split(",") if x.strip()]
+TOOL_TRIPS = int(os.environ.get("BENCH_TOOL_TRIPS", "20"))
+TOOL_AGENT = "tool-agent"
 TOKENS = 32
 PROMPTS = ["abcdefg=", "hello=", "serving=", "primenb=", "benchmark=", "tokens=", "batching=", "queue="]
 LORA = "\n[model.lora]\nrank = 4\nalpha = 8\n"
@@ -157,6 +171,89 @@ def dropped_stream(server: Any, model: str) -> tuple[float, int]:
         time.sleep(0.002)
 
 
+def tool_trip(oai: Any, *, stream: bool) -> tuple[float, bool]:
+    """The latency of one tool-call round trip through ``oai`` (an `openai` client) and whether it
+    gave the call and the answer the checkpoint was fitted on."""
+    from tests.serve.toolmodel import ANSWER, CALL_ARGS, weather_tool
+
+    question = [{"role": "user", "content": "What is the weather in Paris?"}]
+    kw: dict[str, Any] = {"model": TOOL_AGENT, "tools": [weather_tool()], "temperature": 0}
+
+    def ask(messages: list[Any], max_tokens: int) -> Any:
+        if not stream:
+            return oai.chat.completions.create(messages=messages, max_tokens=max_tokens, **kw).choices[0]
+        with oai.chat.completions.stream(messages=messages, max_tokens=max_tokens, **kw) as events:
+            return events.get_final_completion().choices[0]
+
+    t0 = time.perf_counter()
+    first = ask(question, 120)
+    calls = first.message.tool_calls or []
+    if first.finish_reason != "tool_calls" or len(calls) != 1:
+        return time.perf_counter() - t0, False
+    call = calls[0]
+    try:
+        args = json.loads(call.function.arguments)
+    except ValueError:
+        args = None
+    result = {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}
+    sent = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.function.name, "arguments": call.function.arguments},
+    }
+    final = ask([*question, {"role": "assistant", "content": None, "tool_calls": [sent]}, result], 60)
+    seconds = time.perf_counter() - t0
+    return seconds, call.function.name == "get_weather" and args == CALL_ARGS and final.message.content == ANSWER
+
+
+def tool_round_trips(servers: dict[str, Any], checkpoint: Path) -> None:
+    """The tool-calling checkpoint on this code's server (and the first interval's), round trips
+    not streamed and streamed, alternating, after one to warm up each."""
+    import openai
+
+    from primenb.serve import client
+
+    keys = ["this", *(f"interval {k}" for k in INTERVALS[:1])]
+    oai = {k: openai.OpenAI(base_url=servers[k].url, api_key="none", max_retries=0, timeout=120) for k in keys}
+    for key in keys:
+        client._admin(servers[key], "POST", "/admin/models", {"id": TOOL_AGENT, "checkpoint": str(checkpoint)})
+    trips = [("not streamed", "this", False), ("streamed", "this", True)]
+    trips += [(f"streamed, --stream-interval {k}", f"interval {k}", True) for k in INTERVALS[:1]]
+    for _, key, stream in trips:
+        tool_trip(oai[key], stream=stream)  # warm up
+    done: dict[str, list[tuple[float, bool]]] = {name: [] for name, _, _ in trips}
+    for _ in range(TOOL_TRIPS):  # the modes alternate
+        for name, key, stream in trips:
+            done[name].append(tool_trip(oai[key], stream=stream))
+    for c in oai.values():
+        c.close()
+    print(f"tool-call round trip (openai client, one at a time, {TOOL_TRIPS} each): p50 s, parsed right")
+    for name, got in done.items():
+        print(f"  {name:40} {pct([t for t, _ in got], 0.5):7.3f}  {sum(ok for _, ok in got)}/{len(got)}")
+    client._admin(servers["this"], "DELETE", f"/admin/models/{TOOL_AGENT}")
+
+
+def start_servers(work: Path, traces: list[str]) -> dict[str, Any]:
+    """This code's server; one per stream interval; the stream baseline's, when git can check it out."""
+    from primenb.serve import client
+
+    servers = {"this": client.start(traces)}
+    for k in INTERVALS:
+        servers[f"interval {k}"] = client.start(traces, stream_interval=k)
+    base = checkout(work / "stream-baseline", STREAM_BASELINE_REF)
+    if base is not None:
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = str(base)  # the worker process imports the baseline's primenb
+        try:
+            servers["baseline"] = client.start(traces)
+        finally:
+            if old is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = old
+    return servers
+
+
 def eval_seconds(python: list[str], env: dict[str, str], trace: str) -> float:
     """Wall time of ``primenb eval TRACE BASE --env reverse-text -n N -r 4``, starting its own server."""
     cmd = [*python, "-m", "primenb.cli", "eval", trace, "primenb/tiny-byte", "--env", "reverse-text"]
@@ -170,12 +267,15 @@ def eval_seconds(python: list[str], env: dict[str, str], trace: str) -> float:
     return wall
 
 
-def baseline_checkout(work: Path) -> Path | None:
-    """The baseline commit's primenb, checked out beside this one (None when git cannot)."""
-    dest = work / "baseline"
-    cmd = ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(dest), BASELINE_REF]
+def checkout(dest: Path, ref: str) -> Path | None:
+    """A commit's primenb, checked out beside this one (None when git cannot)."""
+    cmd = ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(dest), ref]
     made = subprocess.run(cmd, capture_output=True)
     return dest if made.returncode == 0 else None
+
+
+def remove_checkout(dest: Path) -> None:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(dest)], capture_output=True)
 
 
 def main() -> int:
@@ -196,11 +296,21 @@ def main() -> int:
         assert run.wait(timeout=900) == "completed", run.logs()
     ckpt = resolve_checkpoint(runs["bench"].dir / "checkpoints")
     ada, adapters = "primenb/tiny-byte-adapter-bench", [f"primenb/tiny-byte-adapter-{n}" for n in runs]
+    from tests.serve.toolmodel import fit
 
-    levels = [("served, 1 client", [ada], 1), ("served, 8 clients", [ada], 8), ("served, 32 clients", [ada], 32)]
-    levels.append(("served, 8 clients over 3 adapters", adapters, 8))
-    server = client.start(list(runs))
-    results: dict[str, list[tuple[float, list[float], list[float]]]] = {name: [] for name, _, _ in levels}
+    t0 = time.perf_counter()
+    tool_ckpt = fit(work / "toolrun")  # before any server: it trains on every core
+    print(f"tool-calling checkpoint fitted in {time.perf_counter() - t0:.0f} s")
+
+    # (row, server, models, clients)
+    levels = [("served, 1 client", "this", [ada], 1), ("served, 8 clients", "this", [ada], 8)]
+    levels += [("served, 32 clients", "this", [ada], 32), ("served, 8 clients over 3 adapters", "this", adapters, 8)]
+    levels += [(f"served, 8 clients, --stream-interval {k}", f"interval {k}", [ada], 8) for k in INTERVALS]
+    servers = start_servers(work, list(runs))
+    if "baseline" in servers:
+        levels.append((f"served, 8 clients, {STREAM_BASELINE_REF} (before)", "baseline", [ada], 8))
+    results: dict[str, list[tuple[float, list[float], list[float]]]] = {name: [] for name, *_ in levels}
+    server = servers["this"]
     import torch
 
     # the ceiling: bare generate with torch's own thread count and with the server's (one core fewer)
@@ -208,26 +318,34 @@ def main() -> int:
     bare: dict[int, list[float]] = {t: [] for t in thread_counts}
     cb: list[float] = []
     try:
-        served(server.url, [ada], 8)  # warm up
+        for s in servers.values():
+            served(s.url, [ada], 8)  # warm up
         for _ in range(ROUNDS):
             for t in thread_counts:
                 bare[t].append(bare_batched(ckpt, t))
             cb.append(transformers_cb())
-            for name, models, clients in levels:
-                results[name].append(served(server.url, models, clients))
+            for name, key, models, clients in levels:
+                results[name].append(served(servers[key].url, models, clients))
         tps = {name: statistics.median(r[0] for r in rs) for name, rs in results.items()}
-        print(f"{'':38} {'tokens/s':>9} {'p50 s':>7} {'p95 s':>7} {'TTFT p50 s':>10}")
+        print(f"{'':44} {'tokens/s':>9} {'p50 s':>7} {'p95 s':>7} {'TTFT p50 s':>10}")
         for t, values in bare.items():
-            print(f"{f'bare batched generate, batch 8, {t} thr':38} {statistics.median(values):9.1f}")
+            print(f"{f'bare batched generate, batch 8, {t} thr':44} {statistics.median(values):9.1f}")
         ceiling = max(statistics.median(v) for v in bare.values())
-        print(f"{'transformers generate_batch (base, all)':38} {statistics.median(cb):9.1f}")
+        print(f"{'transformers generate_batch (base, all)':44} {statistics.median(cb):9.1f}")
         for name, rs in results.items():
             lat = [x for r in rs for x in r[1]]
             ttft = [x for r in rs for x in r[2]]
-            print(f"{name:38} {tps[name]:9.1f} {pct(lat, 0.5):7.3f} {pct(lat, 0.95):7.3f} {pct(ttft, 0.5):10.3f}")
+            print(f"{name:44} {tps[name]:9.1f} {pct(lat, 0.5):7.3f} {pct(lat, 0.95):7.3f} {pct(ttft, 0.5):10.3f}")
         one, eight = tps["served, 1 client"], tps["served, 8 clients"]
         print(f"8 clients vs 1: {eight / one:.2f}x (goal >= 4)")
-        print(f"served 8 clients / bare batch 8: {eight / ceiling:.2f}x (goal >= 0.8)")
+        for name, *_ in levels:
+            if name.startswith("served, 8 clients") and "adapters" not in name:
+                print(f"{name} / bare batch 8: {tps[name] / ceiling:.2f}x (goal >= 0.8)")
+        if "baseline" in servers:
+            before = tps[f"served, 8 clients, {STREAM_BASELINE_REF} (before)"]
+            print(f"served 8 clients, this code / {STREAM_BASELINE_REF}: {eight / before:.2f}x")
+
+        tool_round_trips(servers, tool_ckpt)
         drops = [dropped_stream(server, ada) for _ in range(5)]
         print(
             f"dropped stream -> row freed: median {statistics.median(d[0] for d in drops) * 1000:.0f} ms, "
@@ -243,8 +361,12 @@ def main() -> int:
             f"{four['weight_bytes'] / 2**20:.2f} MiB RSS {four['rss_bytes'] / 2**20:.0f} MiB"
         )
     finally:
-        server.stop()
-    compare_evals(work)
+        for s in servers.values():
+            s.stop()
+        if (work / "stream-baseline").exists():
+            remove_checkout(work / "stream-baseline")
+    if EVAL_N > 0:
+        compare_evals(work)
     return 0
 
 
@@ -252,7 +374,7 @@ def compare_evals(work: Path) -> None:
     """The same eval by this code and by the baseline commit's, each against its own server."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     ours = eval_seconds([sys.executable], env, "bench")
-    base = baseline_checkout(work)
+    base = checkout(work / "baseline", BASELINE_REF)
     if base is None:
         print(f"eval -n {EVAL_N} -r 4: {ours:.1f} s (baseline {BASELINE_REF} not available from git)")
         return
@@ -260,7 +382,7 @@ def compare_evals(work: Path) -> None:
         theirs = eval_seconds([sys.executable], {**env, "PYTHONPATH": str(base)}, "bench")
         print(f"eval -n {EVAL_N} -r 4: {ours:.1f} s here, {theirs:.1f} s with {BASELINE_REF}: {theirs / ours:.2f}x")
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], capture_output=True)
+        remove_checkout(base)
         for rec in (Path(os.environ["PRIME_HOME"]) / "serve").glob("*.json"):  # a server the baseline left
             with contextlib.suppress(OSError, ValueError, KeyError):
                 os.kill(int(json.loads(rec.read_text())["pid"]), 15)
