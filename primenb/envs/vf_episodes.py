@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from primenb.aio import run_async
 from primenb.envs.errors import EnvironmentArgumentError, EnvironmentLoadError, EpisodePartError
 from primenb.protocol.privacy import error_text
 
@@ -490,7 +491,7 @@ def run_episodes(
     its token ids and logprobs; ``client="eval"``: OpenAI chat completions. ``sampling`` is
     verifiers' ``SamplingConfig`` (``temperature``, ``max_tokens``, ``seed``, vLLM's extras).
     Episodes come back in task order, ``rollouts`` per task."""
-    return _run_sync(
+    return run_async(
         arun_episodes(
             env,
             base_url=base_url,
@@ -677,18 +678,6 @@ def _tool(tool: Any) -> dict[str, Any]:
         return tool_to_wire(tool)
     except NotImplementedError:  # a namespaced or custom tool: the training client refuses it anyway
         return dict(tool.model_dump(exclude_none=True))
-
-
-def _run_sync(coro: Any) -> Any:
-    """Run a coroutine from a plain call, also inside a running (Jupyter) event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 __all__ = [

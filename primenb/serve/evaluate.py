@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from primenb.aio import run_async
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.fields import DEFAULT_MODEL
@@ -28,7 +29,6 @@ from primenb.protocol.privacy import private_while
 from primenb.protocol.rundir import RunDir
 from primenb.render.svgchart import Bar, Figure, bar_chart
 from primenb.serve import client, eval_stats
-from primenb.serve.aio import run_async
 
 WARMUP = RunDir.WARMUP_CHECKPOINT
 log = logging.getLogger("primenb.serve")

@@ -34,9 +34,9 @@ from pydantic import Field
 from verifiers.v1.configs.cli.eval import EvalConfig, RunConfig
 from verifiers.v1.runtimes import ProgramResult
 
+from primenb.aio import run_async
 from primenb.envs.vf_episodes import keep_runtime_folders_home
 from primenb.errors import PrimenbError
-from primenb.serve.aio import run_async
 from primenb.serve.eval_stats import rollout_seed
 
 PLUGIN = "primenb_verifiers_eval"

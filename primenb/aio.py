@@ -1,4 +1,5 @@
-"""Coroutines run from plain calls (the eval paths are called from magics and the CLI alike)."""
+"""Coroutines run from plain calls: the eval paths and verifiers episodes are called from magics and
+the CLI alike, inside a running (Jupyter) event loop or not."""
 
 from __future__ import annotations
 
