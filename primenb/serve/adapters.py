@@ -2,8 +2,8 @@
 
 - **Loading** (``POST /v1/load_lora_adapter``, ``POST /admin/models``): a checkpoint of a run whose
   directory holds a trace is served as ``primenb serve`` serves that trace (`client.model_specs`):
-  with the trace's prompt format, read through the trust road (an imported, untrusted trace's
-  recorded format is taken as plain data and none of its code runs), its model and seed, its trace
+  with the prompt format the trace recorded, taken as plain data whoever made the trace (a request
+  names the folder: nothing in it is imported or built), its model and seed, its trace
   id, and its parent: the trace's SFT warm-up when this server serves it, else its base model. What
   the request itself sets wins.
 - **Unloading** (``POST /v1/unload_lora_adapter``): as vLLM, only a LoRA adapter the server serves,
@@ -36,10 +36,10 @@ def _warmup_served(cards: dict[str, dict[str, Any]], trace_id: str) -> str | Non
 def from_trace(checkpoint: Path, given: dict[str, Any], cards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What the trace of ``checkpoint``'s run directory says about serving it, for the fields of
     ``given`` (an `AddModel`'s, those the request set) left unset; {} without a readable trace.
-    May build the trace's environment (a trusted one): call it off the event loop."""
+    Reads files: call it off the event loop."""
     from primenb.harness.inference import describe
     from primenb.traces.trace import Trace
-    from primenb.traces.trust import prompt_format
+    from primenb.traces.trust import recorded_prompt_format
 
     run = run_dir_of(checkpoint)
     if run is None or not is_regular(RunDir(run).trace_path):
@@ -62,7 +62,7 @@ def from_trace(checkpoint: Path, given: dict[str, Any], cards: dict[str, dict[st
         "parent": parent,
     }
     if "text_template" not in given:
-        found["text_template"] = prompt_format(trace, "serve")
+        found["text_template"] = recorded_prompt_format(trace)
     return {k: v for k, v in found.items() if k not in given}
 
 

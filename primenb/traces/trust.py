@@ -100,8 +100,7 @@ def prompt_format(trace: Any, verb: str, *, trust: bool = False) -> str | None:
         try:
             env = environment(src["env_id"], src["args"], trace=trace, verb=verb, trust=trust)
         except UntrustedTrace:
-            kept = src.get("text_template")
-            return kept if isinstance(kept, str) and "{prompt}" in kept and len(kept) <= MAX_TEMPLATE else None
+            return recorded_prompt_format(trace)
         except Exception:  # served raw: the prompt format is a convenience, not a requirement
             return None
         template = getattr(env, "text_template", None)
@@ -109,4 +108,24 @@ def prompt_format(trace: Any, verb: str, *, trust: bool = False) -> str | None:
     return None
 
 
-__all__ = ["UntrustedTrace", "check", "environment", "foreign", "imported", "prompt_format", "recorded_args", "sources"]
+def recorded_prompt_format(trace: Any) -> str | None:
+    """The prompt format the trace recorded for its first environment, as plain data: nothing is
+    imported or built. What a route reached by a request's path uses (the server's run-time loading:
+    a folder anyone could write must not run code in the server)."""
+    for src in sources(trace):
+        kept = src.get("text_template")
+        return kept if isinstance(kept, str) and "{prompt}" in kept and len(kept) <= MAX_TEMPLATE else None
+    return None
+
+
+__all__ = [
+    "UntrustedTrace",
+    "check",
+    "environment",
+    "foreign",
+    "imported",
+    "prompt_format",
+    "recorded_args",
+    "recorded_prompt_format",
+    "sources",
+]

@@ -89,12 +89,20 @@ def test_the_parent_is_the_trace_s_warm_up_when_it_is_served(server: client.Serv
             client._admin(server, "DELETE", f"/admin/models/{name}")
 
 
-def test_an_imported_trace_s_prompt_format_is_plain_data(server: client.Server, traces: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("imported", [True, False], ids=["imported", "copied-in-unmarked"])
+def test_a_loaded_trace_s_prompt_format_is_plain_data(
+    server: client.Server, traces: Any, tmp_path: Path, imported: bool
+) -> None:
+    """Whoever made the trace: a request names the folder, so nothing in it runs in the server
+    (a folder copied in by hand is not marked imported: issue 42's trust-by-provenance class)."""
     copy = tmp_path / "imported"
     shutil.copytree(traces["ada"].dir, copy)
     doc = json.loads((copy / "trace.json").read_text())
     marker = tmp_path / "ran"
-    doc["imported"] = True
+    if imported:
+        doc["imported"] = True
+    else:
+        doc.pop("imported", None)
     doc["trace_id"] = "0bad" + doc["trace_id"][4:]
     # code a trusted road would import and run; the format it recorded says "?" where reverse-text says "="
     source = {"env_id": "subprocess:getoutput", "args": {"cmd": f"touch {marker}"}, "text_template": "{prompt}?"}
