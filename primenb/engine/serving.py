@@ -193,6 +193,8 @@ class ModelPool:
                 weights.model = weights.model.unload()
         if not any(e.base_key == entry.base_key for e in self.entries.values()) and not weights.adapters:
             self.bases.pop(entry.base_key, None)  # nothing uses these weights any more
+        in_use = {id(self.tokenizer_for(e)) for e in self.entries.values()}
+        self._renderers = {k: r for k, r in self._renderers.items() if k in in_use}  # nor its tokenizer
 
     def weight_bytes(self) -> int:
         """Bytes of every tensor the served models hold, each storage counted once (weights shared
