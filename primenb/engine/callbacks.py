@@ -118,11 +118,20 @@ class EngineContext:
     trackers: Any = None  # primenb.trackers.Fanout: each metrics row is also sent there
     metric_phase: str = ""  # the "phase" field of every metrics row (see primenb.protocol.rundir)
     clock: StepClock = field(default_factory=StepClock)
+    closers: list[Callable[[], None]] = field(default_factory=list)  # what the trainer opened (episode servers)
 
     def abs_step(self, step: int) -> int:
         """The run's step for the trainer's ``global_step``: a continuation counts on from
         ``primenb.start_step`` (its parent's last step)."""
         return int(step) + self.plan.start_step
+
+    def close_all(self) -> None:
+        """Close what training opened, last first; one failure does not keep the rest open."""
+        while self.closers:
+            try:
+                self.closers.pop()()
+            except Exception as exc:
+                log.warning("closing a training resource failed: %s", exc)
 
     def open_writers(self) -> None:
         if self.is_main:

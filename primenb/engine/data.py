@@ -9,7 +9,8 @@ from typing import Any
 
 from primenb.engine.plan import Plan, SourceSpec
 from primenb.envs import Environment, get_environment, is_known
-from primenb.envs.errors import _Base
+from primenb.envs import verifiers_adapter
+from primenb.envs.errors import UnsupportedEnvironmentError, _Base
 
 log = logging.getLogger("primenb.engine")
 
@@ -27,7 +28,22 @@ class Source:
 
 
 def build_sources(specs: list[SourceSpec]) -> list[Source]:
-    return [Source(spec.name, get_environment(spec.env_id, **spec.env_args)) for spec in specs]
+    return [Source(spec.name, _environment(spec)) for spec in specs]
+
+
+def _environment(spec: SourceSpec) -> Environment:
+    """The source's environment: one-turn where it can be, else verifiers' own episodes (a
+    taskset with its own Env, harness, tools, or a user who opens the conversation)."""
+    try:
+        return get_environment(spec.env_id, **spec.env_args)
+    except UnsupportedEnvironmentError:
+        if not verifiers_adapter.could_be_taskset(spec.env_id):
+            raise
+    from primenb.envs.episode_env import load_episode_environment
+
+    env = load_episode_environment(spec.env_id, spec.env_args, spec.agent)
+    log.info("%s: verifiers episodes (%s), %d tasks", spec.name, env.description, len(env.tasks))
+    return env
 
 
 def rl_rows(sources: list[Source], *, chat: bool) -> list[dict[str, Any]]:

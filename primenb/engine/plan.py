@@ -47,6 +47,7 @@ class SourceSpec:
     name: str
     env_id: str
     env_args: dict[str, Any]
+    agent: dict[str, Any] | None = None  # env.agent (harness, runtime, max_turns): episode environments
 
 
 @dataclass
@@ -180,7 +181,15 @@ def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) ->
         taskset = src.env.taskset
         env_id = (taskset.id if taskset else None) or (src.env.model_extra or {}).get("id")
         args = {k: v for k, v in (taskset.model_extra or {}).items() if v is not None} if taskset else {}
-        out.append(SourceSpec(name=str(src.name or env_id or ""), env_id=str(env_id or ""), env_args=args))
+        agent = (src.env.model_extra or {}).get("agent")
+        out.append(
+            SourceSpec(
+                name=str(src.name or env_id or ""),
+                env_id=str(env_id or ""),
+                env_args=args,
+                agent=agent if isinstance(agent, dict) else None,
+            )
+        )
     for i, spec in enumerate(out):
         if not spec.env_id:
             raise PlanError(f'{where}[{i}] has no environment; set env = {{ taskset = {{ id = "<id>" }} }}')

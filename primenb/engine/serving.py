@@ -119,6 +119,18 @@ class ModelPool:
         self.entries[served_id] = entry
         return entry
 
+    def add_live(self, served_id: str, model: Any, tokenizer: Any) -> Entry:
+        """Serve ``model`` as it is: the module a trainer is training, not a copy. A PEFT model
+        decodes with its active adapter. Its weights are the trainer's: removing it never
+        touches them (kind ``live``)."""
+        self._claim(served_id)
+        key = f"live:{served_id}"
+        self.bases[key] = _Weights(key, model, tokenizer)
+        adapter = str(model.active_adapter) if hasattr(model, "peft_config") else None
+        entry = Entry(served_id, "live", key, adapter=adapter, root=str(getattr(model, "name_or_path", "")))
+        self.entries[served_id] = entry
+        return entry
+
     def add_checkpoint(
         self,
         served_id: str,
@@ -183,6 +195,9 @@ class ModelPool:
         """Free what only ``entry`` used: its adapter, and the weights once nothing else uses them."""
         weights = self.bases.get(entry.base_key)
         if weights is None:
+            return
+        if entry.kind == "live":  # the trainer's module: forget it, change nothing in it
+            self.bases.pop(entry.base_key, None)
             return
         if entry.kind == "adapter" and entry.adapter is not None:
             weights.adapters = {k: v for k, v in weights.adapters.items() if v != entry.adapter}

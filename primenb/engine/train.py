@@ -6,7 +6,10 @@ import gc
 import json
 import logging
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -15,11 +18,13 @@ from transformers import TrainerCallback
 from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback, WarmupCallback
 from primenb.engine.chat import chat_text, trains_on_chat
 from primenb.engine.data import Source, build_sources, ideal_rows, rl_rows, sft_dataset, sft_env_args
+from primenb.engine.episodes import EpisodeRollouts, episode_reward
 from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
+from primenb.envs.episode_env import EpisodeEnvironment
 from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
 if TYPE_CHECKING:
@@ -28,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("primenb.engine")
 
 SFT_SAMPLE_PROMPTS = 4
+DEFAULT_TURN_TOKENS = 128  # an episode's model turn, when orchestrator sampling sets no max_completion_tokens
 WARMUP_CHECKPOINT = RunDir.WARMUP_CHECKPOINT
 
 
@@ -157,8 +163,12 @@ def build_grpo(
     funcs: list[RewardFunc] = []
     weights = []
     multi = len(sources) > 1
+    rollouts = _episode_rollouts(plan, ctx, sources, tok)
     for src in sources:
-        for func, weight in zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True):
+        pairs = list(zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True))
+        if isinstance(src.env, EpisodeEnvironment):
+            pairs = [(episode_reward, 1.0)]  # verifiers' own score of each episode
+        for func, weight in pairs:
             name = getattr(func, "__name__", "reward")
             name = f"{src.name}/{name}" if multi else name
             funcs.append(recorder.wrap(src.env, func, weight, name=name, source=src.name if multi else None))
@@ -168,6 +178,7 @@ def build_grpo(
     if ctx.evaluator is None:
         _setup_eval(plan, ctx, tok, chat, default_tokens=args["max_completion_length"])
     trainer = GRPOTrainer(
+        rollout_func=rollouts,
         model=model,
         reward_funcs=funcs,
         args=config,
@@ -178,6 +189,34 @@ def build_grpo(
     )
     _apply_optimizer(trainer, plan)
     return trainer
+
+
+def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok: Any) -> EpisodeRollouts | None:
+    """TRL's rollout function when the sources are verifiers episode environments (None when
+    none is). Episode and one-turn sources cannot share a run: TRL takes one rollout path."""
+    episodic = {s.name: s.env for s in sources if isinstance(s.env, EpisodeEnvironment)}
+    if not episodic:
+        return None
+    if len(episodic) != len(sources):
+        one_turn = ", ".join(s.name for s in sources if s.name not in episodic)
+        raise PlanError(
+            f"sources {', '.join(episodic)} run as verifiers episodes and {one_turn} as one-turn prompts; "
+            "one run trains on one kind: give them separate runs (or continue one from the other with apply)"
+        )
+    folder = Path(tempfile.mkdtemp(prefix="primenb-tokenizer-"))
+    tok.save_pretrained(str(folder))  # verifiers' training client renders every turn with it
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's documented hook
+    rollouts = EpisodeRollouts(
+        episodic,
+        tok,
+        folder,
+        temperature=plan.rl.temperature,
+        max_turn_tokens=plan.rl.max_completion_tokens or DEFAULT_TURN_TOKENS,
+        seq_len=plan.seq_len,
+    )
+    ctx.closers.append(rollouts.close)
+    ctx.closers.append(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return rollouts
 
 
 def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
@@ -292,15 +331,28 @@ def _check_sft_rows(before: int, prepared: Any, seq_len: int) -> None:
 def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default_tokens: int) -> None:
     if plan.eval is None:
         return
+    sources = build_sources(plan.eval.sources)
+    episodic = [s.name for s in sources if isinstance(s.env, EpisodeEnvironment)]
+    if episodic:
+        note = (
+            f"eval source(s) {', '.join(episodic)} are verifiers episode environments: they are not evaluated "
+            "during training; evaluate the run with %prime_eval / primenb eval"
+        )
+        log.warning("%s", note)
+        ctx.status.update(notes=[*ctx.status.data.get("notes", []), note])
+        sources = [s for s in sources if s.name not in episodic]
+        if not sources:
+            return
     ctx.evaluator = Evaluator(
-        build_sources(plan.eval.sources),
+        sources,
         tok,
         chat=chat,
         num_examples=plan.eval.num_examples,
         max_new_tokens=_eval_tokens(plan, default_tokens),
     )
     if ctx.trace is not None:
-        ctx.trace.record_data("eval", plan.eval.sources, ctx.evaluator.sources, limit=plan.eval.num_examples)
+        specs = [spec for spec in plan.eval.sources if spec.name not in episodic]
+        ctx.trace.record_data("eval", specs, ctx.evaluator.sources, limit=plan.eval.num_examples)
 
 
 def _ranks_in_sync(model: Any, device: Any) -> bool:
@@ -336,7 +388,10 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
         log.warning("stop requested before training started")
         ctx.stop.triggered = True
         return TrainResult(ctx.abs_step(0), True, None, {}, {})
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        ctx.close_all()
     step = ctx.abs_step(trainer.state.global_step)
     if state.num_processes > 1:
         ctx.status.update(ranks_in_sync=_ranks_in_sync(trainer.model, state.device))

@@ -533,7 +533,6 @@ async def arun_episodes(
     wheelhouse: str | Path | None = None,
 ) -> list[Episode]:
     """`run_episodes` inside a running event loop."""
-    vf = _verifiers()
     if client not in ("train", "eval"):
         raise EnvironmentArgumentError(f"client must be 'train' or 'eval', got {client!r}")
     if rollouts < 1 or (num_tasks is not None and num_tasks < 1):
@@ -545,31 +544,66 @@ async def arun_episodes(
         _add_harness_env(env, program_env)
     check_env(env)
     check_server(base_url, model, token_route=client == "train", api_key_var=api_key_var)
-    key_var = api_key_var or "PRIMENB_NO_API_KEY"
-    if client == "train":
-        tok = str(tokenizer or model)
-        build_renderer(tok, renderer)  # fails here, clearly, rather than in every episode
-        client_config: Any = vf.TrainClientConfig(
-            base_url=base_url, api_key_var=key_var, renderer=renderer_for(tok, renderer), renderer_model_name=tok
-        )
-    else:
-        client_config = vf.EvalClientConfig(base_url=base_url, api_key_var=key_var)
-    ctx = vf.ModelContext(model=model, client=client_config, sampling=vf.SamplingConfig(**dict(sampling or {})))
-    tasks = _tasks(env, num_tasks)
+    ctx = model_context(
+        base_url=base_url,
+        model=model,
+        client=client,
+        tokenizer=tokenizer,
+        renderer=renderer,
+        sampling=sampling,
+        api_key_var=api_key_var,
+    )
+    tasks = take_tasks(env, num_tasks)
     keep_runtime_folders_home()
     gate = asyncio.Semaphore(max(1, max_concurrent))
-    slots = [slot for task in tasks for slot in env.slots(task, rollouts)]
+    slots = [(env, slot) for task in tasks for slot in env.slots(task, rollouts)]
     try:
         async with env.serving():
-            episodes = await asyncio.gather(*(env.run_slot(slot, ctx, gate) for slot in slots))
+            raw = await run_slots(slots, ctx, gate)
     except EpisodePartError:
         raise
     except Exception as exc:  # shared tool servers, the interception: the env's serving resources
         raise EpisodePartError(
             f"verifiers' serving resources for {env.config.env_id!r}", error_text(exc)[:800]
         ) from None
-    _raise_for_setup(env, episodes)
-    return [_episode(e, order // rollouts) for order, e in enumerate(episodes)]
+    return [episode(e, order // rollouts) for order, e in enumerate(raw)]
+
+
+def model_context(
+    *,
+    base_url: str,
+    model: str,
+    client: str = "train",
+    tokenizer: str | Path | None = None,
+    renderer: Any = None,
+    sampling: Mapping[str, Any] | None = None,
+    api_key_var: str | None = None,
+) -> Any:
+    """verifiers' ``ModelContext`` for ``model`` at ``base_url`` through its training client (the
+    renderer built once here, so a tokenizer that cannot load fails now, clearly) or eval client."""
+    vf = _verifiers()
+    if client not in ("train", "eval"):
+        raise EnvironmentArgumentError(f"client must be 'train' or 'eval', got {client!r}")
+    key_var = api_key_var or "PRIMENB_NO_API_KEY"
+    if client == "train":
+        tok = str(tokenizer or model)
+        build_renderer(tok, renderer)
+        client_config: Any = vf.TrainClientConfig(
+            base_url=base_url, api_key_var=key_var, renderer=renderer_for(tok, renderer), renderer_model_name=tok
+        )
+    else:
+        client_config = vf.EvalClientConfig(base_url=base_url, api_key_var=key_var)
+    return vf.ModelContext(model=model, client=client_config, sampling=vf.SamplingConfig(**dict(sampling or {})))
+
+
+async def run_slots(slots: Sequence[tuple[Any, Any]], ctx: Any, gate: asyncio.Semaphore) -> list[Any]:
+    """Run each ``(env, slot)`` through its env's own loop (inside that env's ``serving()``);
+    verifiers' episodes in order. A chat program that could not be prepared fails every episode
+    the same way: that raises `EpisodePartError` saying what it needs."""
+    raw = list(await asyncio.gather(*(env.run_slot(slot, ctx, gate) for env, slot in slots)))
+    for env in {id(e): e for e, _ in slots}.values():
+        _raise_for_setup(env, [ep for e, ep in zip((e for e, _ in slots), raw, strict=True) if e is env])
+    return raw
 
 
 def _add_harness_env(env: Any, extra: dict[str, str]) -> None:
@@ -580,7 +614,7 @@ def _add_harness_env(env: Any, extra: dict[str, str]) -> None:
         harness.config.env = {**extra, **harness.config.env}
 
 
-def _tasks(env: Any, num_tasks: int | None) -> list[Any]:
+def take_tasks(env: Any, num_tasks: int | None) -> list[Any]:
     taskset = env.taskset
     if num_tasks is None and not getattr(taskset, "bounded", True):
         raise EnvironmentArgumentError(f"{env.config.env_id!r} is an infinite taskset: give num_tasks")
@@ -608,7 +642,7 @@ def _raise_for_setup(env: Any, episodes: Sequence[Any]) -> None:
 # what came back
 
 
-def _episode(ep: Any, order: int) -> Episode:
+def episode(ep: Any, order: int) -> Episode:
     idx = ep.task.data.idx
     runs = [_run(t) for t in ep.traces]
     errors = [_error(e) for e in ep.errors] + [e for r in runs for e in r.errors]
@@ -687,12 +721,16 @@ __all__ = [
     "arun_episodes",
     "build_renderer",
     "chat_program_env",
+    "episode",
     "check_env",
     "check_server",
     "keep_runtime_folders_home",
     "load_env",
+    "model_context",
     "renderer_for",
     "run_episodes",
+    "run_slots",
+    "take_tasks",
     "turns",
     "uv_dir",
 ]
