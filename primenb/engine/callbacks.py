@@ -444,7 +444,7 @@ class RewardRecorder:
         """A TRL reward function named ``name`` that scores rows of ``source`` (all rows when
         None) with ``func`` and returns None for the others."""
         self.weights[name] = weight
-        internal = {"trainer_state", "log_extra", "log_metric", "completion_ids", "info", "task"}
+        internal = {"trainer_state", "log_extra", "log_metric", "completion_ids", "info", "task", "episode_prompt"}
 
         clock = self.ctx.clock
 
@@ -487,7 +487,8 @@ class RewardRecorder:
                     bad = sum(1 for v in values if v is not None and not math.isfinite(float(v)))
                     self.health.count(name, len(idx), bad, ValueError("returned a non-finite score") if bad else None)
             state = kwargs.get("trainer_state")
-            self._record(state, name, prompts, completions, kwargs.get("answer"), tasks, out)
+            shown = kwargs.get("episode_prompt") or prompts  # an episode: what the model was first shown
+            self._record(state, name, shown, completions, kwargs.get("answer"), tasks, out)
             return out
 
         reward.__name__ = name

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from primenb.engine.plan import Plan, SourceSpec
-from primenb.envs import Environment, get_environment, is_known
-from primenb.envs import verifiers_adapter
+from primenb.envs import Environment, get_environment, is_known, verifiers_adapter
 from primenb.envs.errors import UnsupportedEnvironmentError, _Base
 
 log = logging.getLogger("primenb.engine")

@@ -243,7 +243,8 @@ class EpisodeRollouts:
         self.stats = stats
         if stats.failed:
             log.warning("%d of %d episodes failed: %s", stats.failed, stats.episodes, "; ".join(stats.errors[:3]))
-        return {**out, "episode_reward": rewards}
+        shown = [self.tokenizer.decode(ids, skip_special_tokens=False) for ids in out["prompt_ids"]]
+        return {**out, "episode_reward": rewards, "episode_prompt": shown}
 
 
 def _groups(items: list[tuple[str, EpisodeEnvironment, Any]]) -> list[tuple[str, EpisodeEnvironment, Any, int]]:

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from primenb.engine.batching import Scheduler
 from primenb.engine.serve_errors import ServeError
-from primenb.engine.serve_requests import Done, Failed, Finished, GenRequest, Sampling
 from primenb.engine.serve_requests import Delta as _Delta
+from primenb.engine.serve_requests import Done, Failed, Finished, GenRequest, Sampling
 from primenb.engine.serving import ModelPool
 
 log = logging.getLogger("primenb.engine")
@@ -90,8 +90,7 @@ class PolicyServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._http.server_port}/v1"
 
     def start(self) -> PolicyServer:
         self.scheduler.start()
@@ -154,6 +153,7 @@ class PolicyServer:
         return self._run(GenRequest(self.served_id, list(req.token_ids), sampling, param="token_ids"))
 
     def _run(self, gen: GenRequest) -> dict[str, Any]:
+        prompt = list(gen.prompt) if isinstance(gen.prompt, list) else []
         events: queue.Queue[Any] = queue.Queue()
         gen.emit = events.put
         self.scheduler.submit(gen)
@@ -183,8 +183,8 @@ class PolicyServer:
             "request_id": f"generate-tokens-{secrets.token_hex(8)}",
             "model": self.served_id,
             "choices": [{"index": 0, "token_ids": ids, "logprobs": {"content": logprobs}, "finish_reason": finish}],
-            "prompt_token_ids": list(gen.prompt) if isinstance(gen.prompt, list) else None,
-            "usage": {"prompt_tokens": len(gen.prompt), "completion_tokens": len(ids)},
+            "prompt_token_ids": prompt,
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids)},
         }
 
 
@@ -196,7 +196,7 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("policy server: " + format, *args)
 
         def _authorised(self) -> bool:
@@ -214,14 +214,14 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
         def _error(self, error: ServeError) -> None:
             self._send(error.status, {"error": {"message": str(error), "code": error.status, "param": error.param}})
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if not self._authorised():
                 return self._error(ServeError("missing or wrong bearer token", 401))
             if self.path.rstrip("/") == "/v1/models":
                 return self._send(200, server.models())
             return self._error(ServeError(f"no route {self.path[:100]!r}", 404))
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length") or "0")
             except ValueError:

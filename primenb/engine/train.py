@@ -165,7 +165,7 @@ def build_grpo(
     multi = len(sources) > 1
     rollouts = _episode_rollouts(plan, ctx, sources, tok)
     for src in sources:
-        pairs = list(zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True))
+        pairs: list[tuple[Any, float]] = list(zip(src.env.reward_funcs, src.env.reward_weights or [], strict=True))
         if isinstance(src.env, EpisodeEnvironment):
             pairs = [(episode_reward, 1.0)]  # verifiers' own score of each episode
         for func, weight in pairs:

@@ -74,7 +74,9 @@ def task_label(env_id: str, position: int, task: Any) -> str:
     return f"[{env_id} #{position}] {text}".rstrip()
 
 
-def load_episode_environment(env_id: str, args: Mapping[str, Any], agent: Mapping[str, Any] | None) -> EpisodeEnvironment:
+def load_episode_environment(
+    env_id: str, args: Mapping[str, Any], agent: Mapping[str, Any] | None
+) -> EpisodeEnvironment:
     """verifiers' ``Env`` for ``env_id`` with the source's taskset ``args`` and ``agent`` table,
     checked for what cannot run here (`primenb.envs.vf_episodes.check_env`), and its tasks."""
     seat = AgentSeat.from_table(agent)

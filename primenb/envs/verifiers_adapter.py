@@ -17,10 +17,11 @@ subclass. Its config class validates the arguments (the extra keys of
   completion). A reward returning keyed scores counts as their sum. Async rewards run on one
   background event loop (so this works inside a running Jupyter loop too).
 
-What the local engine cannot run raises `UnsupportedEnvironmentError` ("not supported locally,
-use a remote backend"): a taskset that ships its own Env (several agents/turns) or Harness, tools
-(toolsets), tasks that need a container or a runtime (``setup``/``finalize``, rewards that take a
-``runtime``), judges, and tasks whose prompt is empty (the user opens the conversation).
+What does not fit one turn raises `UnsupportedEnvironmentError` (the engine then trains it on
+verifiers' own episodes, `primenb.envs.episode_env`): a taskset that ships its own Env (several
+agents/turns) or Harness, tools (toolsets), tasks that need a container or a runtime
+(``setup``/``finalize``, rewards that take a ``runtime``), judges, and tasks whose prompt is empty
+(the user opens the conversation).
 
 Nothing here imports verifiers until a taskset is actually loaded: `could_be_taskset` and
 `installed_tasksets` only look at files and package metadata.
@@ -53,7 +54,10 @@ from primenb.protocol.privacy import error_text
 log = logging.getLogger("primenb.envs")
 
 MAX_TASKS = 10_000  # read from an infinite taskset
-REMOTE = 'not supported by the local engine; train it on a remote backend (e.g. [primenb] backend = "modelfactory")'
+REMOTE = (
+    "not a one-turn task: the engine trains it on verifiers' own episodes (its env.agent harness and "
+    "runtime; docs/environments.md, Training on episodes); one-turn evaluation cannot run it"
+)
 
 
 # ---------------------------------------------------------------------------------------------

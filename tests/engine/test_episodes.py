@@ -18,6 +18,7 @@ import socket
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,12 @@ def test_an_episode_longer_than_seq_len_loses_its_tail_not_its_prompt() -> None:
     s = Sample([1, 2, 3], [4, 5, 6, 7, 8], [1, 1, 0, 0, 1], [-0.1, -0.2, 0.0, 0.0, -0.3], 0.5)
     assert cut(s, 8) is s
     short = cut(s, 6)
-    assert (short.prompt_ids, short.completion_ids, short.env_mask, short.truncated) == ([1, 2, 3], [4, 5, 6], [1, 1, 0], True)
+    assert (short.prompt_ids, short.completion_ids, short.env_mask, short.truncated) == (
+        [1, 2, 3],
+        [4, 5, 6],
+        [1, 1, 0],
+        True,
+    )
     assert short.logprobs == [-0.1, -0.2, 0.0] and short.reward == 0.5
     none_left = cut(s, 3)
     assert none_left.prompt_ids == [1, 2, 3] and none_left.env_mask == [0]
@@ -205,7 +211,8 @@ def _agent_tables(head: str, max_turns: int | None = None) -> str:
 
 
 @pytest.fixture
-def vf_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
+def vf_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "prime-home"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(VF_ENVS))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(VF_ENVS), os.environ.get("PYTHONPATH")])))
@@ -242,7 +249,10 @@ def test_an_alphabet_sort_shaped_config_trains_on_its_episodes(vf_workdir: Path)
     logs = run.logs()
     assert "verifiers episodes (null harness, subprocess runtime)" in logs
     assert "rollout done" in logs and "policy served to the episodes" in logs
-    assert {s for s in run.samples["task"]} == {"alphabet-sort"}
+    samples = run.samples
+    assert set(samples["task"]) == {"alphabet-sort"}
+    # a sample shows what the model was first shown (the scripted user's opening turn), not a label
+    assert all("Sort these names alphabetically" in p for p in samples["prompt"])
     assert (run.files.checkpoints / "step_2").is_dir()
 
 

@@ -71,7 +71,7 @@ def test_tools_are_not_supported_locally(tasksets, home):
     with pytest.raises(UnsupportedEnvironmentError) as err:
         get_environment("calc-tools")
     assert "its tasks use tools" in str(err.value)
-    assert "not supported by the local engine; train it on a remote backend" in str(err.value)
+    assert "the engine trains it on verifiers' own episodes" in str(err.value)
 
 
 def test_multi_agent_env_and_harness_are_not_supported(tasksets, home):
@@ -105,7 +105,7 @@ class Shell(vf.Harness):
 __all__ = ["EchoWordsTaskset", "Shell"]
 """,
     )
-    with pytest.raises(UnsupportedEnvironmentError, match=r"comes with its own harness .*remote backend"):
+    with pytest.raises(UnsupportedEnvironmentError, match=r"comes with its own harness .*verifiers' own episodes"):
         get_environment("own-harness")
 
 
