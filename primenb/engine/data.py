@@ -94,7 +94,18 @@ def is_env_name(name: str) -> bool:
 
 
 def ideal_rows(env: Environment, name: str, *, chat: bool) -> list[dict[str, Any]]:
-    """Prompt/completion rows whose completion is the environment's ideal answer."""
+    """Prompt/completion rows whose completion is the environment's ideal answer; for an episode
+    environment, ``messages`` rows: each task's ideal conversation (loss on the assistant turns)."""
+    from primenb.envs.episode_env import EpisodeEnvironment
+
+    if isinstance(env, EpisodeEnvironment):
+        conversations = [env.ideal_conversation(row) for row in env.train_rows()]
+        if not conversations or any(c is None for c in conversations):
+            raise DatasetLoadError(
+                f"environment {name!r} gives no ideal conversations (info['ideal'] on its tasks), so an SFT "
+                "warm-up cannot train on it; set primenb.sft_warmup_steps = 0"
+            )
+        return [{"messages": c} for c in conversations]
     rows = []
     for row in env.train_rows():
         ideal = env.ideal_completion(row)

@@ -191,18 +191,24 @@ def build_grpo(
     return trainer
 
 
-def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok: Any) -> EpisodeRollouts | None:
-    """TRL's rollout function when the sources are verifiers episode environments (None when
-    none is). Episode and one-turn sources cannot share a run: TRL takes one rollout path."""
+def _episode_sources(sources: list[Source]) -> dict[str, EpisodeEnvironment]:
+    """The sources that run as verifiers episodes; refused when mixed with one-turn ones."""
     episodic = {s.name: s.env for s in sources if isinstance(s.env, EpisodeEnvironment)}
-    if not episodic:
-        return None
-    if len(episodic) != len(sources):
+    if episodic and len(episodic) != len(sources):
         one_turn = ", ".join(s.name for s in sources if s.name not in episodic)
         raise PlanError(
             f"sources {', '.join(episodic)} run as verifiers episodes and {one_turn} as one-turn prompts; "
             "one run trains on one kind: give them separate runs (or continue one from the other with apply)"
         )
+    return episodic
+
+
+def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok: Any) -> EpisodeRollouts | None:
+    """TRL's rollout function when the sources are verifiers episode environments (None when
+    none is). Episode and one-turn sources cannot share a run: TRL takes one rollout path."""
+    episodic = _episode_sources(sources)
+    if not episodic:
+        return None
     folder = Path(tempfile.mkdtemp(prefix="primenb-tokenizer-"))
     tok.save_pretrained(str(folder))  # verifiers' training client renders every turn with it
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's documented hook
@@ -236,9 +242,17 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     sources = build_sources(plan.sources)
     if ctx.trace is not None:
         ctx.trace.record_data("sft_warmup", plan.sources, sources)
+    episodic = _episode_sources(sources)
     rows = [r for src in sources for r in ideal_rows(src.env, src.name, chat=chat)]
     cuda, bf16_ok = device_info()
-    args, notes = sft_args(wplan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok)
+    args, notes = sft_args(
+        wplan,
+        world_size=_world_size(),
+        cuda=cuda,
+        bf16_ok=bf16_ok,
+        conversational=bool(episodic),  # ideal episodes: whole conversations, loss on the replies
+        has_generation_markers="generation" in str(tok.chat_template),
+    )
     _write_trainer_args(ctx, "SFTTrainer (sft_warmup)", args, notes, file="trainer_args.sft_warmup")
     _setup_eval(plan, ctx, tok, chat, default_tokens=plan.rl.max_completion_tokens or 64)
     log.info("SFT warm-up: %d steps on %d ideal answers before GRPO", wplan.max_steps, len(rows))

@@ -63,6 +63,16 @@ class EpisodeEnvironment(Environment):
     def task(self, row_info: Mapping[str, Any]) -> Any:
         return self.tasks[int(row_info["vf_idx"])]
 
+    def ideal_conversation(self, row: Row) -> list[dict[str, Any]] | None:
+        """The task's conversation with every reply right, when the taskset gives one
+        (``info["ideal"]``: chat messages, as primenb's built-in tasksets do): an SFT warm-up
+        trains on its assistant turns."""
+        info = getattr(self.task(row["info"]).data, "info", None)
+        ideal = info.get("ideal") if isinstance(info, dict) else None
+        if not isinstance(ideal, list) or not all(isinstance(m, dict) and "role" in m for m in ideal):
+            return None
+        return [dict(m) for m in ideal]
+
 
 def task_label(env_id: str, position: int, task: Any) -> str:
     """A row's prompt: unique per task, readable in samples and logs."""

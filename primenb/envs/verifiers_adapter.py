@@ -90,6 +90,29 @@ def _builtin_dir() -> Path | None:
     return None
 
 
+# primenb's own tasksets: top-level packages in this folder, found as installed ones are
+BUILTIN_TASKSETS = Path(__file__).resolve().parent / "vf_builtin"
+
+
+def builtin_tasksets() -> dict[str, str]:
+    """primenb's own verifiers tasksets: ``{id: first line of its docstring}`` (no import)."""
+    out = {}
+    for pkg in sorted(BUILTIN_TASKSETS.iterdir()):
+        init = pkg / "__init__.py"
+        if pkg.is_dir() and init.is_file():
+            doc = init.read_text(encoding="utf-8").split('"""', 2)
+            out[pkg.name.replace("_", "-")] = _first_line(doc[1] if len(doc) > 2 else "")
+    return out
+
+
+def builtin_tasksets_on_path() -> None:
+    """Let verifiers' loader import primenb's own tasksets (after anything installed: an
+    installed package of the same name wins)."""
+    folder = str(BUILTIN_TASKSETS)
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
 def could_be_taskset(env_id: str) -> bool:
     """Whether verifiers' loader would find a module for ``env_id`` (not imported here)."""
     if not env_id or ":" in env_id or not installed():
@@ -97,6 +120,9 @@ def could_be_taskset(env_id: str) -> bool:
     mod = module_name(env_id)
     if not mod.isidentifier() or mod in sys.stdlib_module_names or mod in ("primenb", "verifiers"):
         return False
+    if (BUILTIN_TASKSETS / mod / "__init__.py").is_file():
+        builtin_tasksets_on_path()
+        return True
     builtin = _builtin_dir()
     if builtin is not None and (builtin / mod).is_dir():
         return True
@@ -193,6 +219,7 @@ class _Loop:
 
 
 def _loaders() -> Any:
+    builtin_tasksets_on_path()
     try:
         from verifiers.v1.utils import loaders
     except ImportError as exc:

@@ -153,7 +153,10 @@ def load_env(
     ``max_turns`` argument, e.g. user turns, goes in ``args``)."""
     from pydantic import ValidationError
 
+    from primenb.envs.verifiers_adapter import builtin_tasksets_on_path
+
     vf = _verifiers()
+    builtin_tasksets_on_path()
     agent: dict[str, Any] = {"harness": {"id": harness, "env": dict(harness_env or {})}, "runtime": {"type": runtime}}
     if max_turns is not None:
         agent["max_turns"] = max_turns

@@ -221,7 +221,9 @@ def vf_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
         del sys.modules[name]
 
 
-def _episode_run(env: str, args: str, name: str, *, max_turns: int | None = None, lora: bool = False) -> Any:
+def _episode_run(
+    env: str, args: str, name: str, *, max_turns: int | None = None, lora: bool = False, primenb: str = ""
+) -> Any:
     from primenb import load_config
     from primenb.backends import submit
 
@@ -229,11 +231,11 @@ def _episode_run(env: str, args: str, name: str, *, max_turns: int | None = None
 
     toml = rl_toml(
         steps=2, env=env, env_args=args, seq_len=512, max_tokens=16, batch_size=4, group_size=2, lora=lora,
-        primenb="sample_every = 1\n",
+        primenb="sample_every = 1\n" + primenb,
     )  # fmt: skip
     toml = toml.replace("[trainer.optim]", _agent_tables("orchestrator.train.source", max_turns) + "\n[trainer.optim]")
     run = submit(load_config(toml), name=name)
-    assert run.wait(timeout=600) == "completed", run.logs()[-4000:]
+    assert run.wait(timeout=600) == "completed", run.logs(200)
     return run
 
 
@@ -246,7 +248,7 @@ def test_an_alphabet_sort_shaped_config_trains_on_its_episodes(vf_workdir: Path)
         assert row["episodes/turns"] == 2.0  # each episode played both scripted user turns
         assert row["episodes/failed"] == 0.0
         assert "rewards/episode_reward/mean" in row and 0.0 <= row["reward"] <= 1.0
-    logs = run.logs()
+    logs = run.logs(100_000)
     assert "verifiers episodes (null harness, subprocess runtime)" in logs
     assert "rollout done" in logs and "policy served to the episodes" in logs
     samples = run.samples
@@ -261,3 +263,20 @@ def test_a_tool_taskset_trains_on_its_episodes(vf_workdir: Path) -> None:
     run = _episode_run("weather-tool", "", "weather", max_turns=3)
     rows = [r for r in run.metric_rows() if "reward" in r]
     assert len(rows) == 2 and all("episodes/tool_calls" in r and r["episodes/failed"] == 0.0 for r in rows)
+
+
+@pytest.mark.slow
+def test_the_built_in_multi_turn_taskset_warms_up_on_ideal_conversations_then_trains_on_episodes(
+    vf_workdir: Path,
+) -> None:
+    run = _episode_run(
+        "reverse-turns", "num_tasks = 200\n", "reverse-turns", max_turns=4, primenb="sft_warmup_steps = 20\n"
+    )
+    rows = run.metric_rows()
+    warm = [r["warmup/loss"] for r in rows if "warmup/loss" in r]
+    assert len(warm) >= 2 and warm[-1] < warm[0]  # the warm-up trained on the conversations' replies
+    grpo = [r for r in rows if "reward" in r]
+    assert len(grpo) == 2 and all(r["episodes/turns"] == 2.0 for r in grpo)
+    assert (run.files.checkpoints / "sft_warmup").is_dir() and (run.files.checkpoints / "step_2").is_dir()
+    trainer_args = json.loads((run.files.configs / "trainer_args.sft_warmup.json").read_text())["args"]
+    assert trainer_args["assistant_only_loss"] is True

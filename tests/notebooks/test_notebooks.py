@@ -90,7 +90,7 @@ def test_notebooks_are_stored_without_outputs():
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), path.name
-    assert [p.name[:2] for p in sorted(NOTEBOOKS.glob("*.ipynb"))] == ["01", "02", "03", "04", "05", "06"]
+    assert [p.name[:2] for p in sorted(NOTEBOOKS.glob("*.ipynb"))] == ["01", "02", "03", "04", "05", "06", "07"]
 
 
 def test_01_quickstart_learns(tmp_path, monkeypatch):
@@ -214,6 +214,26 @@ def test_06_serve_and_eval(tmp_path, monkeypatch):
         assert "primenb/tiny-byte-adapter-adapter" in table and "reward_mean" in table
         assert (tmp_path / "outputs" / "adapter" / "evals" / "reverse-text.json").exists()
         assert "stopped http://127.0.0.1:" in text(cell(nb, "%prime_serve stop all"))
+    finally:
+        from primenb.serve import client
+
+        if client.servers():
+            client.stop("all")
+
+
+def test_07_agents_learn_a_multi_turn_task_on_episodes(tmp_path, monkeypatch):
+    nb = execute("07-agents.ipynb", tmp_path, monkeypatch)
+    try:
+        assert not errors(nb), errors(nb)
+        trained = text(cell(nb, "%prime_train cfg"))
+        assert "episodes/turns" in trained and "2.0" in trained  # both user turns played
+        episode = text(cell(nb, "sample.prompt"))
+        assert "Reverse:" in episode and ("Correct." in episode or "Not quite" in episode), episode
+        played = text(cell(nb, "run_episodes"))
+        m = re.search(r"held-out reward: ([\d.]+) over 20 episodes", played)
+        assert m, played
+        assert float(m.group(1)) >= 0.8, played  # held-out words, greedy: the warm-up taught the task
+        assert "assistant:" in played and "user: Reverse:" in played
     finally:
         from primenb.serve import client
 
