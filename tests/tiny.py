@@ -50,6 +50,23 @@ lr = {lr}
 {extra}"""
 
 
+def agent_tables(head: str = "orchestrator.train.source", max_turns: int | None = None) -> str:
+    """A source's ``env.agent`` tables as upstream's multi-turn examples write them: harness
+    ``null`` in runtime ``subprocess`` (and a cap on model turns)."""
+    turns = f"max_turns = {max_turns}\n" if max_turns else ""
+    return (
+        f"\n[{head}.env.agent]\n{turns}"
+        f'\n[{head}.env.agent.harness]\nid = "null"\n'
+        f'\n[{head}.env.agent.runtime]\ntype = "subprocess"\n'
+    )
+
+
+def episode_toml(env: str, env_args: str = "", *, max_turns: int | None = None, **kwargs: object) -> str:
+    """An RL config training ``env`` on verifiers' episodes (its agent seat after its taskset)."""
+    toml = rl_toml(env=env, env_args=env_args, **kwargs)  # type: ignore[arg-type]
+    return toml.replace("[trainer.optim]", agent_tables(max_turns=max_turns) + "\n[trainer.optim]")
+
+
 def sft_toml(
     *,
     steps: int = 10,

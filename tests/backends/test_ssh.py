@@ -95,6 +95,23 @@ def test_ssh_stop_ends_stopped_with_a_final_checkpoint_here(workdir, svc, ssh_ur
     assert json.loads((run.dir / "trace.json").read_text())["status"] == "stopped"
 
 
+def test_ssh_trains_a_multi_turn_taskset_on_verifiers_episodes(workdir, svc, ssh_url, ssh_options):
+    """The host runs the same engine: verifiers' episodes (the built-in reverse-turns, its own
+    Env, harness null, runtime subprocess) against the policy served inside the run, there."""
+    from primenb.backends import submit
+    from primenb.backends.spec import add
+    from tests.tiny import episode_toml
+
+    add("ci", ssh_url, ssh_options)
+    toml = episode_toml(
+        "reverse-turns", "num_tasks = 50\n", max_turns=4, steps=1, seq_len=256, max_tokens=8, batch_size=4, group_size=2
+    )
+    run = submit(load_config(toml), name="episodes-ssh", backend="ci")
+    assert run.wait(timeout=600) == "completed", run.logs(200)
+    rows = [r for r in run.metric_rows() if "reward" in r]
+    assert len(rows) == 1 and rows[0]["episodes/turns"] == 2.0 and rows[0]["episodes/failed"] == 0.0, rows
+
+
 @pytest.mark.parametrize(
     ("case", "message"),
     [

@@ -201,15 +201,6 @@ def test_environment_tokens_get_no_gradient(tmp_path: Path) -> None:
 # slow: the engine trains on episodes
 
 
-def _agent_tables(head: str, max_turns: int | None = None) -> str:
-    turns = f"max_turns = {max_turns}\n" if max_turns else ""
-    return (
-        f"\n[{head}.env.agent]\n{turns}"
-        f'\n[{head}.env.agent.harness]\nid = "null"\n'
-        f'\n[{head}.env.agent.runtime]\ntype = "subprocess"\n'
-    )
-
-
 @pytest.fixture
 def vf_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "prime-home"))
@@ -227,13 +218,12 @@ def _episode_run(
     from primenb import load_config
     from primenb.backends import submit
 
-    from ..tiny import rl_toml
+    from ..tiny import episode_toml
 
-    toml = rl_toml(
-        steps=2, env=env, env_args=args, seq_len=512, max_tokens=16, batch_size=4, group_size=2, lora=lora,
+    toml = episode_toml(
+        env, args, max_turns=max_turns, steps=2, seq_len=512, max_tokens=16, batch_size=4, group_size=2, lora=lora,
         primenb="sample_every = 1\n" + primenb,
     )  # fmt: skip
-    toml = toml.replace("[trainer.optim]", _agent_tables("orchestrator.train.source", max_turns) + "\n[trainer.optim]")
     run = submit(load_config(toml), name=name)
     assert run.wait(timeout=600) == "completed", run.logs(200)
     return run
