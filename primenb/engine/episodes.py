@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 from collections.abc import Coroutine
@@ -67,6 +68,7 @@ class EpisodeStats:
             "episodes/tool_errors": self.tool_errors / n,
             "episodes/failed": self.failed / n,
             "episodes/truncated": self.truncated / n,
+            "episodes/branches_dropped": self.branches_dropped / n,
         }
 
 
@@ -140,6 +142,7 @@ class EpisodeRollouts:
         temperature: float,
         max_turn_tokens: int | None,
         seq_len: int,
+        private: bool = False,
     ) -> None:
         self.envs = envs  # source name -> its environment
         self.tokenizer = tokenizer
@@ -147,6 +150,7 @@ class EpisodeRollouts:
         self.temperature = temperature
         self.max_turn_tokens = max_turn_tokens
         self.seq_len = seq_len
+        self.private = private  # data_collection = "deny": error messages (they may quote text) not logged
         self.by_label = {
             row["prompt"]: (name, env, env.task(row["info"])) for name, env in envs.items() for row in env.train_rows()
         }
@@ -222,6 +226,8 @@ class EpisodeRollouts:
         for ep in episodes:
             run = next((r for r in ep.runs if r.trainable and r.trace is not None), None)
             reward = run.reward if run is not None and ep.ok and run.ok else None
+            if reward is not None and not math.isfinite(reward):  # kept out of the group's baseline
+                reward = None
             if run is None:
                 sample, dropped = Sample([pad], [pad], [0], [0.0], None), 0
             else:
@@ -234,7 +240,8 @@ class EpisodeRollouts:
             stats.failed += int(sample.reward is None)
             stats.truncated += int(sample.truncated)
             stats.branches_dropped += dropped
-            stats.errors += [str(e.get("message") or e.get("type"))[:300] for e in ep.errors[:1]]
+            shown_error = "type" if self.private else "message"
+            stats.errors += [str(e.get(shown_error) or e.get("type"))[:300] for e in ep.errors[:1]]
             out["prompt_ids"].append(sample.prompt_ids)
             out["completion_ids"].append(sample.completion_ids)
             out["logprobs"].append(sample.logprobs)

@@ -219,6 +219,7 @@ def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok
         temperature=plan.rl.temperature,
         max_turn_tokens=plan.rl.max_completion_tokens or DEFAULT_TURN_TOKENS,
         seq_len=plan.seq_len,
+        private=plan.data_collection == "deny",
     )
     ctx.closers.append(rollouts.close)
     ctx.closers.append(lambda: shutil.rmtree(folder, ignore_errors=True))
@@ -350,10 +351,13 @@ def _setup_eval(plan: Plan, ctx: EngineContext, tok: Any, chat: bool, *, default
     if episodic:
         note = (
             f"eval source(s) {', '.join(episodic)} are verifiers episode environments: they are not evaluated "
-            "during training; evaluate the run with %prime_eval / primenb eval"
+            "during training yet; play held-out tasks against the served run with "
+            "primenb.envs.vf_episodes.run_episodes (notebook 07)"
         )
-        log.warning("%s", note)
-        ctx.status.update(notes=[*ctx.status.data.get("notes", []), note])
+        notes = ctx.status.data.get("notes", [])
+        if note not in notes:  # the warm-up and GRPO both set up eval
+            log.warning("%s", note)
+            ctx.status.update(notes=[*notes, note])
         sources = [s for s in sources if s.name not in episodic]
         if not sources:
             return
