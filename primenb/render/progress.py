@@ -23,8 +23,9 @@ def follow(run: Run, *, every: float = 2.0, stop_on_interrupt: bool = False, gra
 
     Ctrl-C detaches the viewer and leaves the run training; a second Ctrl-C within ``grace_s``
     seconds (or ``stop_on_interrupt``, `primenb attach --stop`) asks the run to checkpoint and stop."""
+    warned: set[str] = set()  # the warnings printed so far: each once
     try:
-        return _follow(run, every)
+        return _follow(run, every, warned)
     except KeyboardInterrupt:
         if not stop_on_interrupt:
             print(
@@ -39,10 +40,10 @@ def follow(run: Run, *, every: float = 2.0, stop_on_interrupt: bool = False, gra
                 pass
         print(f"\nasking {run.name} to save a checkpoint and stop...", flush=True)
         run.stop(wait=True)
-        return _report(run)
+        return _report(run, warned)
 
 
-def _follow(run: Run, every: float) -> int:
+def _follow(run: Run, every: float, warned: set[str]) -> int:
     tail = JsonlTail(run.files.metrics_path)
     latest: dict[str, Any] = {}  # newest value of every metric (eval rows log fewer keys)
     last_print = 0.0
@@ -51,6 +52,7 @@ def _follow(run: Run, every: float) -> int:
             if row is not None:
                 latest.update(row)
         status = run.refresh()
+        _say_new_warnings(status, warned)
         done = status.get("state") in FINAL_STATES
         if latest and (done or time.monotonic() - last_print >= every):
             h = headline(status, [latest])
@@ -60,11 +62,22 @@ def _follow(run: Run, every: float) -> int:
         if done:
             break
         time.sleep(0.5)
-    return _report(run)
+    return _report(run, warned)
 
 
-def _report(run: Run) -> int:
+def _say_new_warnings(status: dict[str, Any], warned: set[str]) -> None:
+    """What went wrong beside training (a tracker that failed or went offline), once each, as the
+    monitor shows it: status.json ``warnings``, already redacted and bounded by the engine."""
+    warnings = status.get("warnings")
+    for text in warnings if isinstance(warnings, list) else []:
+        if isinstance(text, str) and text not in warned:
+            warned.add(text)
+            print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def _report(run: Run, warned: set[str]) -> int:
     status = run.refresh()
+    _say_new_warnings(status, warned)
     print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
     if status.get("error"):
         print(f"error: {status['error']}", file=sys.stderr)

@@ -37,7 +37,8 @@ def test_a_failing_sink_is_dropped_with_a_warning_and_the_others_go_on() -> None
     fan.log_row({"step": 2, "loss": 0.25})
     assert kept.rows == [(1, {"loss": 0.5}), (2, {"loss": 0.25})]  # bookkeeping fields and bools left out
     assert len(fan.warnings) == 1 and "broken" in fan.warnings[0] and "unreachable" in fan.warnings[0]
-    assert fan.finish({}) == {"kept": {"run_id": "r1"}}
+    # the trace keeps where the working one lives, and why the failed one is off (harness show's column)
+    assert fan.finish({}) == {"kept": {"run_id": "r1"}, "broken": {"warning": fan.warnings[0]}}
 
 
 def test_a_bad_mlflow_uri_is_a_warning_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,84 @@
+"""Each tracker run ends as the primenb run did (completed, stopped, failed), read back with each
+tracker's own reader: MLflow's run status, W&B's exit record and summary in its offline
+transaction log, a TensorBoard text summary. trackio (no run state; an alert says it) is read in
+the export test of tests/trackers/test_trackers.py, whose child process binds trackio's folder.
+Nothing reaches the network: W&B offline, MLflow's file store and the event files under tmp."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from primenb.trackers import TrackerSettings, open_sinks
+from tests.trackers.test_trackers import read_tensorboard, wandb_records
+
+MLFLOW = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
+WANDB_EXIT = {"completed": 0, "stopped": 130, "failed": 1}
+
+
+def wandb_ending(folder: Path) -> tuple[int, dict[str, Any]]:
+    """The exit code and the summary of a W&B offline run folder (the one `wandb sync` takes)."""
+    from wandb.proto import wandb_internal_pb2
+
+    (path,) = folder.glob("run-*.wandb")
+    exit_code, summary = -1, {}
+    for data in wandb_records(path.read_bytes()):
+        rec = wandb_internal_pb2.Record()
+        rec.ParseFromString(data)
+        kind = rec.WhichOneof("record_type")
+        if kind == "exit":
+            exit_code = rec.exit.exit_code
+        elif kind == "summary":
+            summary.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in rec.summary.update})
+    return exit_code, summary
+
+
+def tensorboard_state(folder: Path) -> list[tuple[int, str]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    acc.Reload()
+    return [(e.step, e.tensor_proto.string_val[0].decode()) for e in acc.Tensors("primenb/state")]
+
+
+@pytest.mark.parametrize("state", ["failed", "stopped", "completed"])
+def test_each_tracker_run_ends_as_the_run_did(state: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    for k in ("WANDB_API_KEY", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "WANDB_PROJECT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    fan = open_sinks(["mlflow", "tensorboard", "wandb"], TrackerSettings(root=tmp_path / "t", name="n", trace_id="t1"))
+    assert fan.warnings == []
+    fan.log_row({"step": 1, "loss": 0.5})
+    fan.log_row({"step": 3, "eval/rev/reward": 0.25})
+    where = fan.finish({"eval/rev/reward": 0.25}, state)
+
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=where["mlflow"]["uri"])
+    run = client.get_run(where["mlflow"]["run_id"])
+    assert run.info.status == MLFLOW[state]
+    # the final eval at the last step, under the live key (file store spelling: "/" is ".")
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "final.eval.rev.reward")] == [
+        (3, 0.25)
+    ]
+
+    tb = Path(where["tensorboard"]["folder"])
+    assert tensorboard_state(tb) == [(3, state)]
+    assert read_tensorboard(tb)["final/eval/rev/reward"] == [(3, 0.25)]
+
+    exit_code, summary = wandb_ending(Path(where["wandb"]["folder"]))
+    assert exit_code == WANDB_EXIT[state]
+    assert summary["primenb/state"] == state and summary["final/eval/rev/reward"] == 0.25
+
+
+def test_an_unknown_ending_is_refused() -> None:
+    fan = open_sinks([], TrackerSettings(root=Path("/nonexistent"), name="n"))
+    with pytest.raises(ValueError, match="completed, stopped, failed"):
+        fan.finish({}, "crashed")
