@@ -280,6 +280,13 @@ class WandbSink(Sink):
             reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", init_timeout=30),
         )
+        unreachable = _unreachable(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai") if online else ""
+        if unreachable:
+            # straight to offline: an online start that cannot connect waits its 30 s, and the
+            # offline run started after it in the same W&B service then lost its history under
+            # load (wandb/wandb#9865: offline after a failed online init stalls)
+            self.note = f"tracker wandb: {unreachable}; logging offline instead"
+            online = False
         try:
             self.run = wandb.init(mode="online" if online else "offline", **init)
         except Exception as exc:
@@ -399,6 +406,28 @@ def open_sinks(kinds: list[str], settings: TrackerSettings) -> Fanout:
             warnings.append(msg)
             failed[kind] = msg
     return Fanout(sinks, warnings, failed)
+
+
+def _unreachable(url: str, timeout: float = 5.0) -> str:
+    """Why nothing answers at ``url``'s host and port (a TCP connect), or "" when something does or
+    when a proxy is set (the connection then goes through it, which only the client knows)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+        return ""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return ""  # the client says what is wrong with it
+    if not host:
+        return ""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return ""
+    except OSError as exc:
+        return f"{parts.scheme}://{host}:{port} is not reachable ({_why(exc)})"
 
 
 def _why(exc: BaseException) -> str:

@@ -82,3 +82,35 @@ def test_an_unknown_ending_is_refused() -> None:
     fan = open_sinks([], TrackerSettings(root=Path("/nonexistent"), name="n"))
     with pytest.raises(ValueError, match="completed, stopped, failed"):
         fan.finish({}, "crashed")
+
+
+@pytest.mark.slow
+def test_a_stopped_engine_run_reads_back_stopped_in_each_tracker(tmp_path: Path) -> None:
+    """The engine's own path: a tiny SFT run asked to stop before its first step (the STOP file a
+    stop request writes) ends `stopped`, and so does each of its tracker runs."""
+    from mlflow.tracking import MlflowClient
+
+    from primenb.protocol.rundir import RunDir
+    from tests.engine.conftest import engine_env, run_engine, sft_config, write_run
+
+    cfg = sft_config(max_steps=4)
+    cfg["primenb"].update(logging_steps=1, report_to=["mlflow", "tensorboard"])
+    cfg["monitors"] = {"wandb": {"project": "primenb-test", "offline": True}}
+    cfg["run"]["name"] = "stopped"
+    run_dir = write_run(tmp_path / "stopped", cfg)
+    RunDir(run_dir).stop_path.write_text("stop")
+    env = engine_env()
+    for k in ("WANDB_API_KEY", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"):
+        env.pop(k, None)
+    env.update(
+        {name: str(tmp_path / name.lower()) for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR")}
+    )
+    proc = run_engine(run_dir, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "stopped"
+    where = json.loads((run_dir / "trace.json").read_text())["trackers"]
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    assert MlflowClient(tracking_uri=where["mlflow"]["uri"]).get_run(where["mlflow"]["run_id"]).info.status == "KILLED"
+    assert tensorboard_state(Path(where["tensorboard"]["folder"]))[-1][1] == "stopped"
+    exit_code, summary = wandb_ending(Path(where["wandb"]["folder"]))
+    assert exit_code == 130 and summary["primenb/state"] == "stopped"
