@@ -11,6 +11,7 @@ from typing import Any
 from primenb.protocol.hashing import redact
 from primenb.protocol.rundir import RunDir
 from primenb.trackers import Fanout, TrackerSettings, open_sinks
+from primenb.trackers.sinks import records_hostname
 
 log = logging.getLogger("primenb.engine")
 MAX_WARNINGS = 8  # one per tracker is the most a run can have; bounded all the same
@@ -29,6 +30,7 @@ def open_trackers(
         # the same secret scan as the trace's config; scalars and this config are all a tracker gets
         config=redact(cfg or {}),
         wandb=redact(plan.wandb) if plan.wandb else None,
+        record_hostname=records_hostname(cfg),
     )
 
     def show(warnings: list[str]) -> None:

@@ -24,7 +24,7 @@ from primenb.protocol.hashing import redact, redact_text
 from primenb.protocol.privacy import error_text
 from primenb.traces.trace import get
 from primenb.trackers import KINDS, TrackerSettings, open_sinks
-from primenb.trackers.sinks import ENDINGS
+from primenb.trackers.sinks import ENDINGS, records_hostname
 
 ANSWER = "primenb-backfill: "  # the child's one line of result on stdout
 
@@ -68,6 +68,7 @@ def _send(ref: Any, kind: str) -> dict[str, str]:
         config=redact(config),  # the trace's config is redacted already; scanned again all the same
         wandb=redact(wandb) if wandb else None,
         export=True,
+        record_hostname=records_hostname(config),
     )
     fan = open_sinks([kind], settings)
     if not fan.sinks:

@@ -41,6 +41,9 @@ class TrackerSettings:
     wandb: dict[str, Any] | None = None  # [monitors.wandb]: project, entity, name, group, tags, offline
     project: str = "primenb"  # trackio's and MLflow's project / experiment
     export: bool = False  # an export: refuse (AlreadyHeld) when the tracker holds this trace's run already
+    # [primenb.privacy] record_hostname: false keeps the machine's name out of the trackers too (W&B's
+    # host and system metadata and stats, the TensorBoard event file's name)
+    record_hostname: bool = True
 
 
 def scalars(row: Mapping[str, Any]) -> dict[str, float]:
@@ -84,6 +87,7 @@ class TensorBoardSink(Sink):
                 f"show every point twice: remove those files first to export anew"
             )
         self.writer = EventFileWriter(str(self.folder))
+        self.record_hostname = s.record_hostname
         self._text("primenb/trace", f"{s.trace_id} {s.trace_path}")
         self._text("primenb/config", _config_text(s.config))
 
@@ -110,6 +114,11 @@ class TensorBoardSink(Sink):
         # TensorBoard has no run state: a text summary says it (the Text tab, tag primenb/state)
         self._text("primenb/state", state, step)
         self.writer.close()
+        if not self.record_hostname:  # tensorboard names the file events.out.tfevents.TIME.HOST.PID.N
+            path = Path(self.writer._file_name)
+            parts = path.name.split(".")
+            if len(parts) >= 7:
+                path.rename(path.with_name(".".join([*parts[:4], "host", *parts[-2:]])))
 
     def location(self) -> dict[str, str]:
         return {"folder": str(self.folder)}
@@ -278,7 +287,7 @@ class WandbSink(Sink):
             notes=f"primenb trace {s.trace_id}: {s.trace_path}",
             dir=str(s.root),
             reinit="create_new",
-            settings=wandb.Settings(silent=True, console="off", init_timeout=30),
+            settings=wandb.Settings(silent=True, console="off", init_timeout=30, **_wandb_host(s.record_hostname)),
         )
         unreachable = _unreachable(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai") if online else ""
         if unreachable:
@@ -308,6 +317,13 @@ class WandbSink(Sink):
             self.run.summary["final/" + k] = v
         self.run.summary["primenb/state"] = state
         self.run.finish(exit_code=WANDB_EXIT_CODE[state])
+        # finish() returns before W&B's service has written the run's transaction log: read then,
+        # the offline run-ID.wandb held its 7-byte header only (4 of 8 tries here; the flaky
+        # test_wandb_unreachable_logs_offline_with_a_warning). Shutting the service down writes
+        # it; the W&B runs of this process (the engine's, an export's child) are primenb's only.
+        import wandb
+
+        wandb.teardown()
 
     def location(self) -> dict[str, str]:
         # the run's own folder (offline-run-...), the one `wandb sync` takes, not its files/ folder
@@ -406,6 +422,21 @@ def open_sinks(kinds: list[str], settings: TrackerSettings) -> Fanout:
             warnings.append(msg)
             failed[kind] = msg
     return Fanout(sinks, warnings, failed)
+
+
+def records_hostname(config: Mapping[str, Any] | None) -> bool:
+    """``[primenb.privacy] record_hostname`` of a run's config (true unless set false), as its trace reads it."""
+    primenb = (config or {}).get("primenb")
+    privacy = primenb.get("privacy") if isinstance(primenb, Mapping) else None
+    return not (isinstance(privacy, Mapping) and privacy.get("record_hostname") is False)
+
+
+def _wandb_host(record: bool) -> dict[str, Any]:
+    """W&B settings that keep the machine's name out (its run record's host, system metadata and
+    stats sampling); none when the hostname may be recorded."""
+    if record:
+        return {}
+    return {"host": "unrecorded", "x_disable_meta": True, "x_disable_stats": True, "x_disable_machine_info": True}
 
 
 def _unreachable(url: str, timeout: float = 5.0) -> str:

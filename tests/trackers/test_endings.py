@@ -114,3 +114,41 @@ def test_a_stopped_engine_run_reads_back_stopped_in_each_tracker(tmp_path: Path)
     assert tensorboard_state(Path(where["tensorboard"]["folder"]))[-1][1] == "stopped"
     exit_code, summary = wandb_ending(Path(where["wandb"]["folder"]))
     assert exit_code == 130 and summary["primenb/state"] == "stopped"
+
+
+def test_record_hostname_false_keeps_the_machine_name_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[primenb.privacy] record_hostname = false`: W&B's run record has no host and no system
+    metadata or stats records; TensorBoard's event file is not named after the machine. The
+    control (true) has both, so the reader does see them."""
+    import socket
+
+    from wandb.proto import wandb_internal_pb2
+
+    from primenb.trackers.sinks import records_hostname
+
+    assert records_hostname({"primenb": {"privacy": {"record_hostname": False}}}) is False
+    assert records_hostname({}) is True
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    host = socket.gethostname()
+    for record in (True, False):
+        settings = TrackerSettings(root=tmp_path / str(record), name="n", trace_id="t1", record_hostname=record)
+        fan = open_sinks(["tensorboard", "wandb"], settings)
+        fan.log_row({"step": 1, "loss": 0.5})
+        where = fan.finish({}, "completed")
+        (event_file,) = Path(where["tensorboard"]["folder"]).glob("events.out.tfevents.*")
+        assert (f".{host}." in event_file.name) is record
+        assert read_tensorboard(event_file.parent)["loss"] == [(1, 0.5)]  # still read after the rename
+        (log,) = Path(where["wandb"]["folder"]).glob("run-*.wandb")
+        hosts, kinds = [], set()
+        for data in wandb_records(log.read_bytes()):
+            rec = wandb_internal_pb2.Record()
+            rec.ParseFromString(data)
+            kinds.add(rec.WhichOneof("record_type"))
+            if rec.WhichOneof("record_type") == "run":
+                hosts.append(rec.run.host)
+        assert (host in hosts) is record, hosts
+        assert ("environment" in kinds) is record  # the system metadata (host, machine)
+        assert record or "stats" not in kinds  # system stats (sampled on a timer: present or not when on)
