@@ -154,6 +154,9 @@ class MlflowSink(Sink):
             self._refuse_a_second_copy(exp_id, s.trace_id, uri)
         tags = {"primenb.trace_id": s.trace_id, "primenb.trace": s.trace_path}
         self.run_id = self.client.create_run(exp_id, run_name=s.name, tags=tags).info.run_id
+        if not (isinstance(exp_id, str) and exp_id and isinstance(self.run_id, str) and self.run_id):
+            # any HTTP service answering 200 {} gets this far: MLflow's client takes the empty answers
+            raise RuntimeError(f"{uri} does not answer as an MLflow tracking server (no experiment or run id)")
         self.uri = uri
         # the file store makes "a/b" a file under folder "a": a key that is also another key's
         # prefix ("reward_errors", "reward_errors/lcs") cannot be stored, so there "/" becomes "."

@@ -108,3 +108,32 @@ def test_the_starter_config_params_go_in_a_few_batches(
     assert ("experiments/create", {"name": "my-experiment"}) in [(p, {"name": b.get("name")}) for p, b in server]
     (update,) = [body for path, body in server if path == "runs/update"]
     assert update["status"] == "KILLED"  # the run was stopped
+
+
+class AnythingGoes(StandIn):
+    """An HTTP service that answers every request 200 {} (not MLflow)."""
+
+    def do_GET(self) -> None:
+        self._answer(200, {})
+
+    def do_POST(self) -> None:
+        self._answer(200, {})
+
+
+def test_a_service_answering_200_to_everything_is_not_taken_for_mlflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), AnythingGoes)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+    try:
+        fan = open_sinks(["mlflow"], TrackerSettings(root=tmp_path / "t", name="n", trace_id="t1"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert fan.sinks == []
+    assert fan.warnings == [
+        f"tracker mlflow: could not start (RuntimeError: {url} does not answer as an MLflow tracking server "
+        "(no experiment or run id)); the run goes on without it"
+    ]
