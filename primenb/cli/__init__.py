@@ -100,6 +100,9 @@ def render(result: Any) -> int:
         return 0
     if isinstance(result, int) and not isinstance(result, bool):
         return result
+    if hasattr(result, "iloc") and hasattr(result, "to_string"):  # a table: every cell whole (`serve list`'s models)
+        print(result.to_string(max_colwidth=None))
+        return 0
     print(repr(result))
     return 0
 

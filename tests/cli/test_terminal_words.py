@@ -69,3 +69,16 @@ def test_the_snippet_names_the_trained_adapter_not_the_warm_up() -> None:
     assert 'model="primenb/tiny-byte-adapter-rl1"' in Server("http://127.0.0.1:1/v1", 1, models).snippet()
     only_warm = ["primenb/tiny-byte", "primenb/tiny-byte-warmup-rl1"]
     assert 'model="primenb/tiny-byte-warmup-rl1"' in Server("http://127.0.0.1:1/v1", 1, only_warm).snippet()
+
+
+def test_a_table_prints_every_cell_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """`primenb serve list`: the models column of a server with several adapters is long; pandas'
+    repr cut it at 50 characters with `...`."""
+    import pandas as pd
+
+    from primenb import cli
+
+    models = ", ".join(f"primenb/tiny-byte-adapter-run{i}" for i in range(6))
+    assert cli.render(pd.DataFrame([{"url": "http://127.0.0.1:8000/v1", "models": models}])) == 0
+    out = capsys.readouterr().out
+    assert models in out and "..." not in out
