@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
@@ -69,6 +70,7 @@ def _send(ref: Any, kind: str) -> dict[str, str]:
         wandb=redact(wandb) if wandb else None,
         export=True,
         record_hostname=records_hostname(config),
+        store=_store_for(trace, kind),
     )
     fan = open_sinks([kind], settings)
     if not fan.sinks:
@@ -81,6 +83,16 @@ def _send(ref: Any, kind: str) -> dict[str, str]:
     if fan.warnings:
         raise PrimenbError("; ".join(fan.warnings))
     return where.get(kind, {})
+
+
+def _store_for(trace: Any, kind: str) -> Path | None:
+    """Where an export's trackio / MLflow store goes by default: where the run's live reporting
+    put it when that was its own folder (so a second copy is seen and refused), else the store
+    shared by the runs of this PRIME_HOME, as a local run's."""
+    from primenb.home import prime_home
+
+    own = trace.files.trackers_dir / kind
+    return None if own.exists() else prime_home()
 
 
 def last_eval(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -21,6 +21,8 @@ MLFLOW_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED
 # W&B: 0 is finished, anything else failed (a client cannot set "killed"); 130 is the shell's code
 # for an interrupted program, and the summary's `primenb/state` says "stopped" in words
 WANDB_EXIT_CODE = {"completed": 0, "stopped": 130, "failed": 1}
+# the folder of the shared trackio and MLflow stores, set by the local backend for its engine
+STORE_VAR = "PRIMENB_TRACKER_STORE"
 MLFLOW_BATCH = 100  # MLflow's limit of params per log_batch request (what TRL sends at once too)
 
 
@@ -44,6 +46,14 @@ class TrackerSettings:
     # [primenb.privacy] record_hostname: false keeps the machine's name out of the trackers too (W&B's
     # host and system metadata and stats, the TensorBoard event file's name)
     record_hostname: bool = True
+    # where trackio's and MLflow's default stores go: one folder shared by the runs of a PRIME_HOME
+    # (a local run, an export: the runs compare in those tools), or None: inside the run's own
+    # tracker folder (a remote run, whose run directory is what comes back)
+    store: Path | None = None
+
+    @property
+    def stores(self) -> Path:
+        return self.store if self.store is not None else self.root
 
 
 def scalars(row: Mapping[str, Any]) -> dict[str, float]:
@@ -133,7 +143,7 @@ class MlflowSink(Sink):
         # MLFLOW_TRACKING_URI wins; otherwise a file store inside the run directory (never the network)
         uri = os.environ.get("MLFLOW_TRACKING_URI") or ""
         if not uri:
-            uri = (s.root / "mlflow").resolve().as_uri()
+            uri = (s.stores / "mlflow").resolve().as_uri()
         if uri.startswith("file:") or "://" not in uri:
             # mlflow-skinny has no SQL store (no sqlalchemy); MLflow 3 keeps the file store behind
             # this documented opt-out. `mlflow migrate-filestore` moves it to a database later.
@@ -148,8 +158,7 @@ class MlflowSink(Sink):
         self.client = MlflowClient(tracking_uri=uri)
         # MLflow's own variable names the experiment, as it does for mlflow.start_run (TRL too)
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or s.project
-        exp = self.client.get_experiment_by_name(name)
-        exp_id = exp.experiment_id if exp else self.client.create_experiment(name)
+        exp_id = self._experiment(name)
         if s.export and s.trace_id:
             self._refuse_a_second_copy(exp_id, s.trace_id, uri)
         tags = {"primenb.trace_id": s.trace_id, "primenb.trace": s.trace_path}
@@ -166,6 +175,21 @@ class MlflowSink(Sink):
         params = [Param(k[:250], str(v)[:6000]) for k, v in _flat(s.config).items()]
         for i in range(0, len(params), MLFLOW_BATCH):
             self.client.log_batch(self.run_id, params=params[i : i + MLFLOW_BATCH])
+
+    def _experiment(self, name: str) -> Any:
+        """The experiment's id as the server gives it (checked by the caller: any HTTP service
+        answering ``200 {}`` gets an empty one)."""
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        try:
+            return self.client.create_experiment(name)
+        except Exception:
+            # two runs sharing a store started together: the other one made it first
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
 
     def _refuse_a_second_copy(self, exp_id: str, trace_id: str, uri: str) -> None:
         """A run tagged with this trace (live reporting or an earlier export), not deleted."""
@@ -204,8 +228,8 @@ class TrackioSink(Sink):
     kind = "trackio"
 
     def __init__(self, s: TrackerSettings) -> None:
-        # trackio keeps its store under TRACKIO_DIR; default it into the run directory
-        os.environ.setdefault("TRACKIO_DIR", str((s.root / "trackio").resolve()))
+        # trackio keeps its store under TRACKIO_DIR; default it into the shared store, or the run directory
+        os.environ.setdefault("TRACKIO_DIR", str((s.stores / "trackio").resolve()))
         self.folder = os.environ["TRACKIO_DIR"]
         # trackio starts on a folder it cannot write and only warns, from its own thread, that
         # nothing was stored: make the folder first, so that failure is this sink's warning

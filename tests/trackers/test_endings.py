@@ -152,3 +152,35 @@ def test_record_hostname_false_keeps_the_machine_name_out(tmp_path: Path, monkey
         assert (host in hosts) is record, hosts
         assert ("environment" in kinds) is record  # the system metadata (host, machine)
         assert record or "stats" not in kinds  # system stats (sampled on a timer: present or not when on)
+
+
+def test_local_runs_share_one_mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local backend gives its engine one store folder for the runs of its PRIME_HOME: two
+    runs land in the same MLflow experiment (they compare there out of the box); a remote run
+    (no store given) keeps its store in its own run directory, which is what comes back."""
+    from mlflow.tracking import MlflowClient
+
+    from primenb.backends.local import engine_env
+    from primenb.trackers.sinks import STORE_VAR
+
+    for k in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", STORE_VAR):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
+    assert engine_env()[STORE_VAR] == str(tmp_path / "home")
+    shared = Path(engine_env()[STORE_VAR])
+    ids = []
+    for name in ("a", "b"):
+        fan = open_sinks(["mlflow"], TrackerSettings(root=tmp_path / name / "trackers", name=name, store=shared))
+        fan.log_row({"step": 1, "loss": 0.5})
+        where = fan.finish({}, "completed")["mlflow"]
+        assert where["uri"] == (shared / "mlflow").resolve().as_uri()
+        ids.append(where["run_id"])
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=(shared / "mlflow").resolve().as_uri())
+    (exp,) = [e for e in client.search_experiments() if e.name == "primenb"]
+    assert sorted(r.info.run_id for r in client.search_runs([exp.experiment_id])) == sorted(ids)
+    alone = open_sinks(["mlflow"], TrackerSettings(root=tmp_path / "remote" / "trackers", name="r"))
+    assert (
+        alone.finish({}, "completed")["mlflow"]["uri"]
+        == (tmp_path / "remote" / "trackers" / "mlflow").resolve().as_uri()
+    )

@@ -230,7 +230,7 @@ def test_export_backfills_the_same_curves_once(run: Path, tmp_path: Path, monkey
     from its stored metrics, and read back with each tracker's reader: the same curves, the same
     keys as the live run, the run's own ending; exporting again is refused and leaves one copy of
     each point. No network: W&B offline, no key, its folders in tmp; trackio's and MLflow's stores
-    in the copy's run directory."""
+    shared under the test's PRIME_HOME (the copy reported nothing live: no store of its own)."""
     import shutil
 
     from primenb.errors import PrimenbError
@@ -244,6 +244,8 @@ def test_export_backfills_the_same_curves_once(run: Path, tmp_path: Path, monkey
             monkeypatch.setenv(k, v)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
+    home = tmp_path / "home"  # the export's child reads it: trackio's and MLflow's shared stores
+    monkeypatch.setenv("PRIME_HOME", str(home))
     copy = tmp_path / "past"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("trackers", "checkpoints"))
     doc = trace(copy)
@@ -266,6 +268,7 @@ def test_export_backfills_the_same_curves_once(run: Path, tmp_path: Path, monkey
     assert tensorboard_state(folder)[-1][1] == "stopped"
 
     where = twice("mlflow")
+    assert where["uri"] == (home / "mlflow").resolve().as_uri()  # the store the runs of PRIME_HOME share
     same(read_mlflow(where["uri"], where["run_id"], want, status="KILLED"), want)
     from mlflow.tracking import MlflowClient
 
@@ -280,7 +283,7 @@ def test_export_backfills_the_same_curves_once(run: Path, tmp_path: Path, monkey
     assert wandb_ending(Path(where["folder"]))[0] == 130
 
     where = twice("trackio")
-    assert Path(where["folder"]) == copy / "trackers" / "trackio"  # each export its own run's store
+    assert Path(where["folder"]) == home / "trackio"  # the store the runs of PRIME_HOME share
     same(read_trackio(Path(where["folder"]), where["project"], where["name"]), want)
     assert trackio_store(Path(where["folder"]), "get_runs", where["project"]) == [where["name"]]
     alerts = trackio_store(Path(where["folder"]), "get_alerts", where["project"], run_name=where["name"])
