@@ -518,7 +518,12 @@ class EvalArgs:
         metavar="MODEL_OR_TRACE",
         help="traces or served model ids; one trace alone is compared with the model it was trained on",
     )
-    env: str = arg("--env", required=True, metavar="ID", help="environment id (built in, or added with %prime_env add)")
+    env: str = arg(
+        "--env",
+        required=True,
+        metavar="ID",
+        help="required: the environment id (built in, or added with %prime_env add)",
+    )
     args: list[str] = arg(
         "--args", nargs="+", action="extend", default_factory=list, metavar="K=V", help="environment arguments"
     )
@@ -721,6 +726,32 @@ def invocation(cmd: Command, face: str) -> str:
     return f"primenb {cmd.family} {cmd.name}" if face == CLI else f"%prime_{cmd.family} {cmd.name}"
 
 
+def in_cli_syntax(text: str) -> str:
+    """A message written in the notebook's syntax as a terminal types it: ``%prime_serve TRACE``
+    -> ``primenb serve TRACE``, ``%prime_train --pause NAME`` -> ``primenb pause NAME``, ``%%rltoml
+    NAME`` -> ``primenb validate FILE`` (messages from shared code name the notebook's form); a
+    notebook-only command (``%prime_train --pause``) stays as the notebook types it."""
+    import re
+
+    train = {c.name for c in COMMANDS if c.family == "train" and CLI in c.faces}
+
+    def say(m: re.Match[str]) -> str:
+        if m["rltoml"]:
+            return "primenb validate FILE"
+        if m["option"]:  # `%prime_train --stop RUN`: a command of its own in a terminal, if it has one there
+            return f"primenb {m['option']}" if m["option"] in train else m[0]
+        if m["family"] == "train" and m["word"] in train:  # `%prime_train validate` is `primenb validate`
+            return f"primenb {m['word']}"
+        return f"primenb {m['family']}" + (f" {m['word']}" if m["word"] else "")
+
+    magic = (
+        r"(?P<rltoml>%%rltoml(?: NAME)?)"
+        r"|%prime_train --(?P<option>[a-z]+)"
+        r"|%prime_(?P<family>[a-z]+)(?: (?P<word>[a-z]+)\b)?"
+    )
+    return re.sub(magic, say, text)
+
+
 def synopsis(cmd: Command, face: str) -> str:
     return " ".join([invocation(cmd, face), *(_synopsis_arg(a) for a in cmd.args_for(face))])
 
@@ -806,6 +837,7 @@ __all__ = [
     "family",
     "flag",
     "help_text",
+    "in_cli_syntax",
     "invocation",
     "markdown",
     "resolve",

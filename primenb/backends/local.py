@@ -92,6 +92,18 @@ class LocalBackend(Backend):
         return Run(run_dir)
 
 
+def engine_env() -> dict[str, str]:
+    """The local engine's environment: this one, unbuffered, and trackio's and MLflow's default
+    stores shared by the runs of this PRIME_HOME (`primenb.trackers`: the runs compare there
+    out of the box; TRACKIO_DIR / MLFLOW_TRACKING_URI still win)."""
+    from primenb.home import prime_home
+    from primenb.trackers.sinks import STORE_VAR
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.setdefault(STORE_VAR, str(prime_home()))
+    return env
+
+
 def submit(config: Config, *, name: str | None = None, lineage: Lineage | None = None) -> Run:
     # what validation warned the local engine cannot train (prime-rl takes it): refused before a run exists
     refused = [d for d in config.report.diagnostics if d.code == "local-limit"]
@@ -106,7 +118,7 @@ def submit(config: Config, *, name: str | None = None, lineage: Lineage | None =
     # Several ranks go through `accelerate launch --multi_gpu`, which starts N gloo ranks even on a
     # machine with no GPU (`--cpu --num_processes N` silently starts one).
     cmd = launch_command(run_dir, num_processes(config), launcher="accelerate")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = engine_env()
     with open(files.launcher_log, "ab") as log:
         try:
             process = subprocess.Popen(

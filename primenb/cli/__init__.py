@@ -17,6 +17,8 @@ from primenb.commands import (
     did_you_mean,
     family,
     help_text,
+    in_cli_syntax,
+    invocation,
     resolve,
 )
 from primenb.errors import ConfigError, PrimenbError
@@ -44,7 +46,7 @@ class TerminalFace:
         print(text, flush=True)
 
     def warn(self, text: str) -> None:
-        print(f"warning: {text}", file=sys.stderr)
+        print(f"warning: {in_cli_syntax(text)}", file=sys.stderr)
 
     def display(self, value: Any) -> None:
         print(value.to_text() if hasattr(value, "to_text") else repr(value))
@@ -98,6 +100,9 @@ def render(result: Any) -> int:
         return 0
     if isinstance(result, int) and not isinstance(result, bool):
         return result
+    if hasattr(result, "iloc") and hasattr(result, "to_string"):  # a table: every cell whole (`serve list`'s models)
+        print(result.to_string(max_colwidth=None))
+        return 0
     print(repr(result))
     return 0
 
@@ -115,10 +120,13 @@ def dispatch(cmd: Command, args: Any) -> int:
         if report is not None:
             print(report.to_text())
             if not isinstance(exc, ConfigError):
-                print(exc)
+                print(in_cli_syntax(str(exc)))
             return 1
-        print(f"primenb: error: {exc}", file=sys.stderr)
+        print(f"primenb: error: {in_cli_syntax(str(exc))}", file=sys.stderr)  # in the syntax typed here
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what the command was doing is cleaned up by its own finally blocks
+        print(f"\n{invocation(cmd, CLI)}: interrupted", file=sys.stderr)
+        return 130
 
 
 class CommandParser(argparse.ArgumentParser):

@@ -6,11 +6,14 @@ the monitor shows."""
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from primenb.protocol.hashing import redact
 from primenb.protocol.rundir import RunDir
 from primenb.trackers import Fanout, TrackerSettings, open_sinks
+from primenb.trackers.sinks import STORE_VAR, records_hostname
 
 log = logging.getLogger("primenb.engine")
 MAX_WARNINGS = 8  # one per tracker is the most a run can have; bounded all the same
@@ -29,6 +32,9 @@ def open_trackers(
         # the same secret scan as the trace's config; scalars and this config are all a tracker gets
         config=redact(cfg or {}),
         wandb=redact(plan.wandb) if plan.wandb else None,
+        record_hostname=records_hostname(cfg),
+        # the local backend's shared store; none (the run's own folder) for a remote run
+        store=Path(os.environ[STORE_VAR]) if os.environ.get(STORE_VAR) else None,
     )
 
     def show(warnings: list[str]) -> None:

@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     stop.install()
     t0 = time.time()
     ctx = None
+    ending = State.FAILED  # how the trackers are told the run ended, if the finally closes them
     try:
         cfg = run_dir.read_config()
         trace.begin(cfg, status.data)
@@ -172,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
             ctx.trackers = open_trackers(plan, cfg, run_dir, trace.trace_id, status)
         result = run_training(plan, ctx)
-        _close_trackers(ctx, trace)  # before the final state: a tracker's closing warning is shown with it
         state = State.STOPPED if result.stopped else State.COMPLETED
+        _close_trackers(ctx, trace, state)  # before the final state: a tracker's closing warning is shown with it
         status.finish(
             state,
             step=result.step,
@@ -186,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("engine %s at step %d in %.1f s", state, result.step, time.time() - t0)
         return 0
     except KeyboardInterrupt as exc:
+        ending = State.STOPPED
         log.warning("aborted: %s", error_text(exc) if str(exc) else "interrupted")
         _flush_logs()
         status.finish(
@@ -214,17 +216,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ctx is not None:
             ctx.close()
-            _close_trackers(ctx, trace)  # a failed or stopped run's trackers (a no-op once closed)
+            _close_trackers(ctx, trace, ending)  # a failed or stopped run's trackers (a no-op once closed)
         trace.finish(status.data)  # completed, failed or stopped: the trace says which
         _shutdown_dist()
         _flush_logs()
 
 
-def _close_trackers(ctx: Any, trace: Any) -> None:
-    """Close the trackers once; where each tracker run lives goes into the trace."""
+def _close_trackers(ctx: Any, trace: Any, state: str) -> None:
+    """Close the trackers once, telling them how the run ended; where each tracker run lives (and
+    why a tracker is off) goes into the trace."""
     if ctx.trackers is not None:
         fan, ctx.trackers = ctx.trackers, None
-        trace.doc["trackers"] = fan.finish(ctx.last_eval)
+        trace.doc["trackers"] = fan.finish(ctx.last_eval, str(state))
 
 
 def _shutdown_dist() -> None:

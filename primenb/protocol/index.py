@@ -109,13 +109,18 @@ def config_fields(config: dict[str, Any], mode: str | None) -> dict[str, Any]:
 
 
 def tracker_text(where: Any) -> str | None:
-    """``wandb: URL; mlflow: RUN_ID``: where each tracker run of a trace lives, in one cell."""
+    """``wandb: URL; mlflow: RUN_ID``: where each tracker run of a trace lives, in one cell, and
+    the warning of a tracker that failed (``mlflow: could not start (...)``)."""
     if not isinstance(where, dict):
         return None
     parts = []
     for kind, loc in where.items():
         loc = loc if isinstance(loc, dict) else {}
         spot = next((loc[k] for k in ("url", "run_id", "folder") if isinstance(loc.get(k), str) and loc[k]), "")
+        warning = loc.get("warning")
+        if isinstance(warning, str) and warning:  # a tracker that failed: why, as the monitor said it
+            warning = warning.removeprefix(f"tracker {kind}: ")
+            spot = f"{spot} ({warning})" if spot else warning
         parts.append(f"{kind}: {spot}" if spot else str(kind))
     return _text("; ".join(parts)) if parts else None
 

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from primenb.protocol.rundir import FINAL_STATES, State, metric_row
+from primenb.protocol.rundir import FINAL_STATES, SFT_WARMUP, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.summary import headline
 
@@ -23,8 +23,9 @@ def follow(run: Run, *, every: float = 2.0, stop_on_interrupt: bool = False, gra
 
     Ctrl-C detaches the viewer and leaves the run training; a second Ctrl-C within ``grace_s``
     seconds (or ``stop_on_interrupt``, `primenb attach --stop`) asks the run to checkpoint and stop."""
+    warned: set[str] = set()  # the warnings printed so far: each once
     try:
-        return _follow(run, every)
+        return _follow(run, every, warned)
     except KeyboardInterrupt:
         if not stop_on_interrupt:
             print(
@@ -39,32 +40,55 @@ def follow(run: Run, *, every: float = 2.0, stop_on_interrupt: bool = False, gra
                 pass
         print(f"\nasking {run.name} to save a checkpoint and stop...", flush=True)
         run.stop(wait=True)
-        return _report(run)
+        return _report(run, warned)
 
 
-def _follow(run: Run, every: float) -> int:
+def _follow(run: Run, every: float, warned: set[str]) -> int:
     tail = JsonlTail(run.files.metrics_path)
     latest: dict[str, Any] = {}  # newest value of every metric (eval rows log fewer keys)
     last_print = 0.0
+    fresh = False  # a row came since the last line: a line without one would only repeat it
     while True:
         for row in map(metric_row, tail.read_new()):
             if row is not None:
                 latest.update(row)
+                fresh = True
         status = run.refresh()
+        _say_new_warnings(status, warned)
         done = status.get("state") in FINAL_STATES
-        if latest and (done or time.monotonic() - last_print >= every):
-            h = headline(status, [latest])
-            values = " ".join(f"{k}={_fmt(v)}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
-            print(f"[{run.name}] step {h['step']}/{h['max_steps'] or '?'} {values}", flush=True)
-            last_print = time.monotonic()
+        if fresh and (done or time.monotonic() - last_print >= every):
+            print(f"[{run.name}] {progress_line(status, latest)}", flush=True)
+            last_print, fresh = time.monotonic(), False
         if done:
             break
         time.sleep(0.5)
-    return _report(run)
+    return _report(run, warned)
 
 
-def _report(run: Run) -> int:
+def progress_line(status: dict[str, Any], latest: dict[str, Any]) -> str:
+    """``step 3/4 reward=0.5``, or ``warm-up step 98/100 warmup/loss=1.2`` while the newest row is
+    the SFT warm-up's: its steps count against the warm-up's total, not the RL run's."""
+    h = headline(status, [latest])
+    values = " ".join(f"{k}={_fmt(v)}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
+    if latest.get("phase") == SFT_WARMUP:
+        total = status.get("warmup_steps")
+        return f"warm-up step {latest.get('step')}/{total if isinstance(total, int) and total else '?'} {values}"
+    return f"step {h['step']}/{h['max_steps'] or '?'} {values}"
+
+
+def _say_new_warnings(status: dict[str, Any], warned: set[str]) -> None:
+    """What went wrong beside training (a tracker that failed or went offline), once each, as the
+    monitor shows it: status.json ``warnings``, already redacted and bounded by the engine."""
+    warnings = status.get("warnings")
+    for text in warnings if isinstance(warnings, list) else []:
+        if isinstance(text, str) and text not in warned:
+            warned.add(text)
+            print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def _report(run: Run, warned: set[str]) -> int:
     status = run.refresh()
+    _say_new_warnings(status, warned)
     print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
     if status.get("error"):
         print(f"error: {status['error']}", file=sys.stderr)

@@ -183,8 +183,12 @@ class Server:
 
     def snippet(self) -> str:
         key = f'os.environ["{self.api_key_var}"]' if self.api_key_var else '"none"'
-        trained = [m for m in self.models if any(f"-{infix}-" in m for infix in ID_INFIX.values())]
-        model = trained[0] if trained else (self.models[0] if self.models else "MODEL")
+        # the model a run trained (its adapter or fine-tune), the newest first; a warm-up only when
+        # nothing else was trained: a warm-up's id sorted first had named it instead of the adapter
+        final = [m for m in self.models if any(f"-{ID_INFIX[k]}-" in m for k in ("lora", "full"))]
+        warm = [m for m in self.models if f"-{ID_INFIX[RunDir.WARMUP_CHECKPOINT]}-" in m]
+        trained = final or warm
+        model = trained[-1] if trained else (self.models[0] if self.models else "MODEL")
         return (
             f'client = openai.OpenAI(base_url="{self.url}", api_key={key})\n'
             f'client.chat.completions.create(model="{model}", messages=[{{"role": "user", "content": "hello"}}])'
@@ -461,10 +465,14 @@ def remove(trace_or_id: Any, server: Server | None = None) -> str:
     if target not in served:
         from primenb.traces.trace import get
 
-        trace = get(trace_or_id)
+        serves = f"it serves: {', '.join(served)}" if served else "it serves no model"
+        try:
+            trace = get(trace_or_id)
+        except PrimenbError as exc:  # neither a served id nor a trace: say what can be removed
+            raise ServeError(f"{server.url} does not serve {target!r} ({exc}); {serves}") from exc
         found = server.model_of(trace)
         if found is None:
-            raise ServeError(f"{server.url} does not serve {trace.name!r}; it serves: {', '.join(served)}")
+            raise ServeError(f"{server.url} does not serve {trace.name!r}; {serves}")
         target = found
     _admin(server, "DELETE", "/admin/models/" + urllib.parse.quote(target, safe="/"))
     server.refresh()

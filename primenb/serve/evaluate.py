@@ -25,6 +25,7 @@ from primenb.aio import run_async
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.hashing import redact
 from primenb.protocol.privacy import private_while
 from primenb.protocol.rundir import RunDir
 from primenb.render.svgchart import Bar, Figure, bar_chart
@@ -67,6 +68,24 @@ class EvalResult:
     baseline: str | None = None  # the model compared against, when primenb chose it
     seed: int = 0  # the eval's seed: each rollout's seed derives from it (see ``samples.seed``)
     server_note: str = ""  # whether this eval started the server, and whether it still runs
+    pass_reward: float = 1.0  # the reward a rollout needs to count as a pass (pass@k columns)
+
+    def to_json_doc(self) -> dict[str, Any]:
+        """Everything `primenb eval --json` prints: how the eval was taken, one summary row per
+        model, and every rollout (the samples, as `EvalResult.samples`)."""
+        return _finite(
+            {
+                "env": self.env,
+                "server": self.server,
+                "evaluator": self.evaluator,
+                "seed": self.seed,
+                "pass_reward": self.pass_reward,
+                "baseline": self.baseline,
+                "stored": list(self.stored),
+                "summary": self.table.to_dict(orient="records"),
+                "samples": self.samples.to_dict(orient="records"),
+            }
+        )
 
     def chart(self) -> Figure:
         """The models side by side: each one's mean reward with its 95 % interval, drawn by the one
@@ -289,10 +308,38 @@ def _evaluate(
         note = f"; started {server.url} for this eval" + (" and kept it" if keep_server else " and stopped it")
     out = EvalResult(env, table, frame, server.url, evaluator=summary[0]["evaluator"], baseline=baseline, seed=seed)
     out.server_note = note
+    out.pass_reward = pass_reward
     if store:
+        # every setting that changes the numbers: two stored evals differ only where these say why
+        taken = {
+            "seed": seed,
+            "pass_reward": pass_reward,
+            "num_examples": num_examples,
+            "rollouts": rollouts,
+            "env_args": redact(env_args),  # the same secret scan as the trace's config
+        }
+        base = next(((t, r) for t, r in zip(targets, summary, strict=True) if t.role == "baseline"), None)
         for target, row in zip(targets, summary, strict=True):
             if target.trace is not None and target.stage == "final":
-                out.stored.append(_store(target.trace, env, row, samples, target.model_id, private, temperature))
+                compared = None
+                if base is not None and base[0] is not target:
+                    compared = {
+                        "model": base[0].model_id,
+                        "summary": base[1],
+                        "samples": _mine(samples, base[0].model_id, private),
+                    }
+                out.stored.append(
+                    _store(
+                        target.trace,
+                        env,
+                        row,
+                        _mine(samples, target.model_id, private),
+                        target.model_id,
+                        temperature,
+                        taken,
+                        compared,
+                    )
+                )
     return out
 
 
@@ -340,6 +387,7 @@ def _evaluate_on(
                 "n": len(rewards),
                 "examples": len(eval_stats.per_example(records)),
                 "rollouts": rollouts,
+                "max_tokens": tokens,  # each target's own budget: part of how its numbers were taken
                 **{f"reward/{n}": eval_stats.mean(r["rewards"].get(n, 0.0) for r in records) for n in names},
                 "tokens_per_s": sum(r["tokens"] for r in records) / wall if wall > 0 else float("nan"),
                 "wall_s": wall,
@@ -510,17 +558,31 @@ def _finite(doc: Any) -> Any:
     return json.loads(json.dumps(doc, default=str), parse_constant=lambda _: None)
 
 
-def _store(
-    trace: Any, env: str, row: dict[str, Any], samples: list[dict[str, Any]], model_id: str, private: bool, temp: float
-) -> str:
-    """``evals/<env>.json`` in the trace's run directory: the latest eval of that environment."""
-    from primenb.protocol.documents import EVAL_VERSION
+def _mine(samples: list[dict[str, Any]], model_id: str, private: bool) -> list[dict[str, Any]]:
+    """One model's rollouts, as stored: hashed and measured exactly as the engine's training
+    samples are when the run's data collection is private."""
     from primenb.protocol.privacy import withhold_sample
-    from primenb.protocol.rundir import RunDir
 
     mine = [s for s in samples if s["model"] == model_id]
-    if private:  # hashed and measured exactly as the engine's training samples are
-        mine = [withhold_sample(s) for s in mine]
+    return [withhold_sample(s) for s in mine] if private else mine
+
+
+def _store(
+    trace: Any,
+    env: str,
+    row: dict[str, Any],
+    mine: list[dict[str, Any]],
+    model_id: str,
+    temp: float,
+    taken: dict[str, Any],
+    baseline: dict[str, Any] | None,
+) -> str:
+    """``evals/<env>.json`` in the trace's run directory: the latest eval of that environment, how
+    it was taken (``taken``, the temperature, each model's ``max_tokens`` in its summary) and the
+    model it was compared against, with its samples (``baseline``)."""
+    from primenb.protocol.documents import EVAL_VERSION
+    from primenb.protocol.rundir import RunDir
+
     path = RunDir(trace.run_dir).eval_file(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -528,9 +590,12 @@ def _store(
         "env": env,
         "model": model_id,
         "temperature": temp,
+        "max_tokens": row.get("max_tokens"),
+        **taken,
         "created": time.time(),
         "summary": row,
         "samples": mine,
+        "baseline": baseline,
     }
     doc = _finite(doc)
     atomic_write_json(path, doc)

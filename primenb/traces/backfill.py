@@ -1,6 +1,11 @@
 """`%prime_harness export TRACE --to mlflow|trackio|wandb|tensorboard`: replay a past trace's
 stored metric rows through the same tracker sinks a live run uses (primenb.trackers), so a run
-made before trackers existed, or with them off, gets the same curves.
+made before trackers existed, or with them off, gets the same curves, the same keys (the final
+eval as ``final/eval/...``, from the last eval row) and the run's own final state.
+
+Exporting a run that a tracker already holds (reported live, or exported before) is refused with a
+message naming where it is: a second copy would show every point twice, and replacing would delete
+what the user did with the first one in that tool (notes, tags, comparisons; a synced W&B run).
 
 The replay runs in a child process: each tracker's client keeps process-wide state (trackio binds
 its store folder at its first import, W&B its current run, MLflow the retry settings primenb
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
@@ -19,6 +25,7 @@ from primenb.protocol.hashing import redact, redact_text
 from primenb.protocol.privacy import error_text
 from primenb.traces.trace import get
 from primenb.trackers import KINDS, TrackerSettings, open_sinks
+from primenb.trackers.sinks import ENDINGS, records_hostname
 
 ANSWER = "primenb-backfill: "  # the child's one line of result on stdout
 
@@ -61,17 +68,41 @@ def _send(ref: Any, kind: str) -> dict[str, str]:
         trace_path=str(trace.run_dir),
         config=redact(config),  # the trace's config is redacted already; scanned again all the same
         wandb=redact(wandb) if wandb else None,
+        export=True,
+        record_hostname=records_hostname(config),
+        store=_store_for(trace, kind),
     )
     fan = open_sinks([kind], settings)
     if not fan.sinks:
         raise PrimenbError("; ".join(fan.warnings) or f"tracker {kind} did not start")
-    for row in trace.metric_rows():
+    rows = trace.metric_rows()
+    for row in rows:
         fan.log_row(row)
-    final = (trace.summary.get("final_eval") or {}) if isinstance(trace.summary.get("final_eval"), dict) else {}
-    where = fan.finish({"eval": final["value"]} if isinstance(final.get("value"), int | float) else {})
+    state = str(trace.state) if trace.state in ENDINGS else "completed"
+    where = fan.finish(last_eval(rows), state)
     if fan.warnings:
         raise PrimenbError("; ".join(fan.warnings))
     return where.get(kind, {})
+
+
+def _store_for(trace: Any, kind: str) -> Path | None:
+    """Where an export's trackio / MLflow store goes by default: where the run's live reporting
+    put it when that was its own folder (so a second copy is seen and refused), else the store
+    shared by the runs of this PRIME_HOME, as a local run's."""
+    from primenb.home import prime_home
+
+    own = trace.files.trackers_dir / kind
+    return None if own.exists() else prime_home()
+
+
+def last_eval(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last eval's ``eval/...`` values: what a live run hands its trackers as the final eval
+    (the warm-up's ``warmup/eval/...`` rows are not it)."""
+    for row in reversed(rows):
+        found = {k: v for k, v in row.items() if k.startswith("eval/")}
+        if found:
+            return found
+    return {}
 
 
 def main(argv: list[str]) -> int:

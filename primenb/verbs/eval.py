@@ -12,8 +12,8 @@ def eval_(args: EvalArgs, face: Face) -> Any:
     from primenb.serve.verbs import eval_run
 
     result = eval_run(args)
-    if args.json:
-        face.say(as_json(result.table))
+    if args.json:  # the whole result: how it was taken, the summary rows and every rollout
+        face.say(as_json(result.to_json_doc()))
         return None
     face.figure(result.chart)
     return result

@@ -221,6 +221,36 @@ def test_eval_of_the_default_matches_its_final_eval(server: client.Server, trace
     assert svg.count('class="primenb-bar"') == len(result.table)
 
 
+def test_a_stored_eval_records_how_it_was_taken_and_its_baseline(server: client.Server, traces: Any) -> None:
+    """Two stored evals of one model may differ only where the file says why: the seed, the pass
+    threshold, -n, -r, the token budget; the baseline it was compared against keeps its samples
+    as the candidate does; `primenb eval --json` prints all of it, samples included."""
+    import sys
+
+    from primenb.serve.evaluate import evaluate
+
+    ada = traces["ada"]
+    result = evaluate(["ada"], "reverse-text", num_examples=3, rollouts=2, seed=5, pass_reward=0.5, max_tokens=8)
+    stored = json.loads((Path(ada.dir) / "evals" / "reverse-text.json").read_text())
+    taken = {k: stored[k] for k in ("seed", "pass_reward", "num_examples", "rollouts", "max_tokens", "temperature")}
+    assert taken == {"seed": 5, "pass_reward": 0.5, "num_examples": 3, "rollouts": 2, "max_tokens": 8, "temperature": 0}
+    assert stored["baseline"]["model"] == result.baseline == BASE
+    assert len(stored["baseline"]["samples"]) == len(stored["samples"]) == 6
+    assert stored["baseline"]["summary"]["max_tokens"] == 8
+
+    cmd = [sys.executable, "-m", "primenb.cli", "eval", "ada", "--env", "reverse-text", "-n", "2", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["seed"] == 0 and doc["pass_reward"] == 1.0 and doc["baseline"] == BASE
+    assert [r["model"] for r in doc["summary"]] == [BASE, doc["summary"][1]["model"]]
+    assert len(doc["samples"]) == 4 and {"completion", "reward"} <= set(doc["samples"][0])
+
+    # removing what it does not serve: the message lists what it serves
+    with pytest.raises(client.ServeError, match=r"does not serve 'nope' .*; it serves: .*primenb/tiny-byte"):
+        client.remove("nope")
+
+
 def test_four_adapters_share_one_base(server: client.Server, traces: Any) -> None:
     from primenb.engine.models import resolve_checkpoint
 

@@ -245,7 +245,7 @@ def test_loopback_and_hostile_names() -> None:
 
 def test_eval_samples_are_hashed_under_deny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    from primenb.serve.evaluate import _store
+    from primenb.serve.evaluate import _mine, _store
 
     trace = SimpleNamespace(run_dir=tmp_path / "run", doc={"privacy": {"data_collection": "deny"}})
     sample = {
@@ -257,12 +257,20 @@ def test_eval_samples_are_hashed_under_deny(tmp_path: Path, monkeypatch: pytest.
         "answer": "terces",
         "reward": 1.0,
     }
-    path = Path(_store(trace, "owner/env", {"reward_mean": 1.0}, [sample], "m", True, 0.0))
+    base = {**sample, "model": "b", "completion": "baseline-terces"}
+    # the baseline's samples are kept as the candidate's are: hashed the same way under deny
+    baseline = {"model": "b", "summary": {"reward_mean": 0.0}, "samples": _mine([sample, base], "b", True)}
+    taken = {"seed": 0, "pass_reward": 1.0, "num_examples": 1, "rollouts": 1, "env_args": {}}
+    mine = _mine([sample, base], "m", True)
+    path = Path(_store(trace, "owner/env", {"reward_mean": 1.0}, mine, "m", 0.0, taken, baseline))
     assert path == tmp_path / "run" / "evals" / "owner-env.json"
     text = path.read_text()
     assert "secret" not in text and "terces" not in text
-    stored = json.loads(text)["samples"][0]
-    assert stored["prompt_chars"] == 7 and len(stored["completion_hash"]) >= 32 and stored["reward"] == 1.0
+    stored = json.loads(text)["samples"]
+    assert len(stored) == 1 and stored[0]["prompt_chars"] == 7 and len(stored[0]["completion_hash"]) >= 32
+    assert stored[0]["reward"] == 1.0
+    kept = json.loads(text)["baseline"]["samples"]
+    assert len(kept) == 1 and kept[0]["model"] == "b" and len(kept[0]["completion_hash"]) >= 32
 
 
 def _sleeper(argv0: str) -> Any:

@@ -101,7 +101,8 @@ def test_the_writers_own_file_reads_back(home: Path) -> None:
     a, *_ = _runs(home, 1)
     trace = SimpleNamespace(run_dir=a, doc={})
     row = {"model": "tiny-adapter-run-a", "reward_mean": 0.375, "ci95_low": 0.3, "ci95_high": 0.45, "n": 8}
-    _store(trace, "reverse-text", row, [], "tiny-adapter-run-a", False, 0.7)
+    taken = {"seed": 3, "pass_reward": 0.5, "num_examples": 8, "rollouts": 1, "env_args": {}}
+    _store(trace, "reverse-text", row, [], "tiny-adapter-run-a", 0.7, taken, None)
     (e,) = h.get("a000000000").latest_evals().items
     assert (e.env, e.mean, e.n, e.temperature, e.model) == ("reverse-text", 0.375, 8, 0.7, "tiny-adapter-run-a")
     assert e.created is not None and abs(e.created - time.time()) < 60

@@ -59,7 +59,9 @@ def test_the_run_completes_and_status_says_which_trackers_failed(run: Path) -> N
     assert all(len(w) <= 400 for w in warnings)
     # the working tracker went on: every stored scalar is in TensorBoard, and the trace says where
     where = json.loads((run / "trace.json").read_text())["trackers"]
-    assert set(where) == {"tensorboard"}
+    assert set(where) == {"tensorboard", "mlflow", "trackio"}
+    # the failed ones: why they are off (harness show's trackers column), nothing else
+    assert where["mlflow"] == {"warning": warnings[0]} and where["trackio"] == {"warning": warnings[1]}
     same(read_tensorboard(Path(where["tensorboard"]["folder"])), expected(run))
 
 
@@ -81,3 +83,18 @@ def test_the_monitor_shows_the_warnings(run: Path, shell: Any) -> None:
     assert "tracker mlflow: could not start" in live and "tracker trackio: could not start" in live
     static = run_html(Run(run))  # what replaces the widget, and what a saved notebook keeps
     assert "tracker mlflow: could not start" in static and "tracker trackio: could not start" in static
+
+
+def test_primenb_attach_prints_the_tracker_warnings(run: Path) -> None:
+    """The terminal says what the monitor says: `primenb attach` on the finished run prints each
+    tracker's warning once, as `warning: ...` on stderr."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "primenb.cli", "attach", str(run)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for warning in status(run)["warnings"]:
+        assert proc.stderr.count(f"warning: {warning}") == 1
+    assert "tracker mlflow: could not start" in proc.stderr and "Traceback" not in proc.stderr

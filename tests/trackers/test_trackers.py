@@ -95,7 +95,7 @@ def test_wandb_offline_files_hold_the_stored_metrics(run: Path) -> None:
 
 def test_trackio_store_holds_the_stored_metrics(run: Path) -> None:
     where = trace(run)["trackers"]["trackio"]
-    same(read_trackio(Path(where["folder"]), where["project"], where["run_id"]), expected(run))
+    same(read_trackio(Path(where["folder"]), where["project"], where["name"]), expected(run))
 
 
 def read_tensorboard(folder: Path) -> dict[str, list[tuple[int, float]]]:
@@ -106,12 +106,14 @@ def read_tensorboard(folder: Path) -> dict[str, list[tuple[int, float]]]:
     return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
-def read_mlflow(uri: str, run_id: str, want: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+def read_mlflow(
+    uri: str, run_id: str, want: dict[str, Any], status: str = "FINISHED"
+) -> dict[str, list[tuple[int, float]]]:
     from mlflow.tracking import MlflowClient
 
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # primenb's default store (docs/trackers.md)
     client = MlflowClient(tracking_uri=uri)
-    assert client.get_run(run_id).info.status == "FINISHED"
+    assert client.get_run(run_id).info.status == status
     out = {}
     for k in want:
         hist = client.get_metric_history(run_id, k.replace("/", "."))  # the file store's key spelling
@@ -122,7 +124,7 @@ def read_mlflow(uri: str, run_id: str, want: dict[str, Any]) -> dict[str, list[t
 def read_wandb(folder: Path) -> dict[str, list[tuple[int, float]]]:
     from wandb.proto import wandb_internal_pb2
 
-    (path,) = folder.parent.glob("run-*.wandb")
+    (path,) = folder.glob("run-*.wandb")  # the trace records the run's folder, the one `wandb sync` takes
     out: dict[str, list[tuple[int, float]]] = {}
     for data in wandb_records(path.read_bytes()):
         rec = wandb_internal_pb2.Record()
@@ -163,6 +165,16 @@ def wandb_records(blob: bytes) -> list[bytes]:
 
 
 def read_trackio(folder: Path, project: str, run_name: str) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for log in trackio_store(folder, "get_logs", project, run_name):
+        step = log.get("step")
+        for k, v in log.items():
+            if k not in ("step", "timestamp") and isinstance(v, int | float):
+                out.setdefault(k, []).append((int(step), float(v)))
+    return out
+
+
+def trackio_store(folder: Path, method: str, *args: Any, **kwargs: Any) -> Any:
     """trackio's own store reader on ``folder``: trackio binds its folder at its first import in a
     process, so the reader's module global is pointed at each store in turn (and put back)."""
     before = os.environ.get("TRACKIO_DIR")
@@ -177,16 +189,9 @@ def read_trackio(folder: Path, project: str, run_name: str) -> dict[str, list[tu
     bound = store.TRACKIO_DIR
     store.TRACKIO_DIR = Path(folder)
     try:
-        logs = store.SQLiteStorage.get_logs(project, run_name)
+        return getattr(store.SQLiteStorage, method)(*args, **kwargs)
     finally:
         store.TRACKIO_DIR = bound
-    out: dict[str, list[tuple[int, float]]] = {}
-    for log in logs:
-        step = log.get("step")
-        for k, v in log.items():
-            if k not in ("step", "timestamp") and isinstance(v, int | float):
-                out.setdefault(k, []).append((int(step), float(v)))
-    return out
 
 
 def tracker_bytes(run_dir: Path) -> bytes:
@@ -220,34 +225,84 @@ def strings(value: Any) -> list[str]:
     return []
 
 
-def test_export_backfills_the_same_curves(run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A copy of the run with its tracker folder removed, sent to each tracker from its stored
-    metrics, and read back with each tracker's reader. No network: W&B offline, no key, its
-    folders in tmp; trackio's and MLflow's stores in the copy's run directory."""
+def test_export_backfills_the_same_curves_once(run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the run with its tracker folder removed, recorded as stopped, sent to each tracker
+    from its stored metrics, and read back with each tracker's reader: the same curves, the same
+    keys as the live run, the run's own ending; exporting again is refused and leaves one copy of
+    each point. No network: W&B offline, no key, its folders in tmp; trackio's and MLflow's stores
+    shared under the test's PRIME_HOME (the copy reported nothing live: no store of its own)."""
     import shutil
 
+    from primenb.errors import PrimenbError
     from primenb.traces.backfill import backfill
+    from tests.trackers.test_endings import tensorboard_state, wandb_ending
 
-    for k in ("WANDB_API_KEY", "MLFLOW_TRACKING_URI", "TRACKIO_DIR"):
+    for k in ("WANDB_API_KEY", "MLFLOW_TRACKING_URI", "TRACKIO_DIR", "MLFLOW_EXPERIMENT_NAME", "WANDB_PROJECT"):
         monkeypatch.delenv(k, raising=False)
     for k, v in _env(tmp_path).items():
         if k.startswith("WANDB_"):
             monkeypatch.setenv(k, v)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
+    home = tmp_path / "home"  # the export's child reads it: trackio's and MLflow's shared stores
+    monkeypatch.setenv("PRIME_HOME", str(home))
     copy = tmp_path / "past"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("trackers", "checkpoints"))
+    doc = trace(copy)
+    (copy / "trace.json").write_text(json.dumps({**doc, "status": "stopped"}))
     want = expected(copy)
-    where = backfill(str(copy), "tensorboard")
-    same(read_tensorboard(Path(where["folder"])), want)
-    where = backfill(str(copy), "mlflow")
-    same(read_mlflow(where["uri"], where["run_id"], want), want)
-    where = backfill(str(copy), "wandb")
+
+    def twice(kind: str) -> dict[str, str]:
+        where = backfill(str(copy), kind)
+        with pytest.raises(PrimenbError, match=f"tracker {kind}: .* already.*; exporting again would"):
+            backfill(str(copy), kind)
+        return where
+
+    where = twice("tensorboard")
+    folder = Path(where["folder"])
+    assert len(list(folder.glob("events.out.tfevents.*"))) == 1
+    exported = read_tensorboard(folder)
+    same(exported, want)  # one copy of each point
+    assert set(exported) == set(read_tensorboard(Path(trace(run)["trackers"]["tensorboard"]["folder"])))
+    assert any(k.startswith("final/eval/") for k in exported)  # the live run's final keys, not final/eval
+    assert tensorboard_state(folder)[-1][1] == "stopped"
+
+    where = twice("mlflow")
+    assert where["uri"] == (home / "mlflow").resolve().as_uri()  # the store the runs of PRIME_HOME share
+    same(read_mlflow(where["uri"], where["run_id"], want, status="KILLED"), want)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=where["uri"])
+    (exp,) = [e for e in client.search_experiments() if e.name == "primenb"]
+    assert len(client.search_runs([exp.experiment_id])) == 1
+
+    where = twice("wandb")
     assert "url" not in where and Path(where["folder"]).is_relative_to(copy / "trackers")
+    assert len(list((copy / "trackers" / "wandb").glob("*run-*"))) == 1
     same(read_wandb(Path(where["folder"])), want)
-    where = backfill(str(copy), "trackio")
-    assert Path(where["folder"]) == copy / "trackers" / "trackio"  # each export its own run's store
-    same(read_trackio(Path(where["folder"]), where["project"], where["run_id"]), want)
+    assert wandb_ending(Path(where["folder"]))[0] == 130
+
+    where = twice("trackio")
+    assert Path(where["folder"]) == home / "trackio"  # the store the runs of PRIME_HOME share
+    same(read_trackio(Path(where["folder"]), where["project"], where["name"]), want)
+    assert trackio_store(Path(where["folder"]), "get_runs", where["project"]) == [where["name"]]
+    alerts = trackio_store(Path(where["folder"]), "get_alerts", where["project"], run_name=where["name"])
+    assert [a["title"] for a in alerts] == ["primenb run stopped"]
+
+
+@pytest.mark.parametrize("kind", ["tensorboard", "mlflow", "wandb", "trackio"])
+def test_export_of_a_run_that_reported_live_is_refused(run: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live run holds a copy in every tracker: exporting it would make a second one."""
+    from primenb.errors import PrimenbError
+    from primenb.traces.backfill import backfill
+
+    for k in ("WANDB_API_KEY", "MLFLOW_TRACKING_URI", "TRACKIO_DIR", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    before = tracker_bytes(run)
+    with pytest.raises(PrimenbError, match=f"tracker {kind}: .* already.*; exporting again would"):
+        backfill(str(run), kind)
+    assert tracker_bytes(run) == before  # nothing written
 
 
 def test_export_refuses_an_unknown_tracker(run: Path) -> None:
