@@ -140,4 +140,51 @@ def replay(recording: Mapping[str, Any], poll: float = 0.5) -> list[tuple[float,
     return out
 
 
-__all__ = ["WAITING_TEXT", "Eta", "EtaClock", "Progress", "duration", "phase_line", "progress", "replay"]
+@dataclass(frozen=True)
+class ReplayScore:
+    """How a recorded run's ETAs compared with the time actually left, from ``start`` of the run on
+    (readings with an ETA and more than 3 s left): ``share`` within ``tolerance`` of the truth,
+    ``worst`` shown / true, and ``swings``: readings 10 s apart whose ETAs differ by more than 2x,
+    and by 2x more than the time actually left did (a pace that really changed moves both)."""
+
+    share: float
+    worst: float
+    swings: int
+    readings: int
+
+
+def replay_score(recording: Mapping[str, Any], start: float = 0.1, tolerance: float = 0.3) -> ReplayScore:
+    end = float(recording["end"])
+    shown = {
+        round(t * 2): (t, eta.seconds)
+        for t, _, eta in replay(recording)
+        if eta is not None and end - t > 3.0 and t >= start * end
+    }
+    ratios = [seconds / (end - t) for t, seconds in shown.values()]
+    swings = 0
+    for k, (t, seconds) in shown.items():
+        later = shown.get(k + 20)  # 10 s on, at the 0.5 s refresh
+        if later is not None:  # 2x apart, and 2x beyond how the time actually left moved
+            shown_moved = max(later[1], 0.5) / max(seconds, 0.5)  # an ETA of 0 s counts as 0.5 s
+            beyond = shown_moved / ((end - later[0]) / (end - t))
+            swings += not 0.5 <= shown_moved <= 2.0 and not 0.5 <= beyond <= 2.0
+    return ReplayScore(
+        share=sum(abs(r - 1.0) <= tolerance for r in ratios) / len(ratios) if ratios else 0.0,
+        worst=max(ratios, key=lambda r: abs(r - 1.0)) if ratios else float("nan"),
+        swings=swings,
+        readings=len(ratios),
+    )
+
+
+__all__ = [
+    "WAITING_TEXT",
+    "Eta",
+    "EtaClock",
+    "Progress",
+    "ReplayScore",
+    "duration",
+    "phase_line",
+    "progress",
+    "replay",
+    "replay_score",
+]
