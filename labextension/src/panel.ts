@@ -9,7 +9,7 @@ import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
 import { button, el } from './dom';
-import { EVAL_HEADER, evalCells, evalsOf, IEvalItem, trackerLinks } from './extras';
+import { EVAL_HEADER, evalCells, evalsOf, IEvalItem, noSamplesText, trackerLinks } from './extras';
 import { ServersSection } from './serversview';
 import {
   addAnswer,
@@ -136,12 +136,11 @@ function trackersSection(detail: unknown): HTMLElement[] {
   return [el('div', 'primenb-section', 'Trackers'), table];
 }
 
-function samplesSection(s: any): HTMLElement[] {
+function samplesSection(s: any, live: boolean): HTMLElement[] {
   const parts: HTMLElement[] = [el('div', 'primenb-section', 'Samples')];
-  if (s.withheld) {
-    parts.push(el('div', 'primenb-muted', 'withheld: data_collection = "deny"'));
-  } else if (!(s.samples ?? []).length) {
-    parts.push(el('div', 'primenb-muted', 'no samples yet'));
+  const none = noSamplesText(!!s.withheld, (s.samples ?? []).length, live);
+  if (none) {
+    parts.push(el('div', 'primenb-muted', none));
   }
   for (const sample of s.samples ?? []) {
     const box = el('div', 'primenb-sample');
@@ -169,7 +168,9 @@ class ApplyForm extends Widget {
     this.steps = el('input', 'jp-mod-styled primenb-apply-steps', undefined, {
       type: 'number',
       min: '1',
-      placeholder: 'steps (default: as many as the parent trained)'
+      // short enough to show whole in the dialog (the label above says what it is)
+      placeholder: 'as many as the parent trained',
+      title: 'Steps to train (default: as many as the parent trained)'
     });
     if (defaultSteps) {
       this.steps.value = String(defaultSteps);
@@ -200,7 +201,8 @@ export class RunsPanel extends Widget {
     header.appendChild(el('div', 'primenb-title', 'Prime runs'));
     this.search = el('input', 'jp-mod-styled primenb-search', undefined, {
       type: 'search',
-      placeholder: 'filter by name or trace id'
+      placeholder: 'name or id', // whole at the sidebar's default width (the title says more)
+      title: 'Filter the runs by name or trace id'
     });
     this.search.addEventListener('input', () => this.restart());
     this.statusFilter = el('select', 'jp-mod-styled primenb-status-filter', undefined, { title: 'Show runs by status' });
@@ -459,8 +461,11 @@ export class RunsPanel extends Widget {
       meta.textContent = `⚠ ${health} · ${meta.textContent}`;
       meta.classList.add('primenb-health');
     }
-    row.appendChild(meta);
-    row.appendChild(this.actionsFor(item.trace, item.status, 'primenb-actions primenb-row-actions'));
+    // the second line: the run's numbers, and on hover (or keyboard focus) its actions beside them,
+    // the numbers' ellipsis moving left to make room (never text under a button)
+    const bottom = el('div', 'primenb-run-bottom');
+    bottom.append(meta, this.actionsFor(item.trace, item.status, 'primenb-actions primenb-row-actions'));
+    row.appendChild(bottom);
     row.addEventListener('click', () => void this.openDetail(item.trace));
     return row;
   }
@@ -652,7 +657,7 @@ export class RunsPanel extends Widget {
           return wrap([el('div', 'primenb-section', 'Metrics'), this.charts]);
         }
       ],
-      ['samples', [!!s.withheld, s.samples ?? []], () => wrap(samplesSection(s))],
+      ['samples', [!!s.withheld, s.samples ?? [], live], () => wrap(samplesSection(s, live))],
       ['log', [state, d.log_tail ?? []], () => wrap(logSection(d, state))],
       [
         'config',
