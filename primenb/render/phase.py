@@ -72,6 +72,12 @@ def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def _ended_in_warmup(status: Mapping[str, Any]) -> bool:
+    """Whether a run ended during its SFT warm-up: no main step, the warm-up's steps not all done."""
+    warm, done = _int(status.get("warmup_steps")), _int(status.get("warmup_step"))
+    return not _int(status.get("step")) and warm > 0 and done < warm
+
+
 def progress(status: dict[str, Any]) -> Progress:
     # no state yet: the launcher has not written status.json; a value this primenb does not know: UNKNOWN
     state = State.of(status.get("state")) if status.get("state") else QUEUED
@@ -82,7 +88,13 @@ def progress(status: dict[str, Any]) -> Progress:
     then = ""
     main_left = max(0, _int(status.get("max_steps")) - _int(status.get("step")))
     ahead: tuple[tuple[str, int], ...] = ()
-    if phase == SFT_WARMUP:
+    if state in FINAL_STATES and _ended_in_warmup(status):
+        # stopped (or failed) before the main phase trained a step: where the warm-up was
+        label = "SFT warm-up"
+        step, total = _int(status.get("warmup_step")), _int(status.get("warmup_steps"))
+        phase = SFT_WARMUP
+        then = f"{MAIN_LABEL.get(str(mode), 'training')} did not start"
+    elif phase == SFT_WARMUP:
         label = "SFT warm-up"
         step = _int(status.get("phase_step"), _int(status.get("warmup_step")))
         total = _int(status.get("phase_total"), _int(status.get("warmup_steps"))) or None
@@ -109,7 +121,8 @@ def phase_line(p: Progress, eta: Eta | float | None = None, waited: float | None
     or ``building the model… (12s)``: one line, plain text. ``waited``: seconds in a phase that
     counts no steps (a line that ticks says the engine is alive)."""
     if p.state in FINAL_STATES:
-        return f"{p.state} at step {p.step}/{p.total or '?'}"
+        where = f" in the {p.label}" if p.phase == SFT_WARMUP else ""
+        return f"{p.state}{where} at step {p.step}/{p.total or '?'}" + (f" · {p.then}" if p.then else "")
     if isinstance(eta, (int, float)):
         eta = Eta(float(eta))
     if not p.counting:

@@ -125,7 +125,7 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
     nxt = []
     if state not in FINAL_STATES:
         nxt.append(f"%prime_train --attach {run.name}")
-    elif trace_id and checkpoint:
+    elif trace_id and checkpoint and step > 0:  # a run stopped in its warm-up trained nothing to go on from
         nxt.append(f"%prime_harness apply {trace_id} --steps {steps}")
         nxt.append(f'primenb.generate("{trace_id}", "your prompt")')
     if state == State.FAILED:

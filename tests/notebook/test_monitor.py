@@ -297,6 +297,29 @@ def test_summary_has_the_ending_and_no_absolute_path(tmp_path: Path, monkeypatch
     assert "checkpoint: outputs/demo/checkpoints/step_4" in repr(run)
 
 
+def test_a_run_stopped_in_its_warm_up_says_so_and_suggests_no_apply(tmp_path: Path) -> None:
+    """Stopped at warm-up step 12 of 40, GRPO's 20 steps not begun: the summary said "stopped at
+    step 0/20" and suggested `%prime_harness apply ... --steps 20`, as if GRPO had run."""
+    status = {
+        "state": "stopped",
+        "phase": "done",
+        "step": 0,
+        "max_steps": 20,
+        "warmup_step": 12,
+        "warmup_steps": 40,
+        "trace_id": "abc123",
+        "final_checkpoint": str(tmp_path / "warm" / "checkpoints" / "sft_warmup"),
+    }
+    run = make_run(tmp_path / "warm", status, warmup_rows(12))
+    text = re.sub(r"<[^>]+>", "", run._repr_html_())
+    line = "stopped in the SFT warm-up at step 12/40 · training (GRPO) did not start"
+    assert line in text and line in repr(run), text
+    assert "at step 0/20" not in text and "prime_harness apply" not in text and "prime_harness apply" not in repr(run)
+    # stopped after GRPO's first step: as before
+    run = make_run(tmp_path / "rl", {**status, "step": 3, "warmup_step": 40}, warmup_rows(40) + rl_rows([0.1] * 3))
+    assert "stopped at step 3/20" in repr(run) and "%prime_harness apply abc123 --steps 20" in repr(run)
+
+
 def test_one_point_series_is_a_marker(tmp_path: Path) -> None:
     run = make_run(tmp_path / "one", {"state": "stopped", "step": 1}, [{"step": 1, "reward": 0.5, "phase": "rl"}])
     assert "<circle" in run._repr_html_()
