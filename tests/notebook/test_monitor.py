@@ -602,9 +602,23 @@ def test_the_eval_panel_of_a_warm_up_run_covers_the_whole_run() -> None:
     later = {**grpo0, "reward": ([1.0], [0.2]), "loss": ([1.0], [0.1]), "eval/rt/reward": ([0.0, 10.0], [0.4, 0.6])}
     assert stage_of("training", "rl", set(later)) == "rl"
     assert [p.title for p in panels("rl", set(later), None)] == ["train reward (± std)", WHOLE_RUN_EVAL, "loss"]
-    # a GRPO run without a warm-up keeps its plain eval panel, from its step-0 eval on
+    # a GRPO run without a warm-up has its plain eval panel, once it has two points
     assert stage_of("training", "rl", {"eval/rt/reward"}) == "rl"
-    assert [p.title for p in panels("rl", {"eval/rt/reward"}, None)] == ["eval reward"]
+    assert [p.title for p in panels("rl", {"eval/rt/reward"}, None, {"eval/rt/reward": 2})] == ["eval reward"]
+
+
+def test_an_eval_with_one_point_gets_no_panel() -> None:
+    """An SFT run shorter than its eval interval (or a short apply run) logs only its step-0 eval:
+    its eval panel was one dot for the run's whole life, and in its summary."""
+    from primenb.render.panels import panels
+    from primenb.render.summary import charts_html
+
+    keys = {"loss", "eval/rt/reward"}
+    assert [p.title for p in panels("sft", keys, None, {"loss": 30, "eval/rt/reward": 1})] == ["loss"]
+    assert [p.title for p in panels("sft", keys, None, {"loss": 30, "eval/rt/reward": 2})] == ["loss", "eval reward"]
+    rows = [{"step": 0, "eval/rt/reward": 0.2}] + [{"step": i, "loss": 1.0 / i} for i in range(1, 6)]
+    html = charts_html(rows)
+    assert html.count("<svg") == 1 and "eval reward" not in html
 
 
 def test_the_summarys_eval_panel_marks_where_grpo_starts() -> None:
