@@ -91,7 +91,8 @@ def progress(status: dict[str, Any]) -> Progress:
     if state in FINAL_STATES and _ended_in_warmup(status):
         # stopped (or failed) before the main phase trained a step: where the warm-up was
         label = "SFT warm-up"
-        step, total = _int(status.get("warmup_step")), _int(status.get("warmup_steps"))
+        step = _int(status.get("warmup_step"))
+        total: int | None = _int(status.get("warmup_steps"))
         phase = SFT_WARMUP
         then = f"{MAIN_LABEL.get(str(mode), 'training')} did not start"
     elif phase == SFT_WARMUP:
