@@ -450,7 +450,9 @@ export class RunsPanel extends Widget {
     top.append(el('span', `primenb-badge primenb-badge-${state}`, state), el('span', 'primenb-name', item.name ?? item.trace));
     const series = this.model.series.get(item.trace);
     const curve = curveOf(series, shownKey(series));
-    if (isLive(item.status) || (curve && curve.values.length > 1)) {
+    // a sparkline while the run runs only: an ended run's row says its final reward or loss in
+    // words, the same whether this page watched it (it kept one) or was reloaded (it had none)
+    if (isLive(item.status)) {
       top.appendChild(sparkline(curve ? curve.values : [], 64, 14));
     }
     row.appendChild(top);

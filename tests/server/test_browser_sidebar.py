@@ -206,6 +206,20 @@ def test_warmup_run_metrics_across_phases(lab: dict[str, Any]) -> None:
         failing.locator(".primenb-name").click()
         expect(panel.locator(".primenb-detail .primenb-health")).to_contain_text("exact_match failed on")
 
+        # the live run ends: its sparkline goes with it, so that every ended run in view has none,
+        # watched live or not, before and after a reload (the design the README states)
+        panel.locator('button[data-action="back"]').click()
+        status = lab["live_dir"] / "status.json"
+        status.write_text(json.dumps({**json.loads(status.read_text()), "state": "completed"}))
+        expect(live).to_have_attribute("data-state", "completed", timeout=120_000)
+        expect(live.locator("svg.primenb-spark")).to_have_count(0)
+        ended_sparks = '.primenb-run:not([data-state="running"]):not([data-state="queued"]) svg.primenb-spark'
+        assert panel.locator(ended_sparks).count() == 0
+        panel, _ = open_panel(page, lab["lab"])  # a reload
+        assert panel.locator(".primenb-run[data-trace]").count() >= 5
+        assert panel.locator(ended_sparks).count() == 0
+        assert panel.locator('.primenb-run[data-state="running"] svg.primenb-spark').count() >= 1  # the failing run's
+
 
 def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
     from playwright.sync_api import expect
