@@ -437,6 +437,11 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     # what the labextension's kernel-restart notice reads and disables (kernelRestartNotice.ts)
     assert 'data-primenb-run="live"' in monitor.reattach.value
     assert "primenb-stop" in monitor.stop_button._dom_classes and "primenb-monitor" in monitor.widget._dom_classes
+    # the phase line grows into the header's free width, Stop after it: Stop stays at the header's
+    # end when the line gets shorter (it moved to mid-line when GRPO's line replaced the warm-up's)
+    header = monitor.widget.children[0]
+    assert list(header.children[-2:]) == [monitor.phase, monitor.stop_button]
+    assert monitor.phase.layout.flex == "1 1 320px" and monitor.stop_button.layout.flex == "0 0 auto"
     assert (
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
