@@ -9,7 +9,7 @@ import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
 import { button, el } from './dom';
-import { EVAL_HEADER, evalCells, evalsOf, IEvalItem, noSamplesText, trackerLinks } from './extras';
+import { ago, EVAL_HEADER, evalCells, evalsOf, IEvalItem, noSamplesText, trackerLinks } from './extras';
 import { ServersSection } from './serversview';
 import {
   addAnswer,
@@ -91,10 +91,21 @@ function evalsSection(evals: ReadonlyArray<IEvalItem>): HTMLElement[] {
   for (const e of evals) {
     const when = typeof e.created === 'number' ? new Date(e.created * 1000).toLocaleString() : 'unknown time';
     const tr = el('tr', 'primenb-eval', undefined, { title: `${e.model ?? 'model unknown'} · ${when}` });
-    tr.append(...evalCells(e).map(c => el('td', '', c)));
+    const cells = evalCells(e).map(c => el('td', '', c));
+    if (typeof e.created === 'number') {
+      cells[cells.length - 1].dataset.created = String(e.created); // counted on by refreshAgo
+    }
+    tr.append(...cells);
     table.appendChild(tr);
   }
   return [el('div', 'primenb-section', 'Evaluations (latest per environment)'), table];
+}
+
+/** Count each "… ago" cell on: the detail is rebuilt only when its data change ("33 s ago" stood still). */
+function refreshAgo(root: HTMLElement, nowMs: number = Date.now()): void {
+  root.querySelectorAll<HTMLElement>('[data-created]').forEach(cell => {
+    cell.textContent = ago(Number(cell.dataset.created), nowMs);
+  });
 }
 
 function errorText(error: unknown): string {
@@ -229,6 +240,7 @@ export class RunsPanel extends Widget {
 
   dispose(): void {
     this.stopPolling();
+    window.clearInterval(this.agoTimer);
     document.removeEventListener('visibilitychange', this.onVisibility);
     super.dispose();
   }
@@ -777,6 +789,7 @@ export class RunsPanel extends Widget {
   private detailLive = false;
   private detailSeries: ISeries = emptySeries();
   private timer: number | null = null;
+  private readonly agoTimer = window.setInterval(() => refreshAgo(this.node), 5000);
   private busy = false;
   private again = false;
   private failures = 0;

@@ -287,7 +287,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
     summary = {"reward_mean": 0.5, "ci95_low": 0.45, "ci95_high": 0.55, "n": 20}
     atomic_write_json(
         path,
-        {"env": "reverse-text", "model": "m", "temperature": 0.0, "created": time.time() - 300, "summary": summary},
+        {"env": "reverse-text", "model": "m", "temperature": 0.0, "created": time.time() - 20, "summary": summary},
     )
     # a process whose command line is a serve worker's, registered as a server (a real one: tests/server/test_servers_route.py)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", WORKER])
@@ -320,13 +320,13 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
             panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
             evals = panel.locator(".primenb-evals tr.primenb-eval")
             expect(evals).to_have_count(1, timeout=120_000)
-            assert evals.first.locator("td").all_inner_texts() == [
-                "reverse-text",
-                "0.500 ± 0.05",
-                "20",
-                "0",
-                "5 min ago",
-            ]
+            cells = evals.first.locator("td").all_inner_texts()
+            assert cells[:4] == ["reverse-text", "0.500 ± 0.05", "20", "0"], cells
+            assert re.fullmatch(r"\d+ s ago", cells[4]), cells
+            # "when" counts on while the detail stands (it stood at its first "33 s ago")
+            when = evals.first.locator("td").nth(4)
+            wait_for(lambda: when.inner_text() != cells[4], 30, "the eval's age to count on")
+            assert re.fullmatch(r"(\d+ s|1 min) ago", when.inner_text()), when.inner_text()
             page.screenshot(path=str(ARTIFACTS / "sidebar-evals-servers.png"))
             # Stop: a POST with Jupyter's XSRF token, then the server is gone from the list
             row.locator('button[data-action="stop-server"]').click()
