@@ -58,7 +58,8 @@ seed = 0
 
 
 def record(args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="primenb-eta-") as tmp:
+    # the engine may still be closing its files as the run ends: cleaning up must not lose the recording
+    with tempfile.TemporaryDirectory(prefix="primenb-eta-", ignore_cleanup_errors=True) as tmp:
         config = load_config(toml(args, Path(tmp)))
         t0 = time.monotonic()
         run = submit(config, name=f"eta-{args.name}")

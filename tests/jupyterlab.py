@@ -268,3 +268,47 @@ def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+# an element's text colour and the colour behind it (each background composited over its
+# ancestors'), as RGB, for every element ``selector`` matches
+COLORS = """(selector) => [...document.querySelectorAll(selector)].map(el => {
+  const rgba = s => { const p = s.match(/rgba?\\(([^)]+)\\)/)[1].split(',').map(Number);
+                      return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const chain = []; for (let n = el; n; n = n.parentElement) chain.push(n);
+  let bg = [255, 255, 255];
+  for (const n of chain.reverse()) {
+    const c = rgba(getComputedStyle(n).backgroundColor);
+    bg = [0, 1, 2].map(i => c[i] * c[3] + bg[i] * (1 - c[3]));
+  }
+  const f = rgba(getComputedStyle(el).color);
+  return {fg: [0, 1, 2].map(i => f[i] * f[3] + bg[i] * (1 - f[3])), bg};
+})"""
+
+
+def contrast(fg: list[float], bg: list[float]) -> float:
+    """WCAG contrast ratio of two RGB colours (AA asks 4.5 for normal text)."""
+
+    def lum(rgb: list[float]) -> float:
+        c = [v / 255 for v in rgb]
+        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def text_contrasts(page: Any, selector: str) -> list[float]:
+    """The contrast of each element ``selector`` matches against what is behind it."""
+    return [contrast(c["fg"], c["bg"]) for c in page.evaluate(COLORS, selector)]
+
+
+def set_theme(page: Any, theme: str, light: bool) -> None:
+    """Switch JupyterLab's theme ("JupyterLab Light" / "JupyterLab Dark") and wait for it."""
+    lab_command(page, "apputils:change-theme", {"theme": theme})
+    wait_for(
+        lambda: page.evaluate("() => document.body.dataset.jpThemeLight") == ("true" if light else "false"),
+        60,
+        f"the {theme} theme",
+    )
+    time.sleep(1)  # the theme's stylesheet applies after the flag

@@ -78,6 +78,14 @@ export function evalCells(e: IEvalItem, nowMs: number = Date.now()): string[] {
   ];
 }
 
+/** What the detail's Samples section says when it shows none: "yet" only while the run can still write some. */
+export function noSamplesText(withheld: boolean, count: number, live: boolean): string | null {
+  if (withheld) {
+    return 'withheld: data_collection = "deny"';
+  }
+  return count ? null : live ? 'no samples yet' : 'no samples';
+}
+
 export const EVAL_HEADER: ReadonlyArray<string> = ['environment', 'mean', 'n', 'T', 'when'];
 
 /** The evals of a detail answer, kept only when shaped like one (the answer is data, not trusted code). */

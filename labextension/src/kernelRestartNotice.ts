@@ -28,9 +28,11 @@ export function orphanMonitor(monitor: HTMLElement, gone: Gone): boolean {
   const notice = document.createElement('div');
   notice.className = NOTICE_CLASS;
   notice.setAttribute('role', 'status');
+  // a translucent orange over whatever the theme puts behind it, and the theme's text colour: the
+  // theme's own `--jp-warn-color3` is light peach in the dark theme too, under near-white text (1.2:1)
   notice.style.cssText =
     'margin:4px 0;padding:4px 8px;border-left:3px solid var(--jp-warn-color1, #f57c00);' +
-    'background:var(--jp-warn-color3, #fff3e0);color:var(--jp-ui-font-color1, #212121);';
+    'background:rgba(255,152,0,0.14);color:var(--jp-content-font-color1, rgba(0,0,0,0.87));';
   for (const piece of noticePieces(gone, run)) {
     const part = document.createElement(piece.code ? 'code' : 'span');
     part.textContent = piece.text; // text, never markup: the run name comes from the kernel's output

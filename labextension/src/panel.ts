@@ -9,7 +9,7 @@ import { Message } from '@lumino/messaging';
 
 import { api, ApiError } from './api';
 import { button, el } from './dom';
-import { EVAL_HEADER, evalCells, evalsOf, IEvalItem, trackerLinks } from './extras';
+import { ago, EVAL_HEADER, evalCells, evalsOf, IEvalItem, noSamplesText, trackerLinks } from './extras';
 import { ServersSection } from './serversview';
 import {
   addAnswer,
@@ -91,10 +91,21 @@ function evalsSection(evals: ReadonlyArray<IEvalItem>): HTMLElement[] {
   for (const e of evals) {
     const when = typeof e.created === 'number' ? new Date(e.created * 1000).toLocaleString() : 'unknown time';
     const tr = el('tr', 'primenb-eval', undefined, { title: `${e.model ?? 'model unknown'} · ${when}` });
-    tr.append(...evalCells(e).map(c => el('td', '', c)));
+    const cells = evalCells(e).map(c => el('td', '', c));
+    if (typeof e.created === 'number') {
+      cells[cells.length - 1].dataset.created = String(e.created); // counted on by refreshAgo
+    }
+    tr.append(...cells);
     table.appendChild(tr);
   }
   return [el('div', 'primenb-section', 'Evaluations (latest per environment)'), table];
+}
+
+/** Count each "… ago" cell on: the detail is rebuilt only when its data change ("33 s ago" stood still). */
+function refreshAgo(root: HTMLElement, nowMs: number = Date.now()): void {
+  root.querySelectorAll<HTMLElement>('[data-created]').forEach(cell => {
+    cell.textContent = ago(Number(cell.dataset.created), nowMs);
+  });
 }
 
 function errorText(error: unknown): string {
@@ -136,12 +147,11 @@ function trackersSection(detail: unknown): HTMLElement[] {
   return [el('div', 'primenb-section', 'Trackers'), table];
 }
 
-function samplesSection(s: any): HTMLElement[] {
+function samplesSection(s: any, live: boolean): HTMLElement[] {
   const parts: HTMLElement[] = [el('div', 'primenb-section', 'Samples')];
-  if (s.withheld) {
-    parts.push(el('div', 'primenb-muted', 'withheld: data_collection = "deny"'));
-  } else if (!(s.samples ?? []).length) {
-    parts.push(el('div', 'primenb-muted', 'no samples yet'));
+  const none = noSamplesText(!!s.withheld, (s.samples ?? []).length, live);
+  if (none) {
+    parts.push(el('div', 'primenb-muted', none));
   }
   for (const sample of s.samples ?? []) {
     const box = el('div', 'primenb-sample');
@@ -169,7 +179,9 @@ class ApplyForm extends Widget {
     this.steps = el('input', 'jp-mod-styled primenb-apply-steps', undefined, {
       type: 'number',
       min: '1',
-      placeholder: 'steps (default: as many as the parent trained)'
+      // short enough to show whole in the dialog (the label above says what it is)
+      placeholder: 'as many as the parent trained',
+      title: 'Steps to train (default: as many as the parent trained)'
     });
     if (defaultSteps) {
       this.steps.value = String(defaultSteps);
@@ -200,7 +212,8 @@ export class RunsPanel extends Widget {
     header.appendChild(el('div', 'primenb-title', 'Prime runs'));
     this.search = el('input', 'jp-mod-styled primenb-search', undefined, {
       type: 'search',
-      placeholder: 'filter by name or trace id'
+      placeholder: 'name or id', // whole at the sidebar's default width (the title says more)
+      title: 'Filter the runs by name or trace id'
     });
     this.search.addEventListener('input', () => this.restart());
     this.statusFilter = el('select', 'jp-mod-styled primenb-status-filter', undefined, { title: 'Show runs by status' });
@@ -227,6 +240,7 @@ export class RunsPanel extends Widget {
 
   dispose(): void {
     this.stopPolling();
+    window.clearInterval(this.agoTimer);
     document.removeEventListener('visibilitychange', this.onVisibility);
     super.dispose();
   }
@@ -448,7 +462,9 @@ export class RunsPanel extends Widget {
     top.append(el('span', `primenb-badge primenb-badge-${state}`, state), el('span', 'primenb-name', item.name ?? item.trace));
     const series = this.model.series.get(item.trace);
     const curve = curveOf(series, shownKey(series));
-    if (isLive(item.status) || (curve && curve.values.length > 1)) {
+    // a sparkline while the run runs only: an ended run's row says its final reward or loss in
+    // words, the same whether this page watched it (it kept one) or was reloaded (it had none)
+    if (isLive(item.status)) {
       top.appendChild(sparkline(curve ? curve.values : [], 64, 14));
     }
     row.appendChild(top);
@@ -459,8 +475,11 @@ export class RunsPanel extends Widget {
       meta.textContent = `⚠ ${health} · ${meta.textContent}`;
       meta.classList.add('primenb-health');
     }
-    row.appendChild(meta);
-    row.appendChild(this.actionsFor(item.trace, item.status, 'primenb-actions primenb-row-actions'));
+    // the second line: the run's numbers, and on hover (or keyboard focus) its actions beside them,
+    // the numbers' ellipsis moving left to make room (never text under a button)
+    const bottom = el('div', 'primenb-run-bottom');
+    bottom.append(meta, this.actionsFor(item.trace, item.status, 'primenb-actions primenb-row-actions'));
+    row.appendChild(bottom);
     row.addEventListener('click', () => void this.openDetail(item.trace));
     return row;
   }
@@ -652,7 +671,7 @@ export class RunsPanel extends Widget {
           return wrap([el('div', 'primenb-section', 'Metrics'), this.charts]);
         }
       ],
-      ['samples', [!!s.withheld, s.samples ?? []], () => wrap(samplesSection(s))],
+      ['samples', [!!s.withheld, s.samples ?? [], live], () => wrap(samplesSection(s, live))],
       ['log', [state, d.log_tail ?? []], () => wrap(logSection(d, state))],
       [
         'config',
@@ -770,6 +789,7 @@ export class RunsPanel extends Widget {
   private detailLive = false;
   private detailSeries: ISeries = emptySeries();
   private timer: number | null = null;
+  private readonly agoTimer = window.setInterval(() => refreshAgo(this.node), 5000);
   private busy = false;
   private again = false;
   private failures = 0;

@@ -2,7 +2,17 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
 
-import { ago, evalCells, evalsOf, fmtDuration, httpUrl, IEvalItem, serverLine, trackerLinks } from '../src/extras';
+import {
+  ago,
+  evalCells,
+  evalsOf,
+  fmtDuration,
+  httpUrl,
+  IEvalItem,
+  noSamplesText,
+  serverLine,
+  trackerLinks
+} from '../src/extras';
 
 const NOW = 1_790_000_000_000; // ms
 
@@ -87,4 +97,11 @@ test('tracker locations: a link only for an http(s) URL, everything else as text
   assert.equal(httpUrl('http://127.0.0.1:5000/#/experiments/1'), 'http://127.0.0.1:5000/#/experiments/1');
   assert.equal(httpUrl('https://'), null); // malformed
   assert.equal(httpUrl(' https://x'), null); // not at the start
+});
+
+test('an ended run with no samples has none, not "none yet"', () => {
+  assert.equal(noSamplesText(false, 0, true), 'no samples yet'); // still running: some may come
+  assert.equal(noSamplesText(false, 0, false), 'no samples'); // ended (it said "no samples yet")
+  assert.equal(noSamplesText(false, 3, false), null);
+  assert.equal(noSamplesText(true, 0, false), 'withheld: data_collection = "deny"');
 });

@@ -106,7 +106,9 @@ class Monitor:
 
         self.title = W.HTML(f"<b>{html.escape(run.name)}</b>")
         self.progress = W.FloatProgress(min=0, max=1, layout=W.Layout(width="240px"))
-        self.phase = W.HTML(layout=W.Layout(min_width="320px"))
+        # it takes the header's free width, so Stop stays at the header's end whatever the line
+        # says (it moved to mid-line when GRPO's shorter line replaced the warm-up's)
+        self.phase = W.HTML(layout=W.Layout(min_width="320px", flex="1 1 320px"))
         self.phase.add_class("primenb-phase")
         self.stop_button = W.Button(
             description="Stop",

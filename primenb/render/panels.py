@@ -49,6 +49,15 @@ def _whole_run_evals(keys: set[str], counts: Mapping[str, int] | None) -> Panel 
     return Panel(WHOLE_RUN_EVAL, (*warm, *main), combined=True) if points >= 2 else None
 
 
+def _main_evals(keys: set[str], counts: Mapping[str, int] | None) -> list[Panel]:
+    """The eval panel of a run without a warm-up, once it has two points: a run shorter than its
+    eval interval (or a short apply run) logs its step-0 eval alone, and a one-dot panel stood
+    there for its whole life. Its value stays in the latest metrics."""
+    keys_drawn = _evals(keys)
+    points = sum((counts or {}).get(k, 2) for k in keys_drawn if k in keys)
+    return [Panel("eval reward", keys_drawn)] if points >= 2 else []
+
+
 def _panel(metric: M.Metric, stage: str, keys: set[str]) -> Panel:
     warm = stage == M.WARMUP
     key = M.first_present(metric, keys, warm=warm) or (M.warmup(metric.key) if warm else metric.key)
@@ -74,7 +83,7 @@ def panels(
     for metric in M.panel_metrics(view, stage):
         if metric.key == M.EVAL_REWARD:
             # the warm-up's evals alone are no panel (one point at 0): they join GRPO's
-            out += [whole] if whole else ([] if stage == M.WARMUP else [Panel("eval reward", _evals(keys))])
+            out += [whole] if whole else ([] if stage == M.WARMUP else _main_evals(keys, counts))
         else:
             out.append(_panel(metric, stage, keys))
     out = [p for p in out if any(k in keys for k in p.keys)]  # a panel comes with its first point

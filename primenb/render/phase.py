@@ -72,6 +72,12 @@ def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def _ended_in_warmup(status: Mapping[str, Any]) -> bool:
+    """Whether a run ended during its SFT warm-up: no main step, the warm-up's steps not all done."""
+    warm, done = _int(status.get("warmup_steps")), _int(status.get("warmup_step"))
+    return not _int(status.get("step")) and warm > 0 and done < warm
+
+
 def progress(status: dict[str, Any]) -> Progress:
     # no state yet: the launcher has not written status.json; a value this primenb does not know: UNKNOWN
     state = State.of(status.get("state")) if status.get("state") else QUEUED
@@ -82,7 +88,14 @@ def progress(status: dict[str, Any]) -> Progress:
     then = ""
     main_left = max(0, _int(status.get("max_steps")) - _int(status.get("step")))
     ahead: tuple[tuple[str, int], ...] = ()
-    if phase == SFT_WARMUP:
+    if state in FINAL_STATES and _ended_in_warmup(status):
+        # stopped (or failed) before the main phase trained a step: where the warm-up was
+        label = "SFT warm-up"
+        step = _int(status.get("warmup_step"))
+        total: int | None = _int(status.get("warmup_steps"))
+        phase = SFT_WARMUP
+        then = f"{MAIN_LABEL.get(str(mode), 'training')} did not start"
+    elif phase == SFT_WARMUP:
         label = "SFT warm-up"
         step = _int(status.get("phase_step"), _int(status.get("warmup_step")))
         total = _int(status.get("phase_total"), _int(status.get("warmup_steps"))) or None
@@ -109,7 +122,8 @@ def phase_line(p: Progress, eta: Eta | float | None = None, waited: float | None
     or ``building the model… (12s)``: one line, plain text. ``waited``: seconds in a phase that
     counts no steps (a line that ticks says the engine is alive)."""
     if p.state in FINAL_STATES:
-        return f"{p.state} at step {p.step}/{p.total or '?'}"
+        where = f" in the {p.label}" if p.phase == SFT_WARMUP else ""
+        return f"{p.state}{where} at step {p.step}/{p.total or '?'}" + (f" · {p.then}" if p.then else "")
     if isinstance(eta, (int, float)):
         eta = Eta(float(eta))
     if not p.counting:
@@ -140,4 +154,51 @@ def replay(recording: Mapping[str, Any], poll: float = 0.5) -> list[tuple[float,
     return out
 
 
-__all__ = ["WAITING_TEXT", "Eta", "EtaClock", "Progress", "duration", "phase_line", "progress", "replay"]
+@dataclass(frozen=True)
+class ReplayScore:
+    """How a recorded run's ETAs compared with the time actually left, from ``start`` of the run on
+    (readings with an ETA and more than 3 s left): ``share`` within ``tolerance`` of the truth,
+    ``worst`` shown / true, and ``swings``: readings 10 s apart whose ETAs differ by more than 2x,
+    and by 2x more than the time actually left did (a pace that really changed moves both)."""
+
+    share: float
+    worst: float
+    swings: int
+    readings: int
+
+
+def replay_score(recording: Mapping[str, Any], start: float = 0.1, tolerance: float = 0.3) -> ReplayScore:
+    end = float(recording["end"])
+    shown = {
+        round(t * 2): (t, eta.seconds)
+        for t, _, eta in replay(recording)
+        if eta is not None and end - t > 3.0 and t >= start * end
+    }
+    ratios = [seconds / (end - t) for t, seconds in shown.values()]
+    swings = 0
+    for k, (t, seconds) in shown.items():
+        later = shown.get(k + 20)  # 10 s on, at the 0.5 s refresh
+        if later is not None:  # 2x apart, and 2x beyond how the time actually left moved
+            shown_moved = max(later[1], 0.5) / max(seconds, 0.5)  # an ETA of 0 s counts as 0.5 s
+            beyond = shown_moved / ((end - later[0]) / (end - t))
+            swings += not 0.5 <= shown_moved <= 2.0 and not 0.5 <= beyond <= 2.0
+    return ReplayScore(
+        share=sum(abs(r - 1.0) <= tolerance for r in ratios) / len(ratios) if ratios else 0.0,
+        worst=max(ratios, key=lambda r: abs(r - 1.0)) if ratios else float("nan"),
+        swings=swings,
+        readings=len(ratios),
+    )
+
+
+__all__ = [
+    "WAITING_TEXT",
+    "Eta",
+    "EtaClock",
+    "Progress",
+    "ReplayScore",
+    "duration",
+    "phase_line",
+    "progress",
+    "replay",
+    "replay_score",
+]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,15 +35,32 @@ def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
     return out
 
 
+# the folder paths are shown from while `paths_from` runs (else this process's working folder)
+_FOLDER: ContextVar[Path | None] = ContextVar("primenb_paths_from", default=None)
+
+
+@contextmanager
+def paths_from(folder: Path) -> Iterator[None]:
+    """Show paths relative to ``folder`` inside the block: the notebook's own folder when the
+    Jupyter server renders a notebook's snapshots (its working folder is the server's root, and
+    a kernel's is its notebook's)."""
+    token = _FOLDER.set(folder)
+    try:
+        yield
+    finally:
+        _FOLDER.reset(token)
+
+
 def short_path(path: str | os.PathLike[str] | None) -> str:
-    """A path fit for a saved notebook: relative to the working folder, or ``~/...``, or (outside
-    both) the last three parts after an ellipsis; never the absolute path."""
+    """A path fit for a saved notebook: relative to the working folder (`paths_from`'s inside
+    it), or ``~/...``, or (outside both) the last three parts after an ellipsis; never the
+    absolute path."""
     if not path:
         return ""
     p = Path(path)
     if not p.is_absolute():
         return str(p)
-    for base, shown in ((Path.cwd(), ""), (Path.home(), "~/")):
+    for base, shown in ((_FOLDER.get() or Path.cwd(), ""), (Path.home(), "~/")):
         try:
             rel = p.resolve().relative_to(base.resolve())
         except (ValueError, OSError):
@@ -105,7 +125,7 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
     nxt = []
     if state not in FINAL_STATES:
         nxt.append(f"%prime_train --attach {run.name}")
-    elif trace_id and checkpoint:
+    elif trace_id and checkpoint and step > 0:  # a run stopped in its warm-up trained nothing to go on from
         nxt.append(f"%prime_harness apply {trace_id} --steps {steps}")
         nxt.append(f'primenb.generate("{trace_id}", "your prompt")')
     if state == State.FAILED:

@@ -132,7 +132,10 @@ def line_chart(
             f'<line class="primenb-mark" x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{pad_t}" y2="{pad_t + h}" '
             f'style="stroke:{MUTED}" stroke-dasharray="3,3"/>'
         )
-        parts.append(_text(sx(x) + 3, pad_t + 9, label))
+        # its label right of the line, or left of it where it would pass the plot's right edge
+        # (the GRPO mark stands at the right edge until GRPO's first eval: it read "G")
+        right = sx(x) + 3 + 1.3 * _label_width(label) <= width  # capitals: ~1.3x a digit
+        parts.append(_text(sx(x) + 3, pad_t + 9, label) if right else _text(sx(x) - 3, pad_t + 9, label, anchor="end"))
     legend_y = 23
     for i, (name, (xs, ys)) in enumerate(drawn.items()):
         lo, span = scale(*ranges[name])

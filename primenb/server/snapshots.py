@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from primenb.server.validate import TRACE_ID
@@ -99,11 +100,30 @@ def keep_snapshots(nb: dict[str, Any]) -> int:
     return dropped
 
 
-def pre_save_hook(model: dict[str, Any], **_: Any) -> None:
-    """A jupyter_server ``ContentsManager`` pre-save hook."""
+def notebook_folder(path: Any, contents_manager: Any) -> Path | None:
+    """The folder of the notebook saved at API ``path`` under the server's root; None when the
+    contents manager has no local root or the folder is not inside it."""
+    root = getattr(contents_manager, "root_dir", None)
+    if not isinstance(root, str) or not root or not isinstance(path, str):
+        return None
+    try:
+        base = Path(root).resolve()
+        folder = (base / PurePosixPath(path.strip("/")).parent).resolve()
+    except (OSError, ValueError):
+        return None
+    return folder if folder.is_relative_to(base) else None
+
+
+def pre_save_hook(model: dict[str, Any], path: Any = "", contents_manager: Any = None, **_: Any) -> None:
+    """A jupyter_server ``ContentsManager`` pre-save hook. Run views show paths from the saved
+    notebook's folder, as its kernel would: the server's working folder is its root."""
+    from primenb.render.summary import paths_from
+
     if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
-        refresh_run_views(model["content"])
+        folder = notebook_folder(path, contents_manager)
+        with paths_from(folder) if folder else contextlib.nullcontext():
+            refresh_run_views(model["content"])
         keep_snapshots(model["content"])
 
 
-__all__ = ["keep_snapshots", "pre_save_hook", "refresh_run_views", "run_view"]
+__all__ = ["keep_snapshots", "notebook_folder", "pre_save_hook", "refresh_run_views", "run_view"]

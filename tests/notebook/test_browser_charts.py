@@ -77,6 +77,8 @@ def _feed(d, warmup):
         _status(d, state="running", phase="training", step=i)
         _rows(d, [{"step": i, "phase": "rl", "reward": 0.1 * i, "reward_std": 0.05, "frac_reward_zero_std": 0.25,
                    "loss": 0.01 * i, "grad_norm": 1.0}])
+        if i == 2:  # an eval every 2 steps: a run's plain eval panel comes with its second point
+            _rows(d, [{"step": i, "phase": "rl", "eval/rt/reward": 0.2}])
         time.sleep(0.2)
     _wait(FAKE / "DONE")
     _status(d, state="completed", phase="done", step=6, ended_at="2026-01-01T00:01:00+0000")

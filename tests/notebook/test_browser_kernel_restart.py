@@ -5,7 +5,8 @@ page drops the old kernel's last messages: without the labextension's notice the
 "running" with a Stop button wired to nothing. The test restarts the kernel through the UI (the
 command and its confirmation dialog), then checks that the old view says what happened and how to
 follow the run again, that its Stop button is disabled, that the run still runs, and that
-``%prime_train --attach`` in a new cell brings up a live monitor without the notice, and that the
+``%prime_train --attach`` in a new cell brings up a live monitor without the notice, that the
+notice's text reads at 4.5:1 or more in the light and the dark theme (it was 1.2:1 in the dark), and that the
 saved notebook's first view says what the run did, not the "queued" of its first display.
 """
 
@@ -27,7 +28,9 @@ from tests.jupyterlab import (
     open_notebook,
     require_ui,
     screenshot,
+    set_theme,
     stop_runs,
+    text_contrasts,
     wait_for,
     write_notebook,
 )
@@ -107,6 +110,14 @@ def test_a_restart_leaves_a_notice_and_a_disabled_stop(tmp_path: Path, app: str)
                 monitor = page.locator(".primenb-monitor").first
                 monitor.scroll_into_view_if_needed()
                 screenshot(page, f"kernel-restart-notice-{app}")
+                if app == "jupyterlab":  # the notice's text readable in both themes (Notebook 7: the same style)
+                    notice = ".primenb-kernel-notice, .primenb-kernel-notice code"
+                    light = text_contrasts(page, notice)
+                    set_theme(page, "JupyterLab Dark", light=False)
+                    dark = text_contrasts(page, notice)
+                    screenshot(page, "kernel-restart-notice-dark")
+                    set_theme(page, "JupyterLab Light", light=True)
+                    assert len(light) >= 2 and min(light) >= 4.5 and min(dark) >= 4.5, (light, dark)
 
                 # the command the notice gives follows the run again, in a view without the notice
                 wait_for(lambda: kernel_idle(page), 120, "the restarted kernel")

@@ -28,6 +28,8 @@ from tests.jupyterlab import (
     require_ui,
     saved_outputs,
     screenshot,
+    set_theme,
+    text_contrasts,
     wait_for,
     wait_outputs_settled,
     write_notebook,
@@ -91,21 +93,6 @@ CELLS = [
 WIDGETS = ".primenb-monitor, .primenb-builder, .primenb-harness-browser"
 WIDGET_ERRORS = ("Error displaying widget", "model not found")
 
-# the warning box's text colour and the colour behind it (its own background composited over its
-# ancestors'), as RGB
-COLORS = """() => {
-  const el = document.querySelector('.primenb-monitor .primenb-warning');
-  const rgba = s => { const p = s.match(/rgba?\\(([^)]+)\\)/)[1].split(',').map(Number);
-                      return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
-  const chain = []; for (let n = el; n; n = n.parentElement) chain.push(n);
-  let bg = [255, 255, 255];
-  for (const n of chain.reverse()) {
-    const c = rgba(getComputedStyle(n).backgroundColor);
-    bg = [0, 1, 2].map(i => c[i] * c[3] + bg[i] * (1 - c[3]));
-  }
-  const f = rgba(getComputedStyle(el).color);
-  return {fg: [0, 1, 2].map(i => f[i] * f[3] + bg[i] * (1 - f[3])), bg};
-}"""
 # what does not fit: buttons whose label is empty or cut, labels cut, monitor parts past the output
 CLIPPED = """(sel) => {
   const shown = e => e.offsetParent !== null;
@@ -125,16 +112,6 @@ CLIPPED = """(sel) => {
 }"""
 
 
-def contrast(fg: list[float], bg: list[float]) -> float:
-    def lum(rgb: list[float]) -> float:
-        c = [v / 255 for v in rgb]
-        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
-        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
-
-    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
-
-
 def _no_widget_error(page: Any) -> None:
     body = page.locator(".jp-Notebook").first.inner_text()
     for error in WIDGET_ERRORS:
@@ -142,18 +119,8 @@ def _no_widget_error(page: Any) -> None:
 
 
 def _warning_contrast(page: Any) -> float:
-    colors = page.evaluate(COLORS)
-    return contrast(colors["fg"], colors["bg"])
-
-
-def _set_theme(page: Any, theme: str, light: bool) -> None:
-    lab_command(page, "apputils:change-theme", {"theme": theme})
-    wait_for(
-        lambda: page.evaluate("() => document.body.dataset.jpThemeLight") == ("true" if light else "false"),
-        60,
-        f"the {theme} theme",
-    )
-    time.sleep(1)  # the theme's stylesheet applies after the flag
+    (ratio,) = text_contrasts(page, ".primenb-monitor .primenb-warning")
+    return ratio
 
 
 def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
@@ -178,12 +145,12 @@ def test_dark_theme_narrow_page_and_close_and_shut_down(tmp_path: Path) -> None:
             light = _warning_contrast(page)
             warning.scroll_into_view_if_needed()
             shots = [screenshot(page, "themes-light")]
-            _set_theme(page, "JupyterLab Dark", light=False)
+            set_theme(page, "JupyterLab Dark", light=False)
             dark = _warning_contrast(page)
             shots.append(screenshot(page, "themes-dark"))
             assert light >= 4.5 and dark >= 4.5, (light, dark)
 
-            _set_theme(page, "JupyterLab Light", light=True)
+            set_theme(page, "JupyterLab Light", light=True)
             page.set_viewport_size({"width": 900, "height": 1100})
             time.sleep(1)
             fit = page.evaluate(CLIPPED, WIDGETS)

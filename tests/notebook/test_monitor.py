@@ -3,6 +3,7 @@ the static bundle that replaces the widget, the Stop button's label and `%prime_
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from primenb.render.eta import DEFAULT_GRPO_PER_SFT, grpo_per_sft
+from primenb.render.eta import DEFAULT_GRPO_PER_SFT, PRIOR_STEPS, TAIL_STEPS, grpo_per_sft
 from primenb.render.health import check
 from primenb.render.phase import Eta, EtaClock, phase_line, progress, replay
 from primenb.run import Run
@@ -116,25 +117,30 @@ def test_eta_covers_the_whole_run_and_says_when_it_estimates() -> None:
     assert clock.eta(progress({**warm, "phase_step": 1})) is None
     now[0] = 19.0
     eta = clock.eta(progress({**warm, "phase_step": 10}))
-    # 1 step/s: 30 warm-up steps left, and GRPO's 30 at 4 s each until they are timed
+    # 1 step/s: 30 warm-up steps left, GRPO's 30 at 4 s each until they are timed, and the tail
+    # after the last step (final eval, save) as TAIL_STEPS of a step
     assert DEFAULT_GRPO_PER_SFT == 4.0
-    assert eta is not None and eta.seconds == pytest.approx(30 + 120) and eta.estimated and eta.whole
+    tail = TAIL_STEPS * 4.0
+    assert eta is not None and eta.seconds == pytest.approx(30 + 120 + tail) and eta.estimated and eta.whole
     line = phase_line(progress({**warm, "phase_step": 10}), eta)
-    assert line == "SFT warm-up · step 10/40 · ETA ~2m30s for the whole run · then training (GRPO): 30 steps"
+    assert line == "SFT warm-up · step 10/40 · ETA ~2m31s for the whole run · then training (GRPO): 30 steps"
     now[0] = 49.0  # the warm-up ends; GRPO's trainer is built: the ETA goes on, still an estimate
     between = progress({**warm, "phase": "building trainer", "warmup_step": 40, "warmup_steps": 40, "step": 0})
     eta = clock.eta(between)
-    assert eta is not None and eta.seconds == pytest.approx(120.0) and eta.estimated
+    assert eta is not None and eta.seconds == pytest.approx(120.0 + tail) and eta.estimated
     assert phase_line(between, eta, clock.waited(between)).startswith("building the trainer (data, reward functions)…")
     now[0] = 51.0  # GRPO at step 0, then step 1 (its slow first step): the estimate, marked "~"
     rl = {"state": "running", "phase": "training", "max_steps": 30}
-    assert clock.eta(progress({**rl, "step": 0})) == Eta(120.0, estimated=True)
+    assert clock.eta(progress({**rl, "step": 0})) == Eta(120.0 + tail, estimated=True)
     now[0] = 55.0
-    assert clock.eta(progress({**rl, "step": 1})) == Eta(116.0, estimated=True)
-    now[0] = 59.0  # GRPO timed: 2 s a step, 27 left, no "~" and no "whole run" (it is the last phase)
+    assert clock.eta(progress({**rl, "step": 1})) == Eta(116.0 + tail, estimated=True)
+    now[0] = 59.0  # GRPO timed: 2 s a step over 2 steps, with the cost model's 4 s as PRIOR_STEPS
+    # steps of evidence; 27 left, no "~" and no "whole run" (it is the last phase)
     eta = clock.eta(progress({**rl, "step": 3}))
-    assert eta == Eta(54.0)
-    assert phase_line(progress({**rl, "step": 3}), eta) == "training · step 3/30 · ETA 54s"
+    pace = (4.0 * PRIOR_STEPS + 2.0 * 2) / (PRIOR_STEPS + 2)
+    assert eta is not None and not eta.estimated and not eta.whole
+    assert eta.seconds == pytest.approx(27 * pace + TAIL_STEPS * pace)
+    assert phase_line(progress({**rl, "step": 3}), eta) == "training · step 3/30 · ETA 1m31s"
 
 
 def test_grpo_steps_cost_what_the_plan_says_during_the_warm_up() -> None:
@@ -151,13 +157,14 @@ def test_grpo_steps_cost_what_the_plan_says_during_the_warm_up() -> None:
     for step in range(0, 11):  # 0.5 s a warm-up step from step 1 on
         now[0] = 5.0 + 0.5 * step
         eta = clock.eta(progress({**warm, "phase_step": step}))
-    assert eta is not None and eta.seconds == pytest.approx(10 * 0.5 + 10 * 0.5 * long)
+    assert eta is not None and eta.seconds == pytest.approx(10 * 0.5 + (10 + TAIL_STEPS) * 0.5 * long)
 
 
 def test_eta_moves_during_a_long_step() -> None:
     """GRPO's first step takes 40 s where the warm-up's pace predicted 4 s: the ETA grows while
-    it runs (the step has taken at least that long), instead of standing still; once GRPO has
-    timed its steps, one slow step weighs in without throwing the ETA away."""
+    it runs (the step has taken at least that long), instead of standing still, by at most 2x per
+    10 s beyond counting down; once GRPO has timed its steps, one slow step weighs in without
+    throwing the ETA away."""
     now = [0.0]
     clock = EtaClock(lambda: now[0])
     warm = {"state": "running", "phase": "sft warmup", "phase_total": 10, "max_steps": 10, "mode": "rl"}
@@ -171,12 +178,14 @@ def test_eta_moves_during_a_long_step() -> None:
         eta = clock.eta(progress({**rl, "step": 0}))
         assert eta is not None and eta.estimated
         etas.append(eta.seconds)
-    assert etas[0] == pytest.approx(40.0)  # 10 steps x 4 s
-    assert etas == sorted(etas) and etas[-1] == pytest.approx(9 * (50.0 - 12.0 - 1.0))  # >= 37 s a step
+    assert etas[0] == pytest.approx(40.0 + TAIL_STEPS * 4)  # 10 steps x 4 s, and the tail
+    # it grows (>= 37 s a step by t=50), by at most 2x per 10 s beyond counting down
+    assert etas == sorted(etas) and 0.9 * 9 * 37.0 < etas[-1] <= 9 * 37.0 + TAIL_STEPS * 4, etas
+    assert all(b <= 2 * (a - 10.0) for a, b in itertools.pairwise(etas)), etas
     for step, t in ((1, 52.0), (2, 62.0), (3, 72.0)):  # then 10 s a step: timed, no "~"
         now[0] = t
         eta = clock.eta(progress({**rl, "step": step}))
-    assert eta == Eta(70.0)
+    assert eta is not None and not eta.estimated and 0.7 * 70.0 < eta.seconds < 1.3 * 70.0, eta
     now[0] = 72.0 + 31.0  # step 3 has run 30 s (+1 s of status lag): the ETA grows, not 3x
     eta = clock.eta(progress({**rl, "step": 3}))
     assert eta is not None and 70.0 < eta.seconds < 7 * 30.0
@@ -184,7 +193,7 @@ def test_eta_moves_during_a_long_step() -> None:
 
 def test_early_eta_ignores_the_slow_start_of_a_phase() -> None:
     """Step 0 -> 1 takes 20 s (a step-0 eval, compilation), then each step 1 s: the ETA at step 3
-    of 30 is 27 s, not the ~2x that counting the start gave."""
+    of 30 is 27 s (and the tail, a fraction of a step), not the ~2x that counting the start gave."""
     now = [0.0]
     clock = EtaClock(lambda: now[0])
     rl = {"state": "running", "phase": "training", "max_steps": 30}
@@ -192,7 +201,7 @@ def test_early_eta_ignores_the_slow_start_of_a_phase() -> None:
     for step, t in ((1, 20.0), (2, 21.0), (3, 22.0)):
         now[0] = t
         eta = clock.eta(progress({**rl, "step": step}))
-    assert eta == Eta(27.0)
+    assert eta == Eta(27.0 + TAIL_STEPS)
 
 
 RECORDED = Path(__file__).parent / "data" / "eta_timings.json"
@@ -209,7 +218,9 @@ def test_eta_on_recorded_runs(name: str) -> None:
     - The runs recorded with this engine (`bench/record_eta.py`: 100 and 200-token completions, a
       GRPO step 5.1x and 10.6x a warm-up step): every ETA of the warm-up within 30 % of the time
       actually left (main's clock said 0.18-0.43x: GRPO counted at the warm-up's pace), and none
-      of the run more than 2.5x off either way.
+      of the run more than 2.5x off either way until its last 5 % (tokens100's GRPO steps went
+      from 13-14 s to 4-8 s as it learned; the longer pace of issue 45 follows that trend later
+      than a 5-step one did, and its last 7 s show 2.6-3.7x).
     - The two older recordings (an older engine: a GRPO step then cost a third as much per
       rollout-token) keep the rest: once GRPO has timed its own steps the ETA is no longer an
       estimate."""
@@ -222,7 +233,7 @@ def test_eta_on_recorded_runs(name: str) -> None:
     if name.startswith("record-eta"):
         ratios = [eta.seconds / (end - t) for t, _, eta in warm if eta is not None]
         assert all(0.7 <= r <= 1.3 for r in ratios), ratios
-        shown = [(t, eta.seconds / (end - t)) for t, _, eta in views if eta is not None and end - t > 3.0]
+        shown = [(t, eta.seconds / (end - t)) for t, _, eta in views if eta is not None and end - t > 0.05 * end]
         assert all(0.25 <= r <= 2.5 for _, r in shown), shown
     timed = [(t, eta) for t, p, eta in views if p.phase == "training" and p.step >= 3 and end - t > 3.0]
     assert timed and all(not eta.estimated for _, eta in timed), timed
@@ -284,6 +295,29 @@ def test_summary_has_the_ending_and_no_absolute_path(tmp_path: Path, monkeypatch
     assert html.count("<svg") == 4
     assert str(tmp_path) not in html and str(tmp_path) not in repr(run)
     assert "checkpoint: outputs/demo/checkpoints/step_4" in repr(run)
+
+
+def test_a_run_stopped_in_its_warm_up_says_so_and_suggests_no_apply(tmp_path: Path) -> None:
+    """Stopped at warm-up step 12 of 40, GRPO's 20 steps not begun: the summary said "stopped at
+    step 0/20" and suggested `%prime_harness apply ... --steps 20`, as if GRPO had run."""
+    status = {
+        "state": "stopped",
+        "phase": "done",
+        "step": 0,
+        "max_steps": 20,
+        "warmup_step": 12,
+        "warmup_steps": 40,
+        "trace_id": "abc123",
+        "final_checkpoint": str(tmp_path / "warm" / "checkpoints" / "sft_warmup"),
+    }
+    run = make_run(tmp_path / "warm", status, warmup_rows(12))
+    text = re.sub(r"<[^>]+>", "", run._repr_html_())
+    line = "stopped in the SFT warm-up at step 12/40 · training (GRPO) did not start"
+    assert line in text and line in repr(run), text
+    assert "at step 0/20" not in text and "prime_harness apply" not in text and "prime_harness apply" not in repr(run)
+    # stopped after GRPO's first step: as before
+    run = make_run(tmp_path / "rl", {**status, "step": 3, "warmup_step": 40}, warmup_rows(40) + rl_rows([0.1] * 3))
+    assert "stopped at step 3/20" in repr(run) and "%prime_harness apply abc123 --steps 20" in repr(run)
 
 
 def test_one_point_series_is_a_marker(tmp_path: Path) -> None:
@@ -403,6 +437,11 @@ def test_monitor_follows_phases_then_turns_static(tmp_path: Path, shell: Any) ->
     # what the labextension's kernel-restart notice reads and disables (kernelRestartNotice.ts)
     assert 'data-primenb-run="live"' in monitor.reattach.value
     assert "primenb-stop" in monitor.stop_button._dom_classes and "primenb-monitor" in monitor.widget._dom_classes
+    # the phase line grows into the header's free width, Stop after it: Stop stays at the header's
+    # end when the line gets shorter (it moved to mid-line when GRPO's line replaced the warm-up's)
+    header = monitor.widget.children[0]
+    assert list(header.children[-2:]) == [monitor.phase, monitor.stop_button]
+    assert monitor.phase.layout.flex == "1 1 320px" and monitor.stop_button.layout.flex == "0 0 auto"
     assert (
         "importing torch" in monitor.phase.value and "charts appear with the first logged step" in monitor.phase.value
     )
@@ -568,9 +607,23 @@ def test_the_eval_panel_of_a_warm_up_run_covers_the_whole_run() -> None:
     later = {**grpo0, "reward": ([1.0], [0.2]), "loss": ([1.0], [0.1]), "eval/rt/reward": ([0.0, 10.0], [0.4, 0.6])}
     assert stage_of("training", "rl", set(later)) == "rl"
     assert [p.title for p in panels("rl", set(later), None)] == ["train reward (± std)", WHOLE_RUN_EVAL, "loss"]
-    # a GRPO run without a warm-up keeps its plain eval panel, from its step-0 eval on
+    # a GRPO run without a warm-up has its plain eval panel, once it has two points
     assert stage_of("training", "rl", {"eval/rt/reward"}) == "rl"
-    assert [p.title for p in panels("rl", {"eval/rt/reward"}, None)] == ["eval reward"]
+    assert [p.title for p in panels("rl", {"eval/rt/reward"}, None, {"eval/rt/reward": 2})] == ["eval reward"]
+
+
+def test_an_eval_with_one_point_gets_no_panel() -> None:
+    """An SFT run shorter than its eval interval (or a short apply run) logs only its step-0 eval:
+    its eval panel was one dot for the run's whole life, and in its summary."""
+    from primenb.render.panels import panels
+    from primenb.render.summary import charts_html
+
+    keys = {"loss", "eval/rt/reward"}
+    assert [p.title for p in panels("sft", keys, None, {"loss": 30, "eval/rt/reward": 1})] == ["loss"]
+    assert [p.title for p in panels("sft", keys, None, {"loss": 30, "eval/rt/reward": 2})] == ["loss", "eval reward"]
+    rows = [{"step": 0, "eval/rt/reward": 0.2}] + [{"step": i, "loss": 1.0 / i} for i in range(1, 6)]
+    html = charts_html(rows)
+    assert html.count("<svg") == 1 and "eval reward" not in html
 
 
 def test_the_summarys_eval_panel_marks_where_grpo_starts() -> None:

@@ -69,3 +69,17 @@ def test_a_name_keeps_its_colour_when_another_series_has_no_points() -> None:
 def test_the_y_axis_is_named_when_asked() -> None:
     assert ">reward</text>" in line_chart({"r": ([1, 2], [0.1, 0.2])}, y_label="reward")
     assert ">reward</text>" not in line_chart({"r": ([1, 2], [0.1, 0.2])})
+
+
+def test_a_mark_at_the_right_edge_keeps_its_whole_label_inside_the_chart() -> None:
+    """The dashed GRPO mark stands at the warm-up's last step, the right edge until GRPO's first
+    eval: its label went right of the line and was clipped to "G"; there it goes left of it."""
+    from primenb.render.svgchart import _label_width
+
+    for at, anchored in ((30.0, True), (15.0, False)):  # the last x drawn, then mid-chart
+        svg = line_chart({"eval": ([0.0, 30.0], [0.1, 0.4])}, width=300, height=160, marks=[(at, "GRPO")])
+        (text,) = re.findall(r'<text x="([\d.]+)" y="[\d.]+"( text-anchor="end")? [^>]*>GRPO</text>', svg)
+        x, end = float(text[0]), bool(text[1])
+        assert end == anchored, svg
+        left, right = (x - 1.3 * _label_width("GRPO"), x) if end else (x, x + 1.3 * _label_width("GRPO"))
+        assert left >= 0 and right <= 300, (left, right)

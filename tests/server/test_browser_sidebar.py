@@ -110,6 +110,32 @@ SHOWN_UP_TO = """(row, word) => {
 }"""
 
 
+# a hovered row's boxes: the row, its name, its numbers (as clipped), and each toolbar button, with
+# whether the button's label is cut (its content larger than its box)
+ROW_TOOLBAR = """(row) => {
+  const box = e => { const r = e.getBoundingClientRect();
+                     return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, height: r.height}; };
+  const bar = row.querySelector('.primenb-row-actions');
+  return {
+    row: box(row), name: box(row.querySelector('.primenb-name')), meta: box(row.querySelector('.primenb-meta')),
+    opacity: getComputedStyle(bar).opacity,
+    buttons: [...bar.querySelectorAll('button')].map(b => ({
+      text: b.textContent, ...box(b),
+      cut: b.scrollHeight > b.clientHeight + 1 || b.scrollWidth > b.clientWidth + 1,
+    })),
+  };
+}"""
+
+
+# an input's placeholder: the width its text needs in the input's font, and the room the input has
+PLACEHOLDER_FIT = """(el) => {
+  const s = getComputedStyle(el), ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = `${s.fontStyle} ${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+  const room = el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+  return {text: el.placeholder, need: ctx.measureText(el.placeholder).width, room};
+}"""
+
+
 def open_panel(page: Any, lab: Lab) -> tuple[Any, float]:
     """Open JupyterLab and the Prime runs panel; the seconds from the tab click to the first rows."""
     page.goto(lab.url())
@@ -146,10 +172,22 @@ def test_warmup_run_metrics_across_phases(lab: dict[str, Any]) -> None:
         page.screenshot(path=str(ARTIFACTS / "sidebar-warmup-live.png"))
         # at the default width the reward is shown, not behind the ellipsis (it was the line's tail)
         assert live.evaluate(SHOWN_UP_TO, "reward"), live.locator(".primenb-meta").inner_text()
-        # a row's hover toolbar sits on its second line: never over the run's name
+        # a row's hover toolbar sits on its second line, its buttons whole, never over text
         live.hover()
-        name, bar = live.locator(".primenb-name").bounding_box(), live.locator(".primenb-row-actions").bounding_box()
-        assert name is not None and bar is not None and bar["y"] >= name["y"] + name["height"] - 1, (name, bar)
+        page.wait_for_timeout(300)
+        boxes = live.evaluate(ROW_TOOLBAR)
+        page.screenshot(path=str(ARTIFACTS / "sidebar-row-toolbar.png"))
+        row, name, meta = boxes["row"], boxes["name"], boxes["meta"]
+        assert len(boxes["buttons"]) == 4 and boxes["opacity"] == "1", boxes
+        for b in boxes["buttons"]:
+            assert not b["cut"] and b["height"] >= 14, b  # its label whole (it was cut to its top 15 px)
+            assert row["left"] <= b["left"] and b["right"] <= row["right"] + 0.5, (row, b)  # inside the row
+            assert row["top"] <= b["top"] and b["bottom"] <= row["bottom"] + 0.5, (row, b)
+            assert b["top"] >= name["bottom"] - 1, (name, b)  # not over the run's name
+            assert meta["right"] <= b["left"] + 0.5, (meta, b)  # the numbers end before the buttons
+        # the filter's placeholder shows whole at the sidebar's default width (it was cut)
+        fit = panel.locator(".primenb-search").evaluate(PLACEHOLDER_FIT)
+        assert fit["need"] <= fit["room"] - 16, fit  # and room for the search field's clear button
 
         # a reward function failing on every completion: said by name in the row and the detail
         failing = panel.locator(f'.primenb-run[data-trace="{ids["failing"]}"]')
@@ -168,6 +206,20 @@ def test_warmup_run_metrics_across_phases(lab: dict[str, Any]) -> None:
         failing.locator(".primenb-name").click()
         expect(panel.locator(".primenb-detail .primenb-health")).to_contain_text("exact_match failed on")
 
+        # the live run ends: its sparkline goes with it, so that every ended run in view has none,
+        # watched live or not, before and after a reload (the design the README states)
+        panel.locator('button[data-action="back"]').click()
+        status = lab["live_dir"] / "status.json"
+        status.write_text(json.dumps({**json.loads(status.read_text()), "state": "completed"}))
+        expect(live).to_have_attribute("data-state", "completed", timeout=120_000)
+        expect(live.locator("svg.primenb-spark")).to_have_count(0)
+        ended_sparks = '.primenb-run:not([data-state="running"]):not([data-state="queued"]) svg.primenb-spark'
+        assert panel.locator(ended_sparks).count() == 0
+        panel, _ = open_panel(page, lab["lab"])  # a reload
+        assert panel.locator(".primenb-run[data-trace]").count() >= 5
+        assert panel.locator(ended_sparks).count() == 0
+        assert panel.locator('.primenb-run[data-state="running"] svg.primenb-spark').count() >= 1  # the failing run's
+
 
 def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
     from playwright.sync_api import expect
@@ -180,6 +232,8 @@ def test_apply_refusal_config_and_insert(lab: dict[str, Any]) -> None:
         done = panel.locator(f'.primenb-run[data-trace="{ids["done"]}"]')
         done.hover()
         done.locator('button[data-action="apply"]').click()
+        fit = page.locator(".jp-Dialog .primenb-apply-steps").evaluate(PLACEHOLDER_FIT)
+        assert fit["need"] <= fit["room"], fit  # the steps' placeholder whole (it was cut)
         page.locator(".jp-Dialog button.jp-mod-accept").click()
         toasts = page.locator(".Toastify__toast")
         expect(toasts.filter(has_text="Apply refused")).to_contain_text("checkpoint", timeout=60_000)
@@ -233,7 +287,7 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
     summary = {"reward_mean": 0.5, "ci95_low": 0.45, "ci95_high": 0.55, "n": 20}
     atomic_write_json(
         path,
-        {"env": "reverse-text", "model": "m", "temperature": 0.0, "created": time.time() - 300, "summary": summary},
+        {"env": "reverse-text", "model": "m", "temperature": 0.0, "created": time.time() - 20, "summary": summary},
     )
     # a process whose command line is a serve worker's, registered as a server (a real one: tests/server/test_servers_route.py)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", WORKER])
@@ -266,13 +320,13 @@ def test_evals_in_the_detail_and_servers_listed_and_stopped(lab: dict[str, Any])
             panel.locator(f'.primenb-run[data-trace="{ids["done"]}"] .primenb-name').click()
             evals = panel.locator(".primenb-evals tr.primenb-eval")
             expect(evals).to_have_count(1, timeout=120_000)
-            assert evals.first.locator("td").all_inner_texts() == [
-                "reverse-text",
-                "0.500 ± 0.05",
-                "20",
-                "0",
-                "5 min ago",
-            ]
+            cells = evals.first.locator("td").all_inner_texts()
+            assert cells[:4] == ["reverse-text", "0.500 ± 0.05", "20", "0"], cells
+            assert re.fullmatch(r"\d+ s ago", cells[4]), cells
+            # "when" counts on while the detail stands (it stood at its first "33 s ago")
+            when = evals.first.locator("td").nth(4)
+            wait_for(lambda: when.inner_text() != cells[4], 30, "the eval's age to count on")
+            assert re.fullmatch(r"(\d+ s|1 min) ago", when.inner_text()), when.inner_text()
             page.screenshot(path=str(ARTIFACTS / "sidebar-evals-servers.png"))
             # Stop: a POST with Jupyter's XSRF token, then the server is gone from the list
             row.locator('button[data-action="stop-server"]').click()

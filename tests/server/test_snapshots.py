@@ -7,6 +7,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from primenb.server.snapshots import (
     WIDGET_STATE,
     WIDGET_VIEW,
@@ -92,3 +94,27 @@ def test_run_view_reads_the_indexed_run(home: Path) -> None:
     assert view is not None and "running" in view["text/html"] and "step 3/10" in view["text/html"]
     assert str(run_dir) not in view["text/html"]  # no absolute path in a saved notebook
     assert run_view("no-such-trace") is None
+
+
+def test_a_run_view_saved_by_the_server_shows_paths_from_the_notebooks_folder(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server (working folder: its root) saves a notebook in a subfolder after a kernel
+    restart: the run's folder shows relative to the notebook, as its kernel showed it, not to the
+    server's root ("runs/live-run")."""
+    from types import SimpleNamespace
+
+    from primenb.protocol.index import Index
+
+    ((trace,),) = Index().query("SELECT trace FROM traces WHERE name = 'live-run'")
+    monkeypatch.chdir(tmp_path)  # the Jupyter server's root, where the server runs
+    manager = SimpleNamespace(root_dir=str(tmp_path))
+    model = {"type": "notebook", "content": notebook(monitor_output(trace))}
+    pre_save_hook(model, path="runs/train.ipynb", contents_manager=manager)
+    saved = model["content"]["cells"][0]["outputs"][0]["data"]["text/html"]
+    assert ">live-run</div>" in saved and "runs/live-run" not in saved, saved[-300:]
+    # a notebook at the root, or a path that leaves it: from the root
+    for path in ("train.ipynb", "../../elsewhere/train.ipynb"):
+        model = {"type": "notebook", "content": notebook(monitor_output(trace))}
+        pre_save_hook(model, path=path, contents_manager=manager)
+        assert ">runs/live-run</div>" in model["content"]["cells"][0]["outputs"][0]["data"]["text/html"]
