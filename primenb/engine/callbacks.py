@@ -119,6 +119,7 @@ class EngineContext:
     metric_phase: str = ""  # the "phase" field of every metrics row (see primenb.protocol.rundir)
     clock: StepClock = field(default_factory=StepClock)
     closers: list[Callable[[], None]] = field(default_factory=list)  # what the trainer opened (episode servers)
+    chat_trained: bool = False  # trained on conversations rendered by the chat template (episodes)
 
     def abs_step(self, step: int) -> int:
         """The run's step for the trainer's ``global_step``: a continuation counts on from
@@ -200,6 +201,8 @@ class EngineContext:
             "run": str(self.run_dir.root),
             "time": time.time(),
         }
+        if self.chat_trained:  # so a server shows it chat through its template, as it was trained
+            meta["prompt_format"] = "chat_template"
         written.write_meta(meta)
         if final.exists():
             shutil.rmtree(final)

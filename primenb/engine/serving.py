@@ -55,6 +55,7 @@ class Entry:
     root: str = ""  # the base model everything here started from
     parent: str | None = None  # the model this one was trained on (None for a base)
     stage: str = "final"  # "sft_warmup": the warm-up model a trace's adapter was trained on
+    chat_trained: bool = False  # its checkpoint note says it trained on chat-template conversations
 
 
 def _weights_key(desc: dict[str, Any]) -> str:
@@ -176,6 +177,7 @@ class ModelPool:
             weights = self._weights({"path": str(ckpt)})
             entry = Entry(served_id, "full", weights.key, parent=parent or model_name)
         entry.root = str((_note_base(meta) or {}).get("name") or model_name)
+        entry.chat_trained = meta.get("prompt_format") == "chat_template"
         entry.text_template = text_template
         entry.trace = trace
         entry.stage = stage
@@ -265,8 +267,9 @@ class ModelPool:
     def prompt_format(self, entry: Entry) -> str:
         """How one-turn chat messages are shown to this model: ``chat_template`` (the renderer),
         ``text_template`` (the trace's environment format) or ``raw`` (the last user message as is).
-        The embedded models train on text, so theirs is the text format; tools use their template."""
-        if trains_on_chat(self.tokenizer_for(entry)):
+        The embedded models train on text, so theirs is the text format (tools use their template),
+        unless their checkpoint says they trained on conversations (verifiers episodes)."""
+        if entry.chat_trained or trains_on_chat(self.tokenizer_for(entry)):
             return "chat_template"
         return "text_template" if entry.text_template else "raw"
 

@@ -209,6 +209,7 @@ def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok
     episodic = _episode_sources(sources)
     if not episodic:
         return None
+    ctx.chat_trained = True  # every turn was rendered by the chat template
     folder = Path(tempfile.mkdtemp(prefix="primenb-tokenizer-"))
     tok.save_pretrained(str(folder))  # verifiers' training client renders every turn with it
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's documented hook
@@ -244,6 +245,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     if ctx.trace is not None:
         ctx.trace.record_data("sft_warmup", plan.sources, sources)
     episodic = _episode_sources(sources)
+    ctx.chat_trained = ctx.chat_trained or bool(episodic)
     rows = [r for src in sources for r in ideal_rows(src.env, src.name, chat=chat)]
     cuda, bf16_ok = device_info()
     args, notes = sft_args(

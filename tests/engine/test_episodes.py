@@ -131,6 +131,30 @@ def test_an_episode_longer_than_seq_len_loses_its_tail_not_its_prompt() -> None:
     assert none_left.prompt_ids == [1, 2, 3] and none_left.env_mask == [0]
 
 
+def test_a_checkpoint_trained_on_conversations_is_served_through_its_template(tmp_path: Path) -> None:
+    """The embedded models train on their environments' text format, so a server shows them the
+    last user message; one trained on episodes (its checkpoint note says so) sees the template."""
+    from primenb.engine.chat import Conversation
+    from primenb.engine.models import load_model
+    from primenb.engine.serving import ModelPool
+    from primenb.protocol.checkpoint import CheckpointDir
+
+    model, tok, base = load_model("primenb/tiny-byte", seed=2)
+    for name, chat in (("text", False), ("chat", True)):
+        folder = tmp_path / name
+        model.save_pretrained(str(folder))
+        tok.save_pretrained(str(folder))
+        meta: dict[str, Any] = {"step": 1, "mode": "rl", "model": "primenb/tiny-byte", "adapter": False, "base": base}
+        CheckpointDir(folder).write_meta({**meta, "prompt_format": "chat_template"} if chat else meta)
+    pool = ModelPool(device="cpu")
+    text = pool.add_checkpoint("text", str(tmp_path / "text"), model_name="primenb/tiny-byte")
+    chat = pool.add_checkpoint("chat", str(tmp_path / "chat"), model_name="primenb/tiny-byte")
+    talk = Conversation(messages=[{"role": "user", "content": "Reverse: abc"}])
+    assert pool.prompt_format(text) == "raw" and pool.prompt_ids(text, talk)[1] == "Reverse: abc"
+    assert pool.prompt_format(chat) == "chat_template"
+    assert pool.prompt_ids(chat, talk)[1] == "<bos>user\nReverse: abc<eos>\n<bos>assistant\n"
+
+
 def test_environment_tokens_get_no_gradient(tmp_path: Path) -> None:
     """One real GRPO step (TRL's trainer, a rollout function returning fixed episodes): the
     gradient is exactly zero at every position whose next token the env mask excludes, and not
@@ -270,3 +294,6 @@ def test_the_built_in_multi_turn_taskset_warms_up_on_ideal_conversations_then_tr
     assert (run.files.checkpoints / "sft_warmup").is_dir() and (run.files.checkpoints / "step_2").is_dir()
     trainer_args = json.loads((run.files.configs / "trainer_args.sft_warmup.json").read_text())["args"]
     assert trainer_args["assistant_only_loss"] is True
+    for folder in ("sft_warmup", "step_2"):  # a server shows them chat through the template they learned
+        note = json.loads((run.files.checkpoints / folder / "primenb_checkpoint.json").read_text())
+        assert note["prompt_format"] == "chat_template"
