@@ -333,7 +333,7 @@ def _note_base(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The weights an adapter's note names (``{"name", "seed", "path"}``), or None when it names
     none; a note of another shape is the checkpoint's fault, said as a 400."""
     base = meta.get("base")
-    if base is None:
+    if base is None or base == {}:  # a full model's note may record no base
         return None
     name, seed, path = (base.get(k) for k in ("name", "seed", "path")) if isinstance(base, dict) else (0, 0, 0)
     if not (

@@ -238,7 +238,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     if hasattr(model, "peft_config"):
         model = model.merge_and_unload()
     ctx.enter_phase(BUILDING_TRAINER)
-    ctx.tokenizer = tok
+    ctx.tokenizer, ctx.base = tok, base  # the warm-up checkpoint's note names the weights it started from
     chat = trains_on_chat(tok)
     wplan = warmup_plan(plan, tiny=is_tiny(plan.model_name))
     sources = build_sources(plan.sources)

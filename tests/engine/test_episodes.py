@@ -145,7 +145,9 @@ def test_a_checkpoint_trained_on_conversations_is_served_through_its_template(tm
         model.save_pretrained(str(folder))
         tok.save_pretrained(str(folder))
         meta: dict[str, Any] = {"step": 1, "mode": "rl", "model": "primenb/tiny-byte", "adapter": False, "base": base}
-        CheckpointDir(folder).write_meta({**meta, "prompt_format": "chat_template"} if chat else meta)
+        # the chat one's note records no base, as warm-up checkpoints did before: still served
+        chat_meta = {**meta, "base": {}, "prompt_format": "chat_template"}
+        CheckpointDir(folder).write_meta(chat_meta if chat else meta)
     pool = ModelPool(device="cpu")
     text = pool.add_checkpoint("text", str(tmp_path / "text"), model_name="primenb/tiny-byte")
     chat = pool.add_checkpoint("chat", str(tmp_path / "chat"), model_name="primenb/tiny-byte")
@@ -297,3 +299,4 @@ def test_the_built_in_multi_turn_taskset_warms_up_on_ideal_conversations_then_tr
     for folder in ("sft_warmup", "step_2"):  # a server shows them chat through the template they learned
         note = json.loads((run.files.checkpoints / folder / "primenb_checkpoint.json").read_text())
         assert note["prompt_format"] == "chat_template"
+        assert note["base"]["name"] == "primenb/tiny-byte"  # the warm-up's note names its weights too
