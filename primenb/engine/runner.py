@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = run_dir.read_config()
         trace.begin(cfg, status.data)
+        if is_main and trace.trace_id:  # the record trust is read from (outside the run directory)
+            from primenb.protocol.provenance import record_engine_run
+
+            record_engine_run(run_dir.root, trace.trace_id)
         plan = build_plan(cfg)
         trace.set_plan(plan)
         status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name, trace_id=trace.trace_id)

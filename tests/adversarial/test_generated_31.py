@@ -69,6 +69,10 @@ def _trace(tmp: Path, sources: Any, *, imported: bool = True) -> Any:
     doc: dict[str, Any] = {"trace_id": "0123456789ab", "name": "bundle", "data": {"train": {"sources": sources}}}
     if imported:
         doc["imported"] = {"from": "/elsewhere", "host": "other"}
+    else:  # made here: the record the engine leaves when it starts a run in this folder
+        from primenb.protocol.provenance import record_engine_run
+
+        record_engine_run(tmp, doc["trace_id"])
     return Trace(doc, tmp)
 
 
