@@ -17,6 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,14 @@ def model_specs(
 
     for ref in traces:
         trace = get(ref)
-        info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
+        try:
+            info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
+        except PrimenbError as exc:  # TraceFieldError: a wrong-typed field; a checkpoint that is gone
+            if len(traces) == 1:
+                raise
+            # plain `serve` (every completed trace): one trace's problem is that trace's, named
+            warnings.warn(f"{exc}; not served", stacklevel=2)
+            continue
         model_name = info.model_id
         kind = finetune_kind(trace, None if host is not None else Path(info.checkpoint))
         common = {
