@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
 from primenb.errors import PrimenbError
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
@@ -174,6 +176,14 @@ def completed_traces() -> list[str]:
 # -- the handle -----------------------------------------------------------------------------------
 
 
+class ServerStats(BaseModel):
+    """The part of ``/admin/stats`` a client reads (the rest is shown as the server sent it)."""
+
+    model_config = ConfigDict(extra="allow")
+    uptime_s: float = Field(ge=0, allow_inf_nan=False)
+    requests: StrictInt = Field(ge=0)
+
+
 @dataclass
 class Server:
     """A running server: ``url`` (``http://127.0.0.1:P/v1``), ``models``, ``pid``; ``remote``: where
@@ -212,7 +222,27 @@ class Server:
         return self
 
     def stats(self) -> dict[str, Any]:
-        return _admin(self, "GET", "/admin/stats")
+        """``/admin/stats``, parsed by a typed model (`ServerStats`): an answer of another shape
+        (a forged record's port, an older server) is a `ServeError` saying so, never a KeyError."""
+        from pydantic import ValidationError
+
+        answer = _admin(self, "GET", "/admin/stats")
+        try:
+            typed = ServerStats.model_validate(answer)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "the answer"
+            raise ServeError(
+                f"{self.url} answered /admin/stats with {where}: {first['msg']}; not a primenb server's answer"
+            ) from None
+        return {**answer, **typed.model_dump(include={"uptime_s", "requests"})}
+
+    def verified(self) -> bool:
+        """Whether the process the record names is the server: a local record's worker is checked
+        when the registry reads it; a remote record's forward here (`remote.forward_verified`)."""
+        if self.remote is None:
+            return registry.live_worker(self.pid)
+        return remote.forward_verified({"url": self.url, "pid": self.pid, "remote": self.remote})
 
     def cards(self) -> list[dict[str, Any]]:
         """The model cards it serves now (``/v1/models``)."""
@@ -538,6 +568,7 @@ def table() -> Any:
 __all__ = [
     "ServeError",
     "Server",
+    "ServerStats",
     "add",
     "check_key_var",
     "completed_traces",
