@@ -211,6 +211,7 @@ class ValidateArgs:
     rl: bool = _rl()
     json: bool = _json()
     lenient: bool = _lenient()
+    fix: bool = flag("--fix", help="rewrite legacy keys in each file (comments kept) when the result validates")
 
 
 @_ARGS

@@ -314,6 +314,32 @@ def _admin(server: Server, method: str, path: str, body: Any = None, timeout: fl
 # -- verbs ----------------------------------------------------------------------------------------
 
 
+MAX_PORT = 65535
+
+
+def check_limits(*, port: Any, max_batch: Any, max_queue: Any, stream_interval: Any) -> None:
+    """The numbers a server starts with, each in its range: a clear error naming the option, never a
+    traceback from the socket (``--port 70000``) nor a value replaced silently (``--max-batch 0``)."""
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not whole(port) or not 0 <= port <= MAX_PORT:
+        raise ServeError(f"--port {str(port)[:20]}: a port is a whole number from 1 to {MAX_PORT} (0: a free one)")
+    for flag, value, low in (
+        ("--max-batch", max_batch, 1),
+        ("--max-queue", max_queue, 1),
+        ("--stream-interval", stream_interval, 1),
+    ):
+        if not whole(value) or not low <= value <= 1_000_000:
+            raise ServeError(f"{flag} {str(value)[:20]}: a whole number from {low} to 1000000")
+
+
+# what a key looks like where a variable's name belongs: a run of hex (a W&B key is 40), or a long
+# word of letters and digits with no `_` (variable names have words; keys do not)
+_KEY_LIKE = re.compile(r"[0-9a-fA-F]{16,}|(?=[A-Za-z0-9]{20,}$)(?=(?:[^0-9]*[0-9]){4})[A-Za-z0-9]+")
+
+
 def check_key_var(name: str | None) -> None:
     """``--api-key-var`` names a variable that holds the key, on any host: a missing or empty one
     would start a server with no key. What was given is never echoed (it may be the key itself,
@@ -323,7 +349,7 @@ def check_key_var(name: str | None) -> None:
     from primenb.protocol.hashing import has_credential
 
     # a token (hf_..., sk-...) is an identifier too: one that looks like a key, or is as long as one, is refused
-    if not registry.KEY_VAR_RE.match(name) or len(name) > 64 or has_credential(name):
+    if not registry.KEY_VAR_RE.match(name) or len(name) > 64 or has_credential(name) or _KEY_LIKE.fullmatch(name):
         raise ServeError(
             "--api-key-var wants the NAME of an environment variable (letters, digits and '_', e.g. "
             "PRIMENB_API_KEY) whose value is the key; what was given is not a name and is not shown, "
@@ -352,6 +378,7 @@ def start(
     """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
     base model(s) under them; return once it answers. Traces trained on an SSH host are served
     there, through a forwarded port here; traces of different hosts are refused."""
+    check_limits(port=port, max_batch=max_batch, max_queue=max_queue, stream_interval=stream_interval)
     if not registry.is_loopback(host) and not api_key_var:
         raise ServeError(
             f"--host {host} makes the server reachable from other machines: it needs an API key. "
@@ -571,6 +598,7 @@ __all__ = [
     "ServerStats",
     "add",
     "check_key_var",
+    "check_limits",
     "completed_traces",
     "find",
     "model_specs",
