@@ -169,3 +169,28 @@ def test_a_run_the_engine_started_leaves_its_record(home: Path) -> None:
     doc: Any = read_trace(run_dir)
     assert doc is not None and trust.made_here(Trace(doc, run_dir))
     assert list((home / "home" / FOLDER).glob("*.json"))
+
+
+def test_only_the_engine_process_writes_the_record_trust_is_read_from() -> None:
+    """The AST scan of round 3, extended to how folders enter: every module that writes a trace or
+    indexes a folder (import, reindex, remote mirrors, hosted mirrors, the launcher's queued trace)
+    is enumerated, and none of them, nor anything else but the engine process, writes a provenance
+    record: entering the index never makes a folder trusted."""
+    import ast
+
+    import primenb
+
+    root = Path(primenb.__file__).parent
+    writers, recorders = set(), set()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in ("write_trace", "index_trace", "reindex", "import_"):
+                writers.add(rel)
+            if name == "record_engine_run":
+                recorders.add(rel)
+    # the enumeration sees the roads it claims to (a rename would make this pass vacuously)
+    assert {"traces/transfer.py", "harness/__init__.py", "backends/remote.py", "backends/queued.py"} <= writers
+    assert recorders == {"engine/runner.py"}, recorders  # (provenance.py defines it)
