@@ -166,7 +166,10 @@ def _json() -> Any:
 
 
 def _trust() -> Any:
-    return flag("--trust", help="an imported trace: run the environment code its config names (refused until trusted)")
+    return flag(
+        "--trust",
+        help="a trace this installation's engine did not make (imported, copied in, synced back): run the environment code it names",
+    )
 
 
 def _server() -> Any:
