@@ -168,7 +168,7 @@ def _json() -> Any:
 def _trust() -> Any:
     return flag(
         "--trust",
-        help="a trace this installation's engine did not make (imported, copied in, synced back): run the environment code it names",
+        help="a trace this installation's engine did not make (imported, copied in): run the environment code it names",
     )
 
 
