@@ -60,10 +60,11 @@ def read_trace_checked(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any] 
     return doc, None
 
 
-# parts of a trace that third parties fill in (a tracker's location is what its library reports:
-# MLFLOW_TRACKING_URI=http://user:pass@host comes back as the run's uri); redacted where a trace is
-# written and where one is read, so an old or copied-in trace shows no credential either
-REDACTED_PARTS = ("trackers",)
+# parts of a trace that can carry a credential the writer did not choose to store: a tracker's
+# location is what its library reports (MLFLOW_TRACKING_URI=http://user:pass@host comes back as the
+# run's uri), and a config recorded before the secret rule saw `Authorization` headers; redacted
+# where a trace is written and where one is read, so an old or copied-in trace shows none either
+REDACTED_PARTS = ("trackers", "config")
 
 
 def redact_recorded(doc: dict[str, Any]) -> dict[str, Any]:

@@ -276,6 +276,8 @@ def test_an_export_of_a_trace_recorded_before_the_rule_holds_no_password(home: P
     write_trace(run_dir, {"trace_id": "0123456789ab", "status": "completed", "name": "old"})
     doc: dict[str, Any] = json.loads((run_dir / "trace.json").read_text())
     doc["trackers"] = {"mlflow": {"uri": _uri("me", "pa55word-old"), "run_id": "r"}}
+    headers = {"Authorization": "Bearer pa55word-old-bearer", "X-Api-Key": "pa55word-old"}
+    doc["config"] = {"orchestrator": {"model": {"client": {"headers": headers}}}}
     (run_dir / "trace.json").write_text(json.dumps(doc))  # as an engine before this rule wrote it
     bundle = h.export(str(run_dir), str(home / "bundle"))
     assert "pa55word-old" not in (bundle / "trace.json").read_text()
