@@ -166,7 +166,10 @@ def _json() -> Any:
 
 
 def _trust() -> Any:
-    return flag("--trust", help="an imported trace: run the environment code its config names (refused until trusted)")
+    return flag(
+        "--trust",
+        help="a trace this installation's engine did not make (imported, copied in): run the environment code it names",
+    )
 
 
 def _server() -> Any:
@@ -211,6 +214,7 @@ class ValidateArgs:
     rl: bool = _rl()
     json: bool = _json()
     lenient: bool = _lenient()
+    fix: bool = flag("--fix", help="rewrite legacy keys in each file (comments kept) when the result validates")
 
 
 @_ARGS

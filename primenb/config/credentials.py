@@ -20,14 +20,7 @@ from typing import Any
 from primenb.config.limits import value_problems
 from primenb.config.positions import Path
 from primenb.config.problem import Problem
-from primenb.protocol.hashing import is_secret_name
-
-# `${HF_TOKEN}`: the whole value names an environment variable
-_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
-
-
-def is_placeholder(value: str) -> bool:
-    return _PLACEHOLDER.fullmatch(value) is not None
+from primenb.protocol.hashing import is_placeholder, is_secret_name  # the one secret rule
 
 
 def credentials(data: Any) -> Iterator[Problem]:

@@ -6,6 +6,7 @@ writes files. Exit code: 0 completed or stopped, 1 failed, 130 aborted by a seco
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -90,6 +91,22 @@ def _denies(run_dir: RunDir) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The engine process; its stdout and stderr (logs/launcher.log) pass the secret rule, since
+    libraries print there without the engine's log filter (MLflow's run URL with its password)."""
+    from primenb.protocol.privacy import RedactingStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        return _main(argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m primenb.engine RUN_DIR", file=sys.stderr)
@@ -139,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = run_dir.read_config()
         trace.begin(cfg, status.data)
+        if is_main and trace.trace_id:  # the record trust is read from (outside the run directory)
+            from primenb.protocol.provenance import record_engine_run
+
+            record_engine_run(run_dir.root, trace.trace_id)
         plan = build_plan(cfg)
         trace.set_plan(plan)
         status.update(mode=plan.mode, max_steps=plan.max_steps, model=plan.model_name, trace_id=trace.trace_id)

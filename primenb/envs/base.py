@@ -118,13 +118,15 @@ class Environment:
     # -- scoring --------------------------------------------------------------------------------
     def score(self, prompts: list[Any], completions: list[Any], rows: list[Row]) -> list[float]:
         """Weighted sum of all reward functions for each completion."""
+        from primenb.envs.guard import weighted_total
+
         columns = {key: [row.get(key) for row in rows] for key in _row_keys(rows)}
-        total = [0.0] * len(completions)
+        terms: list[list[tuple[float, float]]] = [[] for _ in completions]
         for func, weight in zip(self.reward_funcs, self.reward_weights or [], strict=True):
             values = func(prompts=prompts, completions=completions, **columns)
             for i, value in enumerate(values):
-                total[i] += weight * float(value if value is not None else 0.0)
-        return total
+                terms[i].append((weight, float(value if value is not None else 0.0)))
+        return [weighted_total(t, self.id) for t in terms]  # finite: +-MAX_TERM per term
 
     def is_correct(self, completion: Any, row: Row) -> bool | None:
         """Exact-match test for evaluation: with a ``parser``, whether the parsed answer equals

@@ -187,7 +187,9 @@ def score_each(
     columns = {k: [v] for k, v in row.items() if k != "prompt"}
     columns.setdefault("info", [{}])
     prompt = [env.format_prompt(row["prompt"], chat=False)]
-    total = 0.0
+    from primenb.envs.guard import weighted_total
+
+    terms: list[tuple[float, float]] = []
     by_func: dict[str, float | str] = {}
     for func, weight in zip(env.reward_funcs, env.reward_weights or [], strict=True):
         name = getattr(func, "__name__", "reward")
@@ -204,8 +206,8 @@ def score_each(
             by_func[name] = error_text(exc)[:300]
             continue
         by_func[name] = value
-        total += float(weight) * value
-    return total, by_func
+        terms.append((float(weight), value))
+    return weighted_total(terms, env.id), by_func  # finite: two 1e308 are clamped, never inf
 
 
 def sample(env: Environment, row: Row) -> Sample:

@@ -205,4 +205,58 @@ def guard(func: Callable[..., Any], env_id: str) -> Callable[..., Any]:
     return GuardedReward(func, env_id)
 
 
-__all__ = ["FAILED_SCORE", "GuardedReward", "PartialScores", "checked_score", "guard", "to_score"]
+# -- weighted totals ---------------------------------------------------------------------------
+# Each score is finite (`to_score`), but a weighted sum of finite scores need not be: two functions
+# returning 1e308 sum to inf, and inf - inf is NaN (a reward mean of inf, a NaN advantage). The
+# decision: keep every total finite by clamping each weighted term to +-MAX_TERM, with a warning
+# that names the environment. Values that large carry no information a mean could use; refusing
+# them would stop an eval or a run over one absurd function, where a clamp keeps the ordering.
+MAX_TERM = 1e290  # any realistic count of terms sums far below the float range
+
+
+class RewardTotalWarning(UserWarning):
+    """A weighted reward term was beyond +-MAX_TERM (or not finite) and was clamped."""
+
+
+def bounded_term(weight: float, value: float) -> tuple[float, bool]:
+    """``weight * value`` kept within +-`MAX_TERM`; True when it had to be clamped."""
+    term = float(weight) * float(value)
+    if math.isnan(term):  # 0 * inf cannot happen for finite scores; a NaN weight is refused earlier
+        return 0.0, True
+    if abs(term) > MAX_TERM:
+        return math.copysign(MAX_TERM, term), True
+    return term, False
+
+
+def weighted_total(terms: Any, env_id: str = "") -> float:
+    """The weighted sum of ``(weight, value)`` pairs, always finite (`bounded_term`); a clamp is
+    reported once per call as a `RewardTotalWarning` naming ``env_id``."""
+    import warnings
+
+    total, clamped = 0.0, False
+    for weight, value in terms:
+        term, was = bounded_term(weight, value)
+        total += term
+        clamped = clamped or was
+    if clamped:
+        warnings.warn(
+            f"environment {env_id[:200]!r}: a weighted reward was beyond +-{MAX_TERM:g} and was clamped to it "
+            "(scores that large cannot be summed or averaged); scale the reward functions down",
+            RewardTotalWarning,
+            stacklevel=3,
+        )
+    return total
+
+
+__all__ = [
+    "FAILED_SCORE",
+    "MAX_TERM",
+    "GuardedReward",
+    "PartialScores",
+    "RewardTotalWarning",
+    "bounded_term",
+    "checked_score",
+    "guard",
+    "to_score",
+    "weighted_total",
+]

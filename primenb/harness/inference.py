@@ -77,17 +77,87 @@ def trained(ref: Any, checkpoint: str | None = None, *, trust: bool = False) -> 
     return describe(trace, ckpt, trust=trust)
 
 
+MAX_SEED = 2**63 - 1  # what every seeded library takes
+
+
+class TraceFieldError(PrimenbError):
+    """A field inference needs has the wrong type in a trace: that trace's problem, named."""
+
+
+def _field_error(trace: Trace, field: str, value: Any, want: str) -> TraceFieldError:
+    shown = repr(value)[:80] if value is not _DROPPED else "a value of the wrong type (left out when read)"
+    return TraceFieldError(
+        f"trace {trace.id} ({trace.name[:80]}): {field} in its trace.json is {shown}, not {want}; its model "
+        "cannot be rebuilt from it (other traces are not affected). Fix the field in trace.json, or "
+        "re-import the trace from a good bundle"
+    )
+
+
+_DROPPED = object()  # the typed reader left a wrong-typed field out: its warning names it
+
+
+def _dropped(trace: Trace, field: str) -> bool:
+    """Whether the typed reader (`primenb.protocol.documents.TraceDoc`) left ``field`` (or a part
+    above it) out of the trace as read."""
+    parts = field.split(".")
+    above = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    for warning in getattr(trace.doc, "warnings", ()):
+        loc = str(warning).removeprefix("trace.json: ").split(":", 1)[0]
+        if loc in above:
+            return True
+    return False
+
+
+def model_of(trace: Trace) -> tuple[str, int]:
+    """``(model id, base seed)`` of a trace, typed: every field read here is checked, so a wrong type
+    (an imported trace's ``model.base = "x"``, a seed ``"abc"``) raises `TraceFieldError` naming
+    the trace and the field, never a traceback. The seed comes from ``model.base.seed``, else the
+    config's ``[primenb] seed``, else 0."""
+    doc = trace.doc
+    model = doc.get("model")
+    if model is None and _dropped(trace, "model"):
+        raise _field_error(trace, "model", _DROPPED, "an object")
+    if model is not None and not isinstance(model, dict):
+        raise _field_error(trace, "model", model, "an object")
+    model = model or {}
+    model_id = model.get("id")
+    if model_id is None and _dropped(trace, "model.id"):
+        raise _field_error(trace, "model.id", _DROPPED, "a model name")
+    if model_id is not None and not (isinstance(model_id, str) and model_id.strip()):
+        raise _field_error(trace, "model.id", model_id, "a model name")
+    base = model.get("base")
+    if base is None and _dropped(trace, "model.base"):
+        raise _field_error(trace, "model.base", _DROPPED, "an object")
+    if base is not None and not isinstance(base, dict):
+        raise _field_error(trace, "model.base", base, "an object")
+    field, seed = "model.base.seed", (base or {}).get("seed")
+    if seed is None and _dropped(trace, field):
+        raise _field_error(trace, field, _DROPPED, f"an integer seed from 0 to {MAX_SEED}")
+    if seed is None:
+        config = doc.get("config")
+        primenb = config.get("primenb") if isinstance(config, dict) else None
+        if primenb is not None and not isinstance(primenb, dict):
+            raise _field_error(trace, "config.primenb", primenb, "a table")
+        field, seed = "config.primenb.seed", (primenb or {}).get("seed")
+    if seed is None:
+        seed = 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise _field_error(trace, field, seed, f"an integer seed from 0 to {MAX_SEED}")
+    return (model_id or DEFAULT_MODEL), seed
+
+
 def describe(trace: Trace, ckpt: Path, *, trust: bool = False) -> Trained:
     """A trace's model with its checkpoint at ``ckpt``, unchecked: a path on another host (a
-    trace served where it trained) cannot be checked here."""
+    trace served where it trained) cannot be checked here. Its fields are read typed
+    (`model_of`): a wrong one raises `TraceFieldError` naming the trace."""
     from primenb.engine.inference import Trained
 
-    base_seed = (trace.model.get("base") or {}).get("seed") or (trace.config.get("primenb") or {}).get("seed") or 0
+    model_id, base_seed = model_of(trace)
     return Trained(
         key=trace.id,
-        model_id=str(trace.model.get("id") or DEFAULT_MODEL),
+        model_id=model_id,
         checkpoint=ckpt,
-        base_seed=int(base_seed),
+        base_seed=base_seed,
         environment=prompt_environment(trace, "generate", trust=trust),
         default_tokens=_default_tokens(trace),
     )

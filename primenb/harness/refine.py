@@ -34,12 +34,30 @@ class ApplyRefused(PrimenbError):
 def _config_text(trace: Trace) -> str:
     path = RunDir(trace.run_dir).config_toml
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         raise PrimenbError(
-            f"trace {trace.id} has no config text ({path} is missing); it was not "
+            f"trace {trace.id} has no config text ({path} is missing or unreadable); it was not "
             "launched through primenb's launcher, so it cannot be re-launched"
         ) from None
+    if _holds_no_setting(text):  # an emptied bundle would launch an all-default run, not this trace's
+        raise ApplyRefused(
+            f"trace {trace.id} ({trace.name}): its {path.name} holds no settings, so it does not say what "
+            "this trace trained; nothing was launched. Restore the file (a bundle's configs/config.toml) "
+            "or start a new run from a config of your own with %prime_train"
+        )
+    return text
+
+
+def _holds_no_setting(text: str) -> bool:
+    import tomllib
+
+    if not text.strip():
+        return True
+    try:
+        return not tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return False  # a broken file gets the validator's located errors, later
 
 
 def _launch(config: Config, *, name: str, backend: str | None, lineage: Lineage) -> Run:

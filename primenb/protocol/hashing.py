@@ -13,30 +13,56 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# The one secret rule (config errors, trace/env-var redaction): a name whose last part says it
-# holds a credential: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, SSH_PRIVATE_KEY.
-# `max_tokens` or `api_key_var` (which names a variable) are not secrets.
+# The one secret rule (config errors, trace/env-var/log redaction, sidebar answers, exports): by
+# name, by shape and by place.
+#
+# Names: a name whose last word says it holds a credential, whatever its separators or case (the
+# name is split into words first: `api-key`, `apiKey`, `X-Api-Key`, `accessToken`, `HF_TOKEN`,
+# `AWS_SECRET_ACCESS_KEY`, `db.password`), and the HTTP headers that carry one (`Authorization`,
+# `Proxy-Authorization`, `Cookie`, `Set-Cookie`). `max_tokens` or `api_key_var` (which names a
+# variable) are not secrets.
 SECRET_NAME = re.compile(
-    r"(^|_)(API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|SECRET(_?KEY)?|TOKEN|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
+    r"(^|_)(API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|SECRET(_?KEY)?|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?"
+    r"|AUTHORIZATION|COOKIE)$",
+    re.IGNORECASE,
 )
+MAX_NAME = 200  # characters of a name looked at (its end: the last word decides)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
 REDACTED = "***redacted***"
-# values that are secrets whatever their key is called (hub tokens, API keys, cloud keys)
+# Shapes: values that are secrets whatever their key is called (hub tokens, API keys, cloud keys,
+# PEM private keys, bearer credentials)
 _SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|pk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{30,}|AIza[0-9A-Za-z_\-]{35}"
+    r"|(?:sk|rk)_live_[A-Za-z0-9]{16,}"
     # a JWT can fail late (no dots after a long run): it starts only where a token starts and its
     # parts are possessive, so `eyJeyJeyJ...` is one failed attempt, not one per `eyJ` (linear)
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{20,}+\.[A-Za-z0-9_\-]{10,}+"
-    r"\.[A-Za-z0-9_\-]{10,}+)"
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{20,}+\.[A-Za-z0-9_\-]{10,}+"
+    r"\.[A-Za-z0-9_\-]{10,}+"
+    # a PEM private key block, whole (or to the end of the text when its END line is missing)
+    r"|-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----(?:[^-]|-(?!----END))*+(?:-----END[A-Z ]{0,40}PRIVATE KEY-----)?"
+    # `Bearer <token>`, as an Authorization header's value
+    r"|(?<![A-Za-z])[Bb]earer[ \t]+(?!\$\{)[A-Za-z0-9._~+/\-]{12,}=*)"
 )
 
-# credentials that ride on innocent names: `https://user:pass@host`, `--password=...`, `--hf-token X`
+# Places: credentials that ride on innocent names: `https://user:pass@host`, `--password=...`,
+# `--hf-token X`, a header line `Authorization: ...`. A `${VAR}` placeholder holds no secret.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,20}://)(?P<info>[^\s/@:]*:[^\s/@]*|[^\s/@:]+)@")
+_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 # a flag or variable name that ENDS in a secret word (`--hf-token`, `--api-key`, `db_password`);
 # `--max-num-batched-tokens` does not
 _SECRET_WORD_END = re.compile(r"(?:^|[-_])(?:token|key|secret|password|passwd|pass|pwd|credentials?)$", re.I)
 # candidates start only after a non-word character (the lookbehind), so scanning stays linear
 _FLAG = re.compile(r"(?<![\w-])(?P<flag>--?[A-Za-z0-9][A-Za-z0-9_-]*)(?P<sep>=|[ \t]+)(?P<value>[^\s-]\S*)")
 _ASSIGN = re.compile(r"(?<![\w-])(?P<flag>[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=)(?P<value>[^\s&;,]+)")
+# a header line as a log or an error prints it: `Authorization: Basic ...`, `Cookie: a=b; c=d`
+_HEADER = re.compile(
+    r"(?<![\w-])(?P<flag>(?:proxy-)?authorization|(?:set-)?cookie|x-[a-z0-9-]{0,40}(?:key|token|secret))"
+    r"(?P<sep>[\"']?[ \t]*[:=][ \t]*[\"']?)(?P<value>[^\s\"'][^\r\n\"']*)",
+    re.IGNORECASE,
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -103,30 +129,67 @@ def private_digest(text: str) -> str:
 # secrets
 
 
+def name_words(name: str) -> str:
+    """``name``'s words in capitals joined by ``_`` (`apiKey`, `X-Api-Key`, `api.key` -> `API_KEY`,
+    `X_API_KEY`, `API_KEY`): every spelling of a name compares as one."""
+    text = str(name)[-MAX_NAME:]
+    return _NOT_WORD.sub("_", _CAMEL.sub("_", text)).strip("_").upper()
+
+
 def is_secret_name(name: str) -> bool:
-    """Names that hold a credential (`SECRET_NAME`): their values are never stored."""
-    return SECRET_NAME.search(str(name)) is not None
+    """Names that hold a credential (`SECRET_NAME`, any separator or case): their values are never
+    stored."""
+    return SECRET_NAME.search(name_words(name)) is not None
+
+
+def is_placeholder(value: str) -> bool:
+    """``${VAR}`` (optionally after a scheme word: ``Bearer ${TOKEN}``): names an environment
+    variable and holds no secret."""
+    if not isinstance(value, str) or not _PLACEHOLDER.search(value):
+        return False
+    rest = _PLACEHOLDER.sub("", value).strip()
+    return rest in ("", "Bearer", "bearer", "Basic", "basic", "Token", "token")
 
 
 def redact_text(text: str) -> str:
-    """``text`` with secret-looking substrings replaced: hub tokens and API keys, the user:password
-    of URLs, the values of ``--password=X`` / ``--hf-token X`` flags and ``api_key=X`` pairs.
-    Linear time (no nested quantifiers), so a log line of any length is cheap."""
+    """``text`` with secret-looking substrings replaced: hub tokens, API keys, PEM private keys and
+    bearer credentials, the user:password of any URI (not a ``${VAR}`` one), the values of
+    ``--password=X`` / ``--hf-token X`` flags, ``api_key=X`` / ``apiKey=X`` pairs and
+    ``Authorization: ...`` / ``Cookie: ...`` lines. Linear time (no nested quantifiers), so a log
+    line of any length is cheap."""
     if not isinstance(text, str):
         return text
     text = _SECRET_VALUE.sub(REDACTED, text)
     if "://" in text:
-        text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+        text = _URL_USERINFO.sub(_hide_userinfo, text)
     if "-" in text:
         text = _FLAG.sub(_hide_value, text)
     if "=" in text:
         text = _ASSIGN.sub(_hide_value, text)
+    if ":" in text or "=" in text:
+        text = _HEADER.sub(_hide_header, text)
     return text
+
+
+def _hide_userinfo(m: re.Match[str]) -> str:
+    info = m.group("info")
+    if _PLACEHOLDER.sub("", info).strip(":") == "" or info.startswith(REDACTED):
+        return m.group(0)
+    return f"{m.group('scheme')}{REDACTED}@"
 
 
 def _hide_value(m: re.Match[str]) -> str:
     value = m.group("value")
-    if not _SECRET_WORD_END.search(m.group("flag").lstrip("-")) or value.startswith(REDACTED):
+    flag = m.group("flag").lstrip("-")
+    secret = _SECRET_WORD_END.search(flag) or is_secret_name(flag)
+    if not secret or value.startswith(REDACTED) or is_placeholder(value):
+        return m.group(0)
+    return f"{m.group('flag')}{m.group('sep')}{REDACTED}"
+
+
+def _hide_header(m: re.Match[str]) -> str:
+    value = m.group("value")
+    if value.startswith(REDACTED) or is_placeholder(value.strip()) or not is_secret_name(m.group("flag")):
         return m.group(0)
     return f"{m.group('flag')}{m.group('sep')}{REDACTED}"
 
@@ -160,8 +223,8 @@ def redact(value: Any, *, key: str | None = None) -> Any:
         return out
     if isinstance(value, str):
         # `api_key_var = "VLLM_API_KEY"` names a variable: not a secret, unless it looks like one
-        names_a_variable = key is not None and key.lower().endswith(("_var", "_env", "_env_var"))
-        if key is not None and is_secret_name(key) and value and not names_a_variable:
+        names_a_variable = key is not None and name_words(key).endswith(("_VAR", "_ENV", "_ENV_VAR"))
+        if key is not None and is_secret_name(key) and value and not names_a_variable and not is_placeholder(value):
             return REDACTED
         return redact_text(value)
     return value
@@ -183,8 +246,10 @@ __all__ = [
     "canonical_json",
     "combine",
     "has_credential",
+    "is_placeholder",
     "is_secret_flag",
     "is_secret_name",
+    "name_words",
     "private_digest",
     "redact",
     "redact_text",

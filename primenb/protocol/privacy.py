@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -134,9 +135,65 @@ class LogFilter(logging.Filter):
         return True
 
 
+_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END[A-Z ]{0,40}PRIVATE KEY-----")
+
+
+class RedactingStream:
+    """A text stream (the engine's stdout and stderr: logs/launcher.log) that applies the secret rule
+    to whole lines before they are written: what third-party libraries print there themselves
+    (MLflow's "View run at http://user:pass@host" lines, a client's header dump) never passes
+    through the engine's log filter. Whole lines, so a secret split across two writes is seen;
+    a partial line is written when the stream is flushed (progress bars, the interpreter's exit)."""
+
+    MAX_PENDING = 64 * 1024  # characters of an unfinished line held back
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._pending = ""
+        self._in_key = False  # inside a PEM private key block printed over several lines
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            return int(self._inner.write(text))
+        self._pending += text
+        if "\n" in text:
+            done, _, self._pending = self._pending.rpartition("\n")
+            self._inner.write("".join(self._line(line) for line in (done + "\n").splitlines(keepends=True)))
+        if len(self._pending) > self.MAX_PENDING:
+            self._write_pending()
+        return len(text)
+
+    def _line(self, line: str) -> str:
+        """One whole line, redacted; the lines of a private key block after its BEGIN line vanish."""
+        if self._in_key:
+            self._in_key = not _PEM_END.search(line)
+            return ""
+        if _PEM_BEGIN.search(line) and not _PEM_END.search(line):
+            self._in_key = True
+        return redact_text(line)
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, ""
+            self._inner.write(redact_text(pending))
+
+    def flush(self) -> None:
+        self._write_pending()
+        self._inner.flush()
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer...: the stream's own
+        return getattr(self._inner, name)
+
+
 __all__ = [
     "WITHHELD",
     "LogFilter",
+    "RedactingStream",
     "config_denies",
     "error_text",
     "frames_only",

@@ -54,15 +54,34 @@ def read_trace_checked(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any] 
     doc, why = read_document(TraceDoc, RunDir(run_dir).trace_path)
     if doc is None:
         return None, why
+    redact_recorded(doc)
     if not doc.get("trace_id"):
         return None, "it has no trace_id"
     return doc, None
+
+
+# parts of a trace that can carry a credential the writer did not choose to store: a tracker's
+# location is what its library reports (MLFLOW_TRACKING_URI=http://user:pass@host comes back as the
+# run's uri), and a config recorded before the secret rule saw `Authorization` headers; redacted
+# where a trace is written and where one is read, so an old or copied-in trace shows none either
+REDACTED_PARTS = ("trackers", "config")
+
+
+def redact_recorded(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the secret rule applied to `REDACTED_PARTS` (in place; returned)."""
+    from primenb.protocol.hashing import redact
+
+    for part in REDACTED_PARTS:
+        if part in doc:
+            doc[part] = redact(doc[part])
+    return doc
 
 
 def write_trace(run_dir: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     """Atomically replace trace.json; every write bumps ``revision`` (newest wins in the index)."""
     from primenb.protocol.rundir import atomic_write_json
 
+    redact_recorded(doc)
     revision = doc.get("revision")
     doc["revision"] = (revision if isinstance(revision, int) and not isinstance(revision, bool) else 0) + 1
     doc["updated_at"] = now_iso()
@@ -330,5 +349,6 @@ __all__ = [
     "read_trace",
     "read_trace_checked",
     "reconcile",
+    "redact_recorded",
     "write_trace",
 ]

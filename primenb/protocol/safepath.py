@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 from primenb.errors import PrimenbError
@@ -33,6 +34,10 @@ def name_problem(name: object) -> str | None:
         return "it contains a path separator"
     if "\x00" in name or any(ord(c) < 32 for c in name):
         return "it contains control characters"
+    if any(unicodedata.category(c) in ("Cf", "Cc", "Cs") for c in name):
+        # U+202E and the other bidirectional and invisible format characters make a name read as
+        # another one (``run\u202egnp.exe``) in listings, the sidebar and a terminal
+        return "it contains invisible or bidirectional formatting characters (such as U+202E)"
     if name != name.strip():
         return "it starts or ends with whitespace"
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:

@@ -17,9 +17,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from primenb.errors import PrimenbError
 from primenb.protocol.checkpoint import CheckpointDir
@@ -104,7 +107,14 @@ def model_specs(
 
     for ref in traces:
         trace = get(ref)
-        info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
+        try:
+            info = trained(trace) if host is None else describe(trace, Path(remote.checkpoint_on(host, trace)))
+        except PrimenbError as exc:  # TraceFieldError: a wrong-typed field; a checkpoint that is gone
+            if len(traces) == 1:
+                raise
+            # plain `serve` (every completed trace): one trace's problem is that trace's, named
+            warnings.warn(f"{exc}; not served", stacklevel=2)
+            continue
         model_name = info.model_id
         kind = finetune_kind(trace, None if host is not None else Path(info.checkpoint))
         common = {
@@ -166,6 +176,14 @@ def completed_traces() -> list[str]:
 # -- the handle -----------------------------------------------------------------------------------
 
 
+class ServerStats(BaseModel):
+    """The part of ``/admin/stats`` a client reads (the rest is shown as the server sent it)."""
+
+    model_config = ConfigDict(extra="allow")
+    uptime_s: float = Field(ge=0, allow_inf_nan=False)
+    requests: StrictInt = Field(ge=0)
+
+
 @dataclass
 class Server:
     """A running server: ``url`` (``http://127.0.0.1:P/v1``), ``models``, ``pid``; ``remote``: where
@@ -208,7 +226,27 @@ class Server:
         return self
 
     def stats(self) -> dict[str, Any]:
-        return _admin(self, "GET", "/admin/stats")
+        """``/admin/stats``, parsed by a typed model (`ServerStats`): an answer of another shape
+        (a forged record's port, an older server) is a `ServeError` saying so, never a KeyError."""
+        from pydantic import ValidationError
+
+        answer = _admin(self, "GET", "/admin/stats")
+        try:
+            typed = ServerStats.model_validate(answer)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "the answer"
+            raise ServeError(
+                f"{self.url} answered /admin/stats with {where}: {first['msg']}; not a primenb server's answer"
+            ) from None
+        return {**answer, **typed.model_dump(include={"uptime_s", "requests"})}
+
+    def verified(self) -> bool:
+        """Whether the process the record names is the server: a local record's worker is checked
+        when the registry reads it; a remote record's forward here (`remote.forward_verified`)."""
+        if self.remote is None:
+            return registry.live_worker(self.pid)
+        return remote.forward_verified({"url": self.url, "pid": self.pid, "remote": self.remote})
 
     def cards(self) -> list[dict[str, Any]]:
         """The model cards it serves now (``/v1/models``)."""
@@ -280,6 +318,32 @@ def _admin(server: Server, method: str, path: str, body: Any = None, timeout: fl
 # -- verbs ----------------------------------------------------------------------------------------
 
 
+MAX_PORT = 65535
+
+
+def check_limits(*, port: Any, max_batch: Any, max_queue: Any, stream_interval: Any) -> None:
+    """The numbers a server starts with, each in its range: a clear error naming the option, never a
+    traceback from the socket (``--port 70000``) nor a value replaced silently (``--max-batch 0``)."""
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not whole(port) or not 0 <= port <= MAX_PORT:
+        raise ServeError(f"--port {str(port)[:20]}: a port is a whole number from 1 to {MAX_PORT} (0: a free one)")
+    for flag, value, low in (
+        ("--max-batch", max_batch, 1),
+        ("--max-queue", max_queue, 1),
+        ("--stream-interval", stream_interval, 1),
+    ):
+        if not whole(value) or not low <= value <= 1_000_000:
+            raise ServeError(f"{flag} {str(value)[:20]}: a whole number from {low} to 1000000")
+
+
+# what a key looks like where a variable's name belongs: a run of hex (a W&B key is 40), or a long
+# word of letters and digits with no `_` (variable names have words; keys do not)
+_KEY_LIKE = re.compile(r"[0-9a-fA-F]{16,}|(?=[A-Za-z0-9]{20,}$)(?=(?:[^0-9]*[0-9]){4})[A-Za-z0-9]+")
+
+
 def check_key_var(name: str | None) -> None:
     """``--api-key-var`` names a variable that holds the key, on any host: a missing or empty one
     would start a server with no key. What was given is never echoed (it may be the key itself,
@@ -289,7 +353,7 @@ def check_key_var(name: str | None) -> None:
     from primenb.protocol.hashing import has_credential
 
     # a token (hf_..., sk-...) is an identifier too: one that looks like a key, or is as long as one, is refused
-    if not registry.KEY_VAR_RE.match(name) or len(name) > 64 or has_credential(name):
+    if not registry.KEY_VAR_RE.match(name) or len(name) > 64 or has_credential(name) or _KEY_LIKE.fullmatch(name):
         raise ServeError(
             "--api-key-var wants the NAME of an environment variable (letters, digits and '_', e.g. "
             "PRIMENB_API_KEY) whose value is the key; what was given is not a name and is not shown, "
@@ -318,6 +382,7 @@ def start(
     """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
     base model(s) under them; return once it answers. Traces trained on an SSH host are served
     there, through a forwarded port here; traces of different hosts are refused."""
+    check_limits(port=port, max_batch=max_batch, max_queue=max_queue, stream_interval=stream_interval)
     if not registry.is_loopback(host) and not api_key_var:
         raise ServeError(
             f"--host {host} makes the server reachable from other machines: it needs an API key. "
@@ -538,8 +603,10 @@ def table() -> Any:
 __all__ = [
     "ServeError",
     "Server",
+    "ServerStats",
     "add",
     "check_key_var",
+    "check_limits",
     "completed_traces",
     "find",
     "model_specs",

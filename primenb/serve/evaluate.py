@@ -18,6 +18,7 @@ import html
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +157,11 @@ def _serves(server: client.Server, targets: list[Target]) -> bool:
 def _server_for(targets: list[Target]) -> tuple[client.Server, bool]:
     """A running server that serves every target, or a new one (``True``: this eval started it)."""
     for s in client.servers():
+        if not s.verified():  # a record is data: its remote part is checked before a prompt goes there
+            warnings.warn(
+                f"the server record of {s.url} (pid {s.pid}) is not backed by its process; not used", stacklevel=2
+            )
+            continue
         if _serves(s, targets):
             _bind(targets, s)
             return s, False

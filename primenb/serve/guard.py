@@ -10,6 +10,7 @@ server never answers). Then the Bearer key when one is set, 503 while stopping, 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from pathlib import Path
@@ -22,7 +23,12 @@ from primenb.protocol.rundir import RunDir
 from primenb.serve.wire import error_body
 
 MAX_BODY = 4 << 20  # bytes of a request body: a prompt of ~1M tokens, far past any context here
-_LOOPBACK_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?")
+# any 127/8 address (`--host 127.0.0.2` is loopback too), localhost, [::1]: never a domain name
+_LOOPBACK_HOST = re.compile(r"(127(\.[0-9]{1,3}){3}|localhost|\[::1\])(:[0-9]{1,5})?")
+# headers whose one value decides a refusal: sent twice, which one counts is ambiguous (a proxy may
+# read the first, a dict the last: a `text/plain` POST once reached /admin/shutdown), so refused
+_SINGLE = ("host", "origin", "content-type", "content-length", "authorization")
+BODY_TIMEOUT_S = 30.0  # a request body that does not arrive in this time is refused (slow clients)
 
 
 def _json(body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> Response:
@@ -45,8 +51,15 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        refusal = self._refuse(scope, headers)
+        raw = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers") or []]
+        headers = dict(raw)
+        names = [k for k, _ in raw]
+        twice = next((h for h in _SINGLE if names.count(h) > 1), None)
+        refusal = (
+            _refusal(f"The {twice!r} header was sent more than once; send it once.", 400)
+            if twice is not None
+            else self._refuse(scope, headers)
+        )
         if refusal is None and scope.get("method") == "POST":
             body, refusal = await self._read_body(receive, headers)
             if refusal is None:
@@ -88,8 +101,13 @@ class Guard:
         if declared.isdigit() and int(declared) > limit:
             return b"", too_big
         chunks, size = [], 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + BODY_TIMEOUT_S
         while True:
-            message = await receive()
+            try:  # a client that trickles its body (or never sends it) does not hold a slot for ever
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return b"", _refusal(f"The request body did not arrive within {BODY_TIMEOUT_S:g} s.", 408)
             if message["type"] != "http.request":
                 return b"", _refusal("The client went away.", 400)
             chunk = message.get("body", b"")

@@ -70,6 +70,33 @@ def start(
     return record
 
 
+def forward_verified(record: dict[str, Any]) -> bool:
+    """Whether a remote server's record is backed by the process it names, as a local record is by
+    its worker: ``pid`` is our ``ssh -N -L`` with the record's forward spec, and that spec binds the
+    record's URL port here and reaches the record's port there. A forged record (any pid, any port)
+    is not, so nothing is sent to whatever it names."""
+    import urllib.parse
+
+    from primenb.backends.ssh_serve import forward_running
+
+    remote = record.get("remote")
+    if not isinstance(remote, dict):
+        return False
+    spec = str(remote.get("forward") or "")
+    parts = spec.rsplit(":", 3)
+    try:
+        url_port = urllib.parse.urlsplit(str(record.get("url") or "")).port
+        local_port, there = int(parts[1]), int(parts[3])
+    except (ValueError, IndexError):
+        return False
+    return (
+        len(parts) == 4
+        and url_port == local_port
+        and there == remote.get("port")
+        and forward_running(int(record["pid"]), spec)
+    )
+
+
 def revive(record: dict[str, Any]) -> dict[str, Any]:
     """A remote server whose local forward died gets a new one (same port when free); the record
     as it is now. When the host cannot be reached it stays as it was (``list`` shows it idle)."""
@@ -139,6 +166,7 @@ __all__ = [
     "checkpoint_on",
     "current",
     "describe",
+    "forward_verified",
     "host_key",
     "host_of",
     "one_host",

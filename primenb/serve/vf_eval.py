@@ -127,6 +127,7 @@ def _reward(name: str, func: Callable[..., Any], weight: float, row: dict[str, A
     from verifiers.v1.types import content_text
 
     from primenb.envs.catalog import REWARD_CALL_TIMEOUT, call_bounded
+    from primenb.envs.guard import bounded_term
 
     cols = {k: [v] for k, v in row.items() if k != "prompt"}
 
@@ -138,7 +139,10 @@ def _reward(name: str, func: Callable[..., Any], weight: float, row: dict[str, A
             call_bounded, func, REWARD_CALL_TIMEOUT, prompts=[task.text_prompt], completions=[text], **cols
         )
         value = float(values[0] if values[0] is not None else 0.0)  # as Environment.score counts None
-        return value if math.isfinite(value) else 0.0
+        if not math.isfinite(value):
+            return 0.0
+        term, clamped = bounded_term(weight, value)  # verifiers sums weight * value: keep it finite
+        return term / weight if clamped and weight else value
 
     reward.__name__ = name
     reward.reward = True  # type: ignore[attr-defined]

@@ -51,7 +51,7 @@ def backfill(ref: Any, kind: str, *, timeout: float = 900) -> dict[str, str]:
     if "error" in answer:
         raise PrimenbError(str(answer["error"]))
     where = answer["where"]
-    return {str(k): str(v) for k, v in where.items()} if isinstance(where, dict) else {}
+    return {str(k): redact_text(str(v)) for k, v in where.items()} if isinstance(where, dict) else {}
 
 
 def _send(ref: Any, kind: str) -> dict[str, str]:

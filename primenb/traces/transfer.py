@@ -99,6 +99,7 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in _COPY:
         _copy(trace.run_dir / name, dest / name)
+    _redact_copied_trace(dest)
     manifest: dict[str, Any] = {
         "version": MANIFEST_VERSION,
         "trace_id": trace.id,
@@ -124,6 +125,20 @@ def export(ref: Any, path: str | os.PathLike[str]) -> Path:
             manifest["base"] = {"dir": "base", "original": base_path}
     atomic_write_json(dest / MANIFEST, manifest)
     return dest
+
+
+def _redact_copied_trace(dest: Path) -> None:
+    """A bundle's trace.json with its third-party parts redacted (a trace recorded before the rule
+    covered them still held a tracker URI's password)."""
+    from primenb.protocol.record import redact_recorded
+
+    path = dest / TRACE_FILE
+    if path.is_file():
+        try:
+            doc = read_json_object(path)
+        except (OSError, ValueError, PrimenbError):
+            return
+        atomic_write_json(path, redact_recorded(doc))
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -3,7 +3,12 @@
 A trace names environments in two places: its config (``[...env.taskset] id``, what `apply` and
 `rerun` launch) and its record (``data.*.sources[].env_id`` + ``args``, what serve, eval, load and
 generate read). Either can name any importable callable (``subprocess:getoutput`` with a ``cmd``
-argument), so an imported trace is someone else's code until the person trusts it. Every
+argument), so a trace this installation's engine did not make is someone else's code until the
+person trusts it. Trust is provenance, never a field of the trace: a run directory is trusted only
+while the record the engine left under ``PRIME_HOME`` when it started the run matches it
+(`primenb.protocol.provenance`); an imported bundle, a folder copied in and reindexed, an unpacked
+export and a run synced back from a host (its engine ran there) are untrusted on every verb, and
+``--trust`` is the only way up. Every
 environment built or importable name resolved for a trace goes through `environment`, whatever
 asks; `check` is the same gate for ids a verb is about to launch. An untrusted trace can still be
 served and evaluated: `prompt_format` takes its recorded prompt format as plain data.
@@ -31,6 +36,33 @@ def imported(trace: Any) -> bool:
     return trace is not None and bool(trace.get("imported"))
 
 
+def made_here(trace: Any) -> bool:
+    """True when this installation's engine started ``trace``'s run in the folder it is read
+    from (its provenance record matches); a trace marked imported never is."""
+    from primenb.protocol.provenance import made_here as recorded
+
+    if trace is None:
+        return False
+    if imported(trace):
+        return False
+    return recorded(getattr(trace, "run_dir", None), trace.get("trace_id"))
+
+
+def untrusted(trace: Any) -> bool:
+    """True for a trace read from a folder this installation's engine did not make; None (the
+    person typed the ids and arguments) is never untrusted."""
+    return trace is not None and not made_here(trace)
+
+
+def _origin(trace: Any) -> str:
+    if imported(trace):
+        return "was imported from another machine"
+    return (
+        "was not made by this installation's engine (a folder copied in or reindexed, an unpacked "
+        "bundle, or a run whose engine ran on another host)"
+    )
+
+
 def foreign(env_ids: Iterable[str]) -> list[str]:
     """The ids that would import code not built in, registered here or an installed taskset."""
     from primenb.envs.registry import known_ids
@@ -40,15 +72,15 @@ def foreign(env_ids: Iterable[str]) -> list[str]:
 
 
 def check(trace: Any, env_ids: Iterable[str], verb: str, *, trust: bool = False) -> None:
-    """Raise `UntrustedTrace` when ``trace`` is imported, not trusted, and one of ``env_ids``
-    would import code that is not built in or registered here."""
-    if trust or not imported(trace):
+    """Raise `UntrustedTrace` when ``trace`` was not made here, is not trusted, and one of
+    ``env_ids`` would import code that is not built in or registered here."""
+    if trust or not untrusted(trace):
         return
     bad = foreign(str(e) for e in env_ids)
     if bad:
         module = bad[0].partition(":")[0]
         raise UntrustedTrace(
-            f"trace {trace.id} was imported from another machine and names environment {bad[0][:200]!r}, "
+            f"trace {trace.id} {_origin(trace)} and names environment {bad[0][:200]!r}, "
             f"which is not built in or registered here: {verb} would import and run module {module[:200]!r}. "
             f"Read the trace's configs/config.toml; if you trust it, {verb} again with --trust (or trust=True), "
             "or register the environment with %prime_env add"
@@ -73,7 +105,7 @@ def environment(
     env_id: str, args: dict[str, Any] | None = None, *, trace: Any = None, verb: str, trust: bool = False
 ) -> Any:
     """Build environment ``env_id`` with ``args``. ``trace`` is the trace the id or the arguments
-    were read from (None when the person typed both): an imported, untrusted trace raises
+    were read from (None when the person typed both): a trace not made here and not trusted raises
     `UntrustedTrace` before anything is imported. The only caller of the registry's builders
     outside ``primenb.envs`` and the engine process."""
     from primenb.envs.registry import get_environment
@@ -124,8 +156,10 @@ __all__ = [
     "environment",
     "foreign",
     "imported",
+    "made_here",
     "prompt_format",
     "recorded_args",
     "recorded_prompt_format",
     "sources",
+    "untrusted",
 ]

@@ -84,6 +84,8 @@ def validate(args: ValidateArgs, face: Face) -> int:
     failed = False
     reports = []
     for file in args.files:
+        if args.fix:
+            _fix_file(user_path(file), args, face)
         outcome = check(user_path(file), mode=_mode(args), lenient=args.lenient)
         failed |= not outcome.report.ok
         if args.json:
@@ -95,6 +97,27 @@ def validate(args: ValidateArgs, face: Face) -> int:
     if args.json:
         face.say(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
     return 1 if failed else 0
+
+
+def _fix_file(path: Path, args: ValidateArgs, face: Face) -> None:
+    """`validate --fix`: the file's legacy keys rewritten in place (comments and layout kept), only
+    when the migrated text validates: a good file is never replaced by a worse one, and a file
+    that does not validate after the migration is left as it was, with the reason below."""
+    from primenb.config.fix import fix_text
+    from primenb.protocol.safepath import write_user_file
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PrimenbError(f"{path}: cannot be read ({type(exc).__name__}); nothing was fixed") from None
+    fix = fix_text(text, source=str(path), mode=_mode(args), lenient=args.lenient)
+    if not fix.changed:
+        face.say(f"{path}: nothing to migrate")
+    elif fix.outcome.model is None:
+        face.say(f"{path}: not rewritten: the migrated text would not validate either (see below)")
+    else:
+        write_user_file(path, fix.after, overwrite=True)
+        face.say(f"{path}: legacy keys rewritten (comments kept):\n{fix.diff()}")
 
 
 def rltoml(args: RltomlArgs, face: Face) -> None:

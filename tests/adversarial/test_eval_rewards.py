@@ -13,6 +13,8 @@ import threading
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from primenb.envs import catalog
 from primenb.envs.base import Environment
@@ -62,12 +64,21 @@ def test_sampling_values_are_refused_before_anything_runs(temperature: Any, max_
 
 
 def test_huge_and_non_finite_rewards_never_crash_the_summary_or_the_stored_file() -> None:
-    per_func, totals = evaluate._score_all(_env(_huge, _huge, _odd), ROWS, ["a", "b", "c"])
+    """Two functions returning 1e308 (issue 42): each function's score is kept as returned, but
+    the weighted total is clamped term by term (a `RewardTotalWarning` naming the environment),
+    so the total, the mean and its interval are finite numbers, never inf or NaN."""
+    from primenb.envs.guard import MAX_TERM, RewardTotalWarning
+
+    with pytest.warns(RewardTotalWarning, match="environment 't'"):
+        per_func, totals = evaluate._score_all(_env(_huge, _huge, _odd), ROWS, ["a", "b", "c"])
     assert per_func["_huge"] == [1e308] * 3
     assert per_func["_odd"] == [0.0] * 3  # inf, nan, 10**400: not finite numbers, scored 0.0
+    assert totals == [2 * MAX_TERM] * 3  # 1e308 + 1e308 was inf before: now each term is clamped
     records = [{"example": i, "reward": t} for i, t in enumerate(totals)]
-    mean, _, _ = eval_stats.interval(records)  # two 1e308 per row sum to inf: no OverflowError
-    assert math.isinf(mean) or mean > 1e307
+    mean, low, high = eval_stats.interval(records)
+    assert all(isinstance(x, float) and math.isfinite(x) for x in (mean, low, high))
+    with pytest.warns(RewardTotalWarning):  # the engine's and `Environment.score`'s total: the same rule
+        assert _env(_huge, _huge).score(["p"] * 3, ["a", "b", "c"], ROWS) == [2 * MAX_TERM] * 3
     assert eval_stats.mean([1e308, 1e308]) == 1e308  # fsum alone raises OverflowError here
     assert math.isnan(eval_stats.stdev([math.inf, -math.inf]))
     stored = evaluate._finite({"summary": {"reward_mean": math.inf, "ci95_low": math.nan, "n": 3}})
@@ -130,3 +141,27 @@ def test_deny_withholds_a_reward_exception_in_eval(
         assert all(r.exc_info is None for r in caplog.records)
     else:  # control: the same run without deny shows the quoted text, so the check above can fail
         assert MARKER in shown
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    terms=st.lists(
+        st.tuples(
+            st.floats(-1e308, 1e308, allow_nan=False) | st.sampled_from([1.0, -1.0, 0.5]),
+            st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1e308, -1e308, 0.0]),
+        ),
+        max_size=6,
+    )
+)
+def test_a_weighted_total_is_always_finite_and_exact_when_it_can_be(terms: list[tuple[float, float]]) -> None:
+    import warnings
+
+    from primenb.envs.guard import MAX_TERM, weighted_total
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        total = weighted_total(terms, "t")
+    assert math.isfinite(total)
+    products = [w * v for w, v in terms]
+    if all(math.isfinite(p) and abs(p) <= MAX_TERM for p in products):
+        assert total == sum(products)  # nothing clamped: the plain weighted sum

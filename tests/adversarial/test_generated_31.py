@@ -69,6 +69,10 @@ def _trace(tmp: Path, sources: Any, *, imported: bool = True) -> Any:
     doc: dict[str, Any] = {"trace_id": "0123456789ab", "name": "bundle", "data": {"train": {"sources": sources}}}
     if imported:
         doc["imported"] = {"from": "/elsewhere", "host": "other"}
+    else:  # made here: the record the engine leaves when it starts a run in this folder
+        from primenb.protocol.provenance import record_engine_run
+
+        record_engine_run(tmp, doc["trace_id"])
     return Trace(doc, tmp)
 
 
@@ -372,7 +376,7 @@ def test_generated_reward_values_score_finite_or_an_error_and_the_summary_never_
     env = Environment(id="t", eval=rows, reward_funcs=[reward], reward_weights=[weight])
     per_func, totals = evaluate._score_all(env, rows, ["c"] * len(rows))
     assert all(isinstance(v, float) and math.isfinite(v) for v in per_func["reward"])
-    assert all(isinstance(t, float) and not math.isnan(t) for t in totals)  # 1e308 x 2 is inf: the summary copes
+    assert all(isinstance(t, float) and math.isfinite(t) for t in totals)  # weighted terms clamped (issue 42)
     records = [{"example": i, "reward": t, "rewards": {}} for i, t in enumerate(totals)]
     eval_stats.interval(records)
     eval_stats.stdev(totals)

@@ -77,7 +77,9 @@ def test_every_module_that_reads_a_traces_recorded_sources_uses_the_road() -> No
 # -- the hostile bundle on every path ---------------------------------------------------------
 
 
-def _bundle(root: Path, marker: Path, *, imported: bool = True, real_checkpoint: bool = False) -> Path:
+def _bundle(
+    root: Path, marker: Path, *, imported: bool = True, real_checkpoint: bool = False, made_here: bool = False
+) -> Path:
     run_dir = root / f"bundle-{time.monotonic_ns()}"
     (run_dir / "configs").mkdir(parents=True)
     from primenb.config.templates import starter
@@ -116,6 +118,10 @@ def _bundle(root: Path, marker: Path, *, imported: bool = True, real_checkpoint:
     if imported:
         doc["imported"] = {"from": "/elsewhere", "imported_at": "2026-01-01T00:00:00+00:00", "host": "other"}
     write_trace(run_dir, doc)
+    if made_here:  # what the engine records when it starts a run here (outside the folder)
+        from primenb.protocol.provenance import record_engine_run
+
+        record_engine_run(run_dir, doc["trace_id"])
     return run_dir
 
 
@@ -202,9 +208,14 @@ def test_generate_builds_the_environment_of_a_trusted_or_local_trace(home: Path)
     _environment(trained(str(run_dir), trust=True))
     assert marker.exists()
     marker.unlink()
-    local = _bundle(home, marker, imported=False)
+    local = _bundle(home, marker, imported=False, made_here=True)
     _environment(trained(str(local)))
     assert marker.exists()
+    marker.unlink()
+    copied = _bundle(home, marker, imported=False)  # the same folder, but no engine made it here
+    with pytest.warns(UserWarning, match="not made by this installation's engine"):
+        _environment(trained(str(copied)))
+    assert not marker.exists()
 
 
 def test_apply_and_rerun_check_the_same_road(home: Path) -> None:

@@ -591,6 +591,9 @@ def test_load_and_generate(runs: dict[str, Any]) -> None:
 
 def test_export_import_and_rm(runs: dict[str, Any], workdir: Path) -> None:
     b = T(runs, "B")
+    from primenb.traces.trust import made_here
+
+    assert made_here(b)  # the engine left its record when it started the run here
     folder = h.export(b, str(workdir / "exported-b"))
     assert (folder / "final" / "adapter_model.safetensors").exists()
     assert (folder / "configs" / "config.toml").exists() and (folder / "trace.json").exists()
@@ -601,6 +604,7 @@ def test_export_import_and_rm(runs: dict[str, Any], workdir: Path) -> None:
     assert b.id not in set(h.traces()["trace"]) and b.id not in set(h.reindex() and h.traces()["trace"])
     back = h.import_(str(folder), str(workdir / "elsewhere" / "b"))
     assert back.id == b.id and back.final_checkpoint.exists() and back.doc["imported"]["from"]
+    assert not made_here(back)  # same trace id, another folder: imported, untrusted
     assert h.get(b.id).run_dir == workdir / "elsewhere" / "b"
     model, _ = h.load(b.id)
     assert hasattr(model, "peft_config")

@@ -96,7 +96,12 @@ def test_the_same_config_in_a_trace_made_here_is_not_questioned(home: Path) -> N
 
     marker = home / "ran-local"
     text = _hostile(marker, "train")
+    from primenb.protocol.provenance import record_engine_run
+
     local = get(str(_imported_trace(home, text, imported=False)))
+    with pytest.raises(PrimenbError, match="not made by this installation's engine"):  # copied in by hand
+        require_trusted(local, load_config(text), "rerun", trust=False)
+    record_engine_run(local.run_dir, local.id)  # what the engine records when it starts the run here
     require_trusted(local, load_config(text), "rerun", trust=False)
     plain = get(str(_imported_trace(home, starter(None, None))))
     require_trusted(plain, load_config(starter(None, None)), "rerun", trust=False)
