@@ -422,6 +422,11 @@ class WarmupCallback(TrainerCallback):
             self.ctx.write_metrics(state.global_step, {self.PREFIX + k: v for k, v in logs.items()})
 
 
+# TRL computes group means and standard deviations in float32 (max ~3.4e38): a weighted reward
+# beyond this would overflow them, turning every advantage of the step into NaN.
+TRAIN_REWARD_BOUND = 1e12
+
+
 class RewardRecorder:
     """Wraps reward functions so the rollouts they score can be written to ``samples.jsonl``.
 
@@ -434,6 +439,7 @@ class RewardRecorder:
         self.weights: dict[str, float] = {}
         self._batch: dict[str, Any] | None = None
         self.health = RewardHealth(ctx.plan.rl.reward_error_limit)
+        self._clamped: set[str] = set()
 
     def wrap(
         self,
@@ -482,7 +488,7 @@ class RewardRecorder:
                 clock.add("reward_funcs", spent)
                 clock.add("reward_wrapper", -spent)  # the wrapper's own time is the rest
                 for i, v in zip(idx, values, strict=True):
-                    out[i] = None if v is None else float(v)
+                    out[i] = None if v is None else self._bounded(name, float(v), weight)
                 if failed_before is not None:  # guarded: failures were scored 0.0 and counted there
                     failed = int(getattr(func, "failed", 0)) - int(failed_before)
                     self.health.count(name, len(idx), failed, getattr(func, "last_error", None))
@@ -497,6 +503,25 @@ class RewardRecorder:
         reward.__name__ = name
         reward.__qualname__ = name
         return reward
+
+    def _bounded(self, name: str, value: float, weight: float) -> float:
+        """``value`` kept where TRL's float32 group statistics stay finite (|weight x value| <=
+        `TRAIN_REWARD_BOUND`; infinities clamped too, NaN left for TRL to leave out); said once
+        per function."""
+        if math.isnan(value):
+            return value
+        bound = TRAIN_REWARD_BOUND / abs(weight) if weight else TRAIN_REWARD_BOUND
+        if -bound <= value <= bound:
+            return value
+        if name not in self._clamped:
+            self._clamped.add(name)
+            log.warning(
+                "reward function %r returned %r: clamped to +-%g so the step's statistics stay finite",
+                name,
+                value,
+                bound,
+            )
+        return math.copysign(bound, value)
 
     def _record(
         self,
