@@ -134,7 +134,7 @@ def test_item12_ctrl_c_in_attach_detaches(home: Path, capsys: pytest.CaptureFixt
         def refresh(self) -> dict[str, str]:
             return {"state": "stopped"}
 
-    def interrupted(run: object, every: float) -> int:
+    def interrupted(run: object, every: float, *_: object) -> int:
         raise KeyboardInterrupt
 
     original = progress._follow
