@@ -75,8 +75,10 @@ def remote_python() -> str:
 
 
 def forwarded_env() -> list[str]:
-    """The names forwarded with env= (their values are this process's)."""
-    return ["HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"]
+    """The names forwarded with env= (their values are this process's). A CA bundle this machine
+    sets goes too: the package index is reached through it, and the host's uv (verifiers' chat
+    program for episode runs) trusts only its own roots otherwise."""
+    return ["HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", *(["SSL_CERT_FILE"] if os.environ.get("SSL_CERT_FILE") else [])]
 
 
 @pytest.fixture
