@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.errors import PrimenbError
+from primenb.protocol import metrics
 from primenb.protocol.hashing import redact, redact_text
 from primenb.protocol.privacy import error_text
 from primenb.traces.trace import get
@@ -99,7 +100,7 @@ def last_eval(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The last eval's ``eval/...`` values: what a live run hands its trackers as the final eval
     (the warm-up's ``warmup/eval/...`` rows are not it)."""
     for row in reversed(rows):
-        found = {k: v for k, v in row.items() if k.startswith("eval/")}
+        found = {k: v for k, v in row.items() if metrics.is_eval_key(k)}
         if found:
             return found
     return {}
