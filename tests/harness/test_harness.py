@@ -560,7 +560,9 @@ def test_cli_show_and_diff(runs: dict[str, Any]) -> None:
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith("trace") and len(lines) == 4
+    assert lines[0].startswith("trace") and len(lines) == 3, (
+        out.stdout
+    )  # the header, then 2 traces, each whole on one line
     a, r = T(runs, "A"), T(runs, "R")
     out = subprocess.run(
         [sys.executable, "-m", "primenb.cli", "harness", "diff", a.id, r.id], capture_output=True, text=True, timeout=60
