@@ -48,17 +48,21 @@ def _follow(run: Run, every: float, warned: set[str]) -> int:
     latest: dict[str, Any] = {}  # newest value of every metric (eval rows log fewer keys)
     last_print = 0.0
     fresh = False  # a row came since the last line: a line without one would only repeat it
+    last_line = ""
     while True:
+        status = run.refresh()
+        done = status.get("state") in FINAL_STATES
+        # rows read after the status: once it is final, every row the engine wrote is in
         for row in map(metric_row, tail.read_new()):
             if row is not None:
                 latest.update(row)
                 fresh = True
-        status = run.refresh()
         _say_new_warnings(status, warned)
-        done = status.get("state") in FINAL_STATES
-        if fresh and (done or time.monotonic() - last_print >= every):
-            print(f"[{run.name}] {progress_line(status, latest)}", flush=True)
-            last_print, fresh = time.monotonic(), False
+        if (fresh or done) and (done or time.monotonic() - last_print >= every):
+            line = f"[{run.name}] {progress_line(status, latest)}"
+            if line != last_line:  # the status can lag its rows: the final one says the last step
+                print(line, flush=True)
+            last_print, fresh, last_line = time.monotonic(), False, line
         if done:
             break
         time.sleep(0.5)
