@@ -26,6 +26,7 @@ import pytest
 from primenb.envs import vf_episodes as ve
 from primenb.envs.errors import EpisodePartError
 from primenb.envs.vf_renderer import HermesRenderer, HermesTokenParser, renderer_config
+from tests.backends.conftest import need_service
 
 VF_ENVS = Path(__file__).resolve().parent.parent / "data" / "vf_envs"
 MODEL = "primenb/tiny-byte"
@@ -270,8 +271,8 @@ def test_the_chat_program_offline_from_a_wheelhouse(
     wheelhouse = tmp_path / "wheels"
     pip = [sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), *ve.CHAT_PROGRAM_PACKAGES]
     done = subprocess.run(pip, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"no package index to build the wheelhouse from: {done.stderr[-300:]}")
+    if done.returncode != 0:  # skipped off CI only: CI reaches the index, so there it fails
+        need_service(f"no package index to build the wheelhouse from: {done.stderr[-300:]}")
     import verifiers.v1.runtimes.subprocess as runtime
 
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
