@@ -40,7 +40,7 @@ def _environment(spec: SourceSpec) -> Environment:
             raise
     from primenb.envs.episode_env import load_episode_environment
 
-    env = load_episode_environment(spec.env_id, spec.env_args, spec.agent)
+    env = load_episode_environment(spec.env_id, spec.env_args, spec.agent, source=spec.name)
     log.info("%s: verifiers episodes (%s), %d tasks", spec.name, env.description, len(env.tasks))
     return env
 

@@ -154,6 +154,9 @@ class EpisodeRollouts:
         self.by_label = {
             row["prompt"]: (name, env, env.task(row["info"])) for name, env in envs.items() for row in env.train_rows()
         }
+        rows = sum(len(env.train_rows()) for env in envs.values())
+        if len(self.by_label) != rows:  # a row TRL hands back must name exactly one task
+            raise ValueError(f"episode sources {', '.join(envs)} label some tasks alike: give each source its own name")
         self.stats = EpisodeStats()
         self.server: PolicyServer | None = None
         self._loop: _Loop | None = None
@@ -267,6 +270,8 @@ def _groups(items: list[tuple[str, EpisodeEnvironment, Any]]) -> list[tuple[str,
 
 
 def _tool_error(message: dict[str, Any]) -> bool:
+    """verifiers returns a failed tool call to the model as text: its chat program writes
+    ``error: ...`` and an MCP server's exception comes back as ``Error executing tool ...``."""
     if message.get("role") != "tool":
         return False
     content = message.get("content")

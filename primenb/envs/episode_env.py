@@ -17,8 +17,7 @@ from typing import Any
 
 from primenb.envs.base import Environment, Row
 from primenb.envs.errors import EnvironmentArgumentError
-from primenb.envs.verifiers_adapter import MAX_TASKS, module_name
-from primenb.envs.verifiers_adapter import _dist_version as dist_version
+from primenb.envs.verifiers_adapter import MAX_TASKS, dist_version, module_name
 from primenb.envs.vf_episodes import chat_program_env, check_env, load_env, take_tasks
 
 LABEL_CHARS = 60
@@ -74,18 +73,19 @@ class EpisodeEnvironment(Environment):
         return [dict(m) for m in ideal]
 
 
-def task_label(env_id: str, position: int, task: Any) -> str:
-    """A row's prompt: unique per task, readable in samples and logs."""
+def task_label(source: str, position: int, task: Any) -> str:
+    """A row's prompt: unique per task of a source (sources have distinct names), readable in
+    samples and logs."""
     prompt = getattr(task.data, "prompt", None)
     text = prompt if isinstance(prompt, str) else ""
     if isinstance(prompt, list) and prompt:
         text = str(getattr(prompt[-1], "content", "") or "")
     text = " ".join(text.split())[:LABEL_CHARS]
-    return f"[{env_id} #{position}] {text}".rstrip()
+    return f"[{source} #{position}] {text}".rstrip()
 
 
 def load_episode_environment(
-    env_id: str, args: Mapping[str, Any], agent: Mapping[str, Any] | None
+    env_id: str, args: Mapping[str, Any], agent: Mapping[str, Any] | None, *, source: str = ""
 ) -> EpisodeEnvironment:
     """verifiers' ``Env`` for ``env_id`` with the source's taskset ``args`` and ``agent`` table,
     checked for what cannot run here (`primenb.envs.vf_episodes.check_env`), and its tasks."""
@@ -102,7 +102,7 @@ def load_episode_environment(
     bounded = getattr(env.taskset, "bounded", True)
     tasks = take_tasks(env, None if bounded else MAX_TASKS)
     rows: list[Row] = [
-        {"prompt": task_label(env_id, i, t), "answer": "", "info": {"vf_idx": i, "task_idx": t.data.idx}}
+        {"prompt": task_label(source or env_id, i, t), "answer": "", "info": {"vf_idx": i, "task_idx": t.data.idx}}
         for i, t in enumerate(tasks)
     ]
     return EpisodeEnvironment(

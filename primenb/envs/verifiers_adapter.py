@@ -186,7 +186,8 @@ def _req_name(req: str) -> str:
     return req.strip().lower().replace("_", "-")
 
 
-def _dist_version(mod: str) -> str:
+def dist_version(mod: str) -> str:
+    """The version of the distribution that provides module ``mod`` ("" when unknown)."""
     try:
         dists = importlib.metadata.packages_distributions().get(mod) or []
         return importlib.metadata.version(dists[0]) if dists else ""
@@ -378,7 +379,7 @@ def _build(env_id: str, cls: Any, args: dict[str, Any], tasks: list[Any]) -> Ver
         system_prompt=shared,
         args=dict(args),
         description=_first_line(cls.__doc__) or f"verifiers taskset {env_id}",
-        version=_dist_version(mod.split(".")[0]),
+        version=dist_version(mod.split(".")[0]),
     )
     env.tasks = tasks
     return env

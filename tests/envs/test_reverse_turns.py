@@ -49,3 +49,22 @@ def test_bad_arguments_are_one_clear_error() -> None:
         load_episode_environment("reverse-turns", {"split": "test"}, None)
     with pytest.raises(EnvironmentArgumentError, match="max_turns must be a whole number"):
         load_episode_environment("reverse-turns", {}, {"max_turns": 0})
+
+
+def test_two_sources_of_one_taskset_keep_their_tasks_apart(tmp_path) -> None:
+    """Rows name tasks by source: two sources of the same taskset with other arguments never hand
+    the trainer each other's tasks; sources named alike are refused, not mixed."""
+    from primenb.engine.episodes import EpisodeRollouts
+    from primenb.envs.episode_env import load_episode_environment
+
+    short = load_episode_environment("reverse-turns", {"num_tasks": 3, "turns": 1}, None, source="short")
+    long = load_episode_environment("reverse-turns", {"num_tasks": 3, "turns": 3}, None, source="long")
+    rollouts = EpisodeRollouts(
+        {"short": short, "long": long}, None, tmp_path, temperature=1.0, max_turn_tokens=8, seq_len=64
+    )
+    for name, env in (("short", short), ("long", long)):
+        for row in env.train_rows():
+            assert rollouts.by_label[row["prompt"]][:2] == (name, env)
+    twin = load_episode_environment("reverse-turns", {"num_tasks": 3, "turns": 3}, None, source="short")
+    with pytest.raises(ValueError, match="give each source its own name"):
+        EpisodeRollouts({"short": short, "twin": twin}, None, tmp_path, temperature=1.0, max_turn_tokens=8, seq_len=64)
