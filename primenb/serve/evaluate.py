@@ -395,8 +395,9 @@ def _evaluate_on(
                 "rollouts": rollouts,
                 "max_tokens": tokens,  # each target's own budget: part of how its numbers were taken
                 **{f"reward/{n}": eval_stats.mean(r["rewards"].get(n, 0.0) for r in records) for n in names},
-                "tokens_per_s": sum(r["tokens"] for r in records) / wall if wall > 0 else float("nan"),
-                "wall_s": wall,
+                # measured speeds to the digit that means something (a table of 17-digit floats reads as noise)
+                "tokens_per_s": round(sum(r["tokens"] for r in records) / wall, 1) if wall > 0 else float("nan"),
+                "wall_s": round(wall, 2),
                 "evaluator": evaluator,
             }
         )

@@ -27,10 +27,13 @@ SAMPLES_SHOWN = 6
 
 
 def steps_text(steps: dict[str, Any], live_step: int | None = None) -> str:
-    """``0 → 30 (max 30)``; a live run's ``0 → 12 so far (max 60)``, never ``0 → None``."""
+    """``0 → 30 (max 30)``; a live run's ``0 → 12 so far (max 60)``, never ``0 → None``; an ended
+    run that trained no step (stopped in its SFT warm-up) ``no step trained``, not ``0 → 0``."""
     last = steps.get("last")
     if last is None and isinstance(live_step, int) and not isinstance(live_step, bool):
         text = f"{steps.get('start') or 0} → {live_step} so far"
+    elif last is not None and last == (steps.get("start") or 0):
+        text = f"no step trained after step {last}" if last else "no step trained"
     else:
         text = f"{steps.get('start') or 0} → {last if last is not None else 'not started'}"
     return text + (f" (max {steps['max']})" if steps.get("max") is not None else "")

@@ -97,9 +97,9 @@ class Table:
         self.text_columns = text or self.columns
 
     def frame(self) -> Any:
-        import pandas as pd
+        from primenb.render.listing import Listing  # ids and names whole: they are for copying
 
-        return pd.DataFrame(self.rows, columns=self.columns or None)
+        return Listing(self.rows, columns=self.columns or None)
 
     def to_json(self) -> list[dict[str, Any]]:
         return self.rows

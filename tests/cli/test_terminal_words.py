@@ -82,3 +82,18 @@ def test_a_table_prints_every_cell_whole(capsys: pytest.CaptureFixture[str]) -> 
     assert cli.render(pd.DataFrame([{"url": "http://127.0.0.1:8000/v1", "models": models}])) == 0
     out = capsys.readouterr().out
     assert models in out and "..." not in out
+
+
+def test_a_listing_in_a_cell_shows_every_cell_whole() -> None:
+    """`%prime_serve list` in a notebook: the same long models column, cut at pandas' 50 characters
+    in the cell's HTML; a listing's cells are what a person copies into the next command."""
+    import pandas as pd
+
+    from primenb.notebook.magics import render
+    from primenb.verbs import Table
+
+    models = ", ".join(f"primenb/tiny-byte-adapter-run{i}" for i in range(6))
+    frame = render(Table([{"url": "http://127.0.0.1:8000/v1", "models": models}]))
+    assert isinstance(frame, pd.DataFrame)
+    assert models in frame._repr_html_() and models in repr(frame)
+    assert models not in pd.DataFrame(frame)._repr_html_()  # what pandas itself shows: cut

@@ -143,6 +143,8 @@ def test_eval_rollouts_are_independent_seeded_and_summarised_over_examples(serve
     assert row["ci95_high"] - row["reward_mean"] == pytest.approx(half)  # over the 4 examples, not 12 rows
     assert {"pass@1", "pass@2", "pass@3"} <= set(result.table.columns)
     assert row["pass@1"] <= row["pass@2"] <= row["pass@3"]
+    # measured speeds to a meaningful digit (issue 45: 17-digit floats in the table)
+    assert row["tokens_per_s"] == round(row["tokens_per_s"], 1) and row["wall_s"] == round(row["wall_s"], 2)
     again = evaluate(["ada"], "reverse-text", **kw)
     assert list(again.samples["completion"]) == list(result.samples["completion"])  # reproducible
 

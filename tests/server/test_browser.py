@@ -145,7 +145,10 @@ def test_sidebar_live_run_stop_and_apply(lab: dict[str, Any]) -> None:
             expect(long_row.locator(".primenb-meta")).to_contain_text(f"loss {final:.3f}", timeout=120_000)
 
             # apply the finished trace from the panel: a dialog, 2 steps, the child appears
-            panel.locator(f'.primenb-run[data-trace="{parent_id}"] button[data-action="apply"]').click()
+            # a row's actions show on hover (hidden, they take no width): a person points at the row first
+            parent_row = panel.locator(f'.primenb-run[data-trace="{parent_id}"]')
+            parent_row.hover()
+            parent_row.locator('button[data-action="apply"]').click()
             dialog = page.locator(".jp-Dialog")
             dialog.locator("input.primenb-apply-steps").fill("2")
             page.screenshot(path=str(ARTIFACTS / "sidebar-apply-dialog.png"))

@@ -143,6 +143,9 @@ def test_steps_text() -> None:
     assert steps_text({"start": 0, "last": 30, "max": 30}) == "0 → 30 (max 30)"
     assert steps_text({"start": 0, "last": None, "max": 60}, live_step=12) == "0 → 12 so far (max 60)"
     assert steps_text({"start": 5, "last": None}) == "5 → not started"
+    # a run stopped in its SFT warm-up ended before its first step: said so, never "0 → 0"
+    assert steps_text({"start": 0, "last": 0, "max": 20}) == "no step trained (max 20)"
+    assert steps_text({"start": 30, "last": 30, "max": 40}) == "no step trained after step 30 (max 40)"
 
 
 @pytest.mark.parametrize(
