@@ -84,6 +84,7 @@ class HarnessBrowser(Feedback):
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self.frame = self._load()  # every trace, every column
+        self._shown: pd.DataFrame | None = None  # what the grid was last sent
         self.runs: list[Run] = []
         self.pending_remove: tuple[str, ...] = ()
 
@@ -199,12 +200,16 @@ class HarnessBrowser(Feedback):
 
     def _show(self) -> None:
         with self._lock:
-            view = self.view
+            shown = self._grid_frame(self.view)
+            same = self._shown is not None and list(shown.columns) == list(self._shown.columns)
+            if same and shown.equals(self._shown):
+                return  # the same rows: sent again, the page's grid would reset and could drop a selection
+            self._shown = shown
             keep = self.selected  # a refresh must not drop what the person selected
             self.grid.clear_selection()
-            self.grid.data = self._grid_frame(view)
-            shown = set(self.grid.data.index)
-            self._select_rows([t for t in keep if t in shown])
+            self.grid.data = shown
+            rows = set(self.grid.data.index)
+            self._select_rows([t for t in keep if t in rows])
 
     def _fill_filter_options(self) -> None:
         for widget, col in ((self.model_filter, "model"), (self.env_filter, "env")):
@@ -303,7 +308,8 @@ class HarnessBrowser(Feedback):
         )
 
     def _need(self, least: int, most: int | None = None, doing: str = "") -> list[str]:
-        ids = self.selected
+        with self._lock:  # never read mid-refresh, between clearing the selection and restoring it
+            ids = self.selected
         if len(ids) < least or (most is not None and len(ids) > most):
             want = f"{least}" if most == least else f"at least {least}" if most is None else f"{least} to {most}"
             raise PrimenbError(f"select {want} trace(s) to {doing} (selected: {len(ids)}; ctrl/shift-click rows)")

@@ -607,6 +607,22 @@ def test_prime_harness_show_ui_selects_the_trace_and_reads_where(shell, home):
         assert not any(WIDGET_VIEW in o.data for o in out.outputs), line  # no half-set browser shown
 
 
+def test_a_refresh_with_the_same_rows_sends_the_grid_nothing(home, monkeypatch):
+    """A run's files change after its row was shown (its index entry rewritten, the same row): the
+    grid was sent its data again and cleared its selection meanwhile, so a Diff clicked then read
+    no selection (the browser test's flake)."""
+    table = synthetic_table(5)
+    b = HarnessBrowser(load=lambda: table)
+    ids = list(b.grid.data.index[:2])
+    b.select(*ids)
+    sent: list[int] = []
+    monkeypatch.setattr(b.grid, "clear_selection", lambda: sent.append(1))
+    b.refresh()
+    assert sent == [] and b.selected == ids
+    b.search.value = "run-1"  # other rows: sent, the selection kept where its rows still show
+    assert sent == [1]
+
+
 @pytest.mark.slow  # each update re-sends the grid: ~30 s on a shared 2-core machine
 def test_refreshing_hundreds_of_times_keeps_widget_count_flat(home):
     table = synthetic_table(200)
