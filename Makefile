@@ -20,8 +20,10 @@ $(STAMP): pyproject.toml constraints.txt
 demo: venv
 	$(BIN)/python -m primenb.demo
 
+# two workers, a test file each (--dist loadfile keeps a file's module fixtures in one process): many
+# tests wait on a server, a browser or a subprocess's imports, and the other worker uses that time
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # everything but the tests that train a model (-m "not slow"): under a minute
 test-fast: venv
