@@ -313,6 +313,9 @@ class Index:
         try:
             con = sqlite3.connect(tmp, isolation_level=None)
             try:
+                # WAL from birth: switching a swapped-in file to WAL needs an exclusive lock that
+                # concurrent writers' first connections race for ("database is locked")
+                con.execute("PRAGMA journal_mode = WAL")
                 con.execute("BEGIN")
                 cols = ", ".join(f"{c} {t}" for c, t in COLUMNS)
                 con.execute(f"CREATE TABLE traces ({cols})")
@@ -421,18 +424,41 @@ class Index:
         rebuilt first, outside the lock."""
         for _ in range(4):
             with self._writing():
+                con = self._open_current()
+                if con is not None:
+                    try:
+                        fn(con)
+                        return
+                    except sqlite3.DatabaseError as exc:
+                        if _is_lock_error(exc):
+                            raise
+                    finally:
+                        con.close()
+            self.connect().close()  # rebuilds or recovers it
+        raise sqlite3.OperationalError(f"the harness index {self.path} could not be opened")  # pragma: no cover
+
+    def _open_current(self) -> sqlite3.Connection | None:
+        """The index file opened, or None when it is missing, broken or of another layout. A lock
+        met while opening is waited out: SQLite's busy handler does not cover every lock taken
+        there (a journal-mode change, a WAL recovery)."""
+        for attempt in range(20):
+            try:
                 con = self._connect()
                 try:
                     if self._healthy(con):
-                        fn(con)
-                        return
-                except sqlite3.DatabaseError as exc:
-                    if _is_lock_error(exc):
-                        raise
-                finally:
+                        return con
+                except BaseException:
                     con.close()
-            self.connect().close()  # rebuilds or recovers it
-        raise sqlite3.OperationalError(f"the harness index {self.path} could not be opened")  # pragma: no cover
+                    raise
+                con.close()
+                return None
+            except sqlite3.DatabaseError as exc:
+                if not _is_lock_error(exc):
+                    return None
+                if attempt == 19:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+        return None  # pragma: no cover - the loop returns or raises
 
     def upsert_many(self, rows: Sequence[dict[str, Any]]) -> None:
         self._with_writer(lambda con: self._write(con, rows, prune=False))
