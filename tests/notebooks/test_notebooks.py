@@ -212,6 +212,16 @@ def test_06_serve_and_eval(tmp_path, monkeypatch):
         assert "hello ->" in text(cell(nb, "for prompt in"))
         table = text(cell(nb, "%prime_eval"))
         assert "primenb/tiny-byte-adapter-adapter" in table and "reward_mean" in table
+        m = re.search(r"held-out reward: adapter ([\d.]+), base ([\d.]+)", table)
+        assert m, table
+        adapter, base = float(m.group(1)), float(m.group(2))
+        assert 0.0 <= base <= 1.0 and 0.0 <= adapter <= 1.0, table
+        trained = text(cell(nb, "%prime_train cfg"))
+        if os.environ.get("PRIMENB_QUICK", "1") == "1":  # CI: the mechanics, and the notebook says so
+            assert "quick mode: 30 steps show the mechanics only" in trained
+        else:  # the full recipe: the adapter beats the random base it was trained on
+            assert adapter > base, table
+            assert "quick mode" not in trained
         assert (tmp_path / "outputs" / "adapter" / "evals" / "reverse-text.json").exists()
         assert "stopped http://127.0.0.1:" in text(cell(nb, "%prime_serve stop all"))
     finally:
