@@ -34,19 +34,19 @@ def shell():
 
 @pytest.fixture(scope="session")
 def tool_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The embedded model fine-tuned to call a weather tool (`tests/serve/toolmodel.py`): fitted
-    once per session (a minute or more on 2 cores) for every test that serves it."""
+    """The embedded model fine-tuned to call a weather tool (`tests/serve/toolmodel.py`): the
+    stored fit while its recipe is unchanged, else fitted once per session (minutes on 2 cores)."""
     import fcntl
 
-    from tests.serve.toolmodel import fit
+    from tests.serve.toolmodel import checkpoint
 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return fit(tmp_path_factory.mktemp("toolrun"))
+        return checkpoint(tmp_path_factory.mktemp("toolrun"))
     # under `make test`'s two workers: fitted once, by whichever worker asks first (the other waits)
     shared = tmp_path_factory.getbasetemp().parent  # this session's folder, above each worker's own
     with open(shared / "toolrun.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = shared / "toolrun.json"
         if not done.exists():
-            done.write_text(json.dumps({"checkpoint": str(fit(shared / "toolrun"))}))
+            done.write_text(json.dumps({"checkpoint": str(checkpoint(shared / "toolrun"))}))
         return Path(json.loads(done.read_text())["checkpoint"])

@@ -254,3 +254,12 @@ def test_pi_ai_agent_calls_the_tool_and_answers(tool_server: client.Server) -> N
         assert [(c["name"], c["arguments"]) for c in turn["calls"]] == [("get_weather", CALL_ARGS)], turn
         assert turn["finalStopReason"] == "stop" and turn["finalText"] == ANSWER, turn
     assert {"toolcall_start", "toolcall_end", "done"} <= set(report["events"]), report["events"]
+
+
+def test_the_stored_tool_checkpoint_matches_its_recipe() -> None:
+    """The suite serves the stored fit (tests/data/toolmodel) only while its recipe is unchanged;
+    otherwise every session refits it (minutes): refit and store it then."""
+    from .toolmodel import STORED, recipe_hash
+
+    stored = json.loads((STORED / "recipe.json").read_text())["recipe"]
+    assert stored == recipe_hash(), "the tool model's recipe changed: run `python -m tests.serve.toolmodel`"
