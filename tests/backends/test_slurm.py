@@ -96,3 +96,19 @@ def test_sbatch_rejecting_a_job_is_a_failed_state(workdir, slurm):
     run = submit(load_config("sft.toml"), name="rejected", backend=slurm)
     assert run.state == "failed" and "sbatch rejected the job" in run.status["error"]
     assert "partition" in run.status["error"].lower()
+
+
+def test_slurm_trains_a_multi_turn_taskset_on_verifiers_episodes(workdir, slurm):
+    """A SLURM job runs the same engine: verifiers' episodes (the built-in reverse-turns, its own
+    Env, harness null, runtime subprocess) against the policy served inside the job."""
+    from tests.tiny import episode_toml
+
+    toml = episode_toml(
+        "reverse-turns", "num_tasks = 50\n", max_turns=4, steps=1, seq_len=256, max_tokens=8, batch_size=4, group_size=2
+    )
+    (workdir / "rl.toml").write_text(toml + '\n[slurm]\njob_name = "primenb-ci"\npartition = "debug"\n')
+    run = submit(load_config("rl.toml"), name="episodes-slurm", backend=slurm)
+    assert run.wait(timeout=600) == "completed", run.logs(200)
+    rows = [r for r in run.metric_rows() if "reward" in r]
+    assert len(rows) == 1 and rows[0]["episodes/turns"] == 2.0 and rows[0]["episodes/failed"] == 0.0, rows
+    assert read_remote(run.dir)["job_id"]  # it ran as a SLURM job
