@@ -22,7 +22,11 @@ import json
 import logging
 import queue
 import secrets
+import select
+import socket
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -41,6 +45,11 @@ GENERATE_ROUTE = "/inference/v1/generate"
 # A request waits at most this long for its tokens: an episode whose turn never comes back fails
 # (verifiers records the error) instead of holding the training step forever.
 ANSWER_TIMEOUT_S = 600.0
+GONE_POLL_S = 0.25  # how often a waiting request checks that its client is still connected
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer: its generation was cancelled."""
 
 
 class _Sampling(BaseModel):
@@ -114,7 +123,9 @@ class PolicyServer:
         card = {"id": self.served_id, "object": "model", "owned_by": "primenb", "max_model_len": self.context}
         return {"object": "list", "data": [card]}
 
-    def generate(self, body: bytes) -> dict[str, Any]:
+    def generate(self, body: bytes, gone: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+        """The answer to one generate request; ``gone`` says whether its client has left (an
+        episode cancelled, verifiers' timeout): its rows are then dropped, not decoded to the end."""
         try:
             req = _Generate.model_validate_json(body)
         except ValidationError as exc:
@@ -150,9 +161,9 @@ class PolicyServer:
             min_tokens=s.min_tokens,
             tokens_as_ids=True,
         )
-        return self._run(GenRequest(self.served_id, list(req.token_ids), sampling, param="token_ids"))
+        return self._run(GenRequest(self.served_id, list(req.token_ids), sampling, param="token_ids"), gone)
 
-    def _run(self, gen: GenRequest) -> dict[str, Any]:
+    def _run(self, gen: GenRequest, gone: Callable[[], bool]) -> dict[str, Any]:
         prompt = list(gen.prompt) if isinstance(gen.prompt, list) else []
         events: queue.Queue[Any] = queue.Queue()
         gen.emit = events.put
@@ -160,12 +171,25 @@ class PolicyServer:
         ids: list[int] = []
         logprobs: list[dict[str, Any]] = []
         finish = "stop"
+        quiet_until = time.monotonic() + ANSWER_TIMEOUT_S
+        look_at = time.monotonic() + GONE_POLL_S
         while True:
             try:
-                event = events.get(timeout=ANSWER_TIMEOUT_S)
+                event = events.get(timeout=GONE_POLL_S)
             except queue.Empty:
-                gen.cancel()
-                raise ServeError("generation timed out", 504) from None
+                event = None
+            now = time.monotonic()
+            if now >= look_at:  # checked while tokens flow too: a long answer is the one to cut
+                look_at = now + GONE_POLL_S
+                if gone():
+                    gen.cancel()
+                    raise ClientGone
+            if event is None:
+                if now > quiet_until:  # no token for ANSWER_TIMEOUT_S
+                    gen.cancel()
+                    raise ServeError("generation timed out", 504)
+                continue
+            quiet_until = now + ANSWER_TIMEOUT_S
             if isinstance(event, _Delta):
                 ids += event.token_ids
                 logprobs += [_entry(t, e.logprob) for t, e in zip(event.token_ids, event.logprobs or [], strict=True)]
@@ -211,6 +235,15 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _client_gone(self) -> bool:
+            """The client closed its end: the socket reads as ended (a pipelined request's bytes
+            would read as data, not as the end)."""
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
         def _error(self, error: ServeError) -> None:
             self._send(error.status, {"error": {"message": str(error), "code": error.status, "param": error.param}})
 
@@ -235,7 +268,10 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             if self.path != GENERATE_ROUTE:
                 return self._error(ServeError(f"no route {self.path[:100]!r}", 404))
             try:
-                self._send(200, server.generate(body))
+                self._send(200, server.generate(body, self._client_gone))
+            except ClientGone:
+                self.close_connection = True  # nobody to answer
+                log.debug("policy server: a client left before its answer; its generation was cancelled")
             except ServeError as exc:
                 self._error(exc)
             except Exception as exc:  # a bug must answer (the episode records it), not hang the client

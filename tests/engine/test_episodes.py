@@ -27,6 +27,7 @@ import torch
 
 from primenb.engine.episodes import Sample, cut
 from primenb.engine.policy_server import PolicyServer
+from tests.engine.conftest import wait_for
 
 VF_ENVS = Path(__file__).resolve().parent.parent / "data" / "vf_envs"
 
@@ -114,6 +115,35 @@ def test_the_policy_server_refuses_what_it_cannot_answer(lora_policy: Any) -> No
             card = json.loads(r.read())["data"][0]
         assert card["id"] == server.served_id and card["max_model_len"] == server.context
     assert model.active_adapter == "default" and hasattr(model, "peft_config")  # closing left the policy alone
+
+
+def test_a_client_that_leaves_cancels_its_generation(lora_policy: Any) -> None:
+    """Episodes that give up on a turn (verifiers' timeout, a cancelled step) close their
+    connection: the policy server then drops their rows instead of decoding them to the end."""
+    model, tok = lora_policy
+    with PolicyServer(model, tok) as server:
+        host, port = server.base_url.split("//")[1].split("/")[0].split(":")
+        length = server.context - 4  # every row must decode to here: min_tokens = max_tokens
+        body = json.dumps(
+            {"token_ids": [5, 6, 7, 8], "sampling_params": {"max_tokens": length, "min_tokens": length, "seed": 1}}
+        ).encode()
+        head = (
+            f"POST /inference/v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {server.api_key}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        clients = [socket.create_connection((host, int(port)), timeout=10) for _ in range(8)]
+        for c in clients:
+            c.sendall(head + body)
+        wait_for(lambda: server.scheduler.rows_stepped > 0, 60, "decoding to start")
+        for c in clients:
+            c.close()
+        wait_for(lambda: not server.scheduler.busy, 120, "the cancelled rows to be dropped")
+        stepped = server.scheduler.rows_stepped
+        # decoded to the end, the eight rows would take 8 x length row-steps
+        assert stepped < 8 * length // 2, (stepped, 8 * length)
+        # the server still answers the next client
+        ok = {"token_ids": [5, 6], "sampling_params": {"max_tokens": 2}}
+        assert _post(server.base_url.removesuffix("/v1") + "/inference/v1/generate", ok, server.api_key)[0] == 200
 
 
 def test_an_episode_longer_than_seq_len_loses_its_tail_not_its_prompt() -> None:
