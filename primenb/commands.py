@@ -526,7 +526,8 @@ class EvalArgs:
         "--env",
         required=True,
         metavar="ID",
-        help="required: the environment id (built in, or added with %prime_env add)",
+        help="required: the environment id (built in, added with %prime_env add, or a verifiers taskset: one that "
+        "plays several turns or uses tools is evaluated on its episodes)",
     )
     args: list[str] = arg(
         "--args", nargs="+", action="extend", default_factory=list, metavar="K=V", help="environment arguments"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primenb.aio import run_async
+from primenb.envs import verifiers_adapter
+from primenb.envs.errors import UnsupportedEnvironmentError
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.fields import DEFAULT_MODEL
@@ -30,7 +32,7 @@ from primenb.protocol.hashing import redact
 from primenb.protocol.privacy import private_while
 from primenb.protocol.rundir import RunDir
 from primenb.render.svgchart import Bar, Figure, bar_chart
-from primenb.serve import client, eval_stats
+from primenb.serve import client, episode_eval, eval_stats
 
 WARMUP = RunDir.WARMUP_CHECKPOINT
 log = logging.getLogger("primenb.serve")
@@ -292,14 +294,19 @@ def _evaluate(
 
     env_args, recorded_by = _env_args(env, dict(args or {}), traces)
     # arguments an imported trace recorded reach only an environment built in or registered here
-    environment = trusted_environment(env, env_args, trace=recorded_by, verb="eval", trust=trust)
-    rows = environment.eval_rows()[:num_examples]
-    if not rows:
+    try:
+        environment = trusted_environment(env, env_args, trace=recorded_by, verb="eval", trust=trust)
+    except UnsupportedEnvironmentError:
+        if not verifiers_adapter.could_be_taskset(env):
+            raise
+        environment = None  # multi-turn or tools: its tasks are played as episodes (`episode_eval`)
+    rows = environment.eval_rows()[:num_examples] if environment is not None else []
+    if environment is not None and not rows:
         raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")
     server, started = _server_for(targets)
     try:
         summary, samples = _evaluate_on(
-            server, targets, env, env_args, environment, rows, rollouts, temperature, max_tokens, seed
+            server, targets, env, env_args, environment, rows, rollouts, temperature, max_tokens, seed, num_examples
         )
     finally:
         if started and not keep_server:
@@ -364,16 +371,23 @@ def _evaluate_on(
     temperature: float,
     max_tokens: int | None,
     seed: int,
+    num_examples: int,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     traces = [t.trace for t in targets if t.trace is not None]
     shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
     evaluator = "verifiers" if _verifiers_installed() else "primenb"
+    if environment is None:
+        evaluator = episode_eval.EVALUATOR
     summary: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     for target in targets:
         # a trace answers with its own run's token budget: the same completions as its own eval
         tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
-        if evaluator == "verifiers":
+        if environment is None:
+            records, wall = episode_eval.rollouts(
+                server, target.model_id, env, env_args, num_examples, rollouts, tokens, temperature, seed
+            )
+        elif evaluator == "verifiers":
             records, wall = _verifiers_rollouts(
                 server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature, seed
             )
@@ -396,9 +410,12 @@ def _evaluate_on(
                 "max_tokens": tokens,  # each target's own budget: part of how its numbers were taken
                 **{f"reward/{n}": eval_stats.mean(r["rewards"].get(n, 0.0) for r in records) for n in names},
                 # measured speeds to the digit that means something (a table of 17-digit floats reads as noise)
-                "tokens_per_s": round(sum(r["tokens"] for r in records) / wall, 1) if wall > 0 else float("nan"),
+                "tokens_per_s": round(sum(r["tokens"] for r in records) / wall, 1)
+                if wall > 0 and environment is not None
+                else float("nan"),  # the eval client's episodes carry no token counts
                 "wall_s": round(wall, 2),
                 "evaluator": evaluator,
+                **_episode_columns(records),
             }
         )
         samples.extend(
@@ -411,10 +428,22 @@ def _evaluate_on(
                 "completion": _escaped(r["completion"]),
                 "answer": _escaped(r["answer"]),
                 "reward": r["reward"],
+                **{k: r[k] for k in ("turns", "tool_calls", "failed") if k in r},
             }
             for r in records
         )
     return summary, samples
+
+
+def _episode_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """An episode eval's own columns: turns and tool calls per episode, episodes that failed."""
+    if not records or "turns" not in records[0]:
+        return {}
+    return {
+        "turns_mean": round(eval_stats.mean(r["turns"] for r in records), 2),
+        "tool_calls_mean": round(eval_stats.mean(r["tool_calls"] for r in records), 2),
+        "failed": sum(1 for r in records if r["failed"]),
+    }
 
 
 def _escaped(text: Any) -> str:

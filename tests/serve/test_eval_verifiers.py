@@ -211,3 +211,39 @@ def test_a_rollout_the_server_refuses_is_a_clear_error(base_server: client.Serve
             evaluate([BASE], "vf-eval-long", num_examples=2, max_tokens=TOKENS)
     finally:
         unregister_environment("vf-eval-long")
+
+
+def test_a_multi_turn_taskset_is_evaluated_on_its_episodes(base_server: client.Server) -> None:
+    """A taskset one turn cannot express (reverse-turns: its own Env, two user turns with feedback
+    between them) is played episode by episode by verifiers' loop against the endpoint and scored
+    by verifiers; the table and samples have the one-turn eval's shape plus turns and failures."""
+    from primenb.serve.evaluate import evaluate
+
+    def run() -> Any:
+        return evaluate(
+            [BASE],
+            "reverse-turns",
+            args={"split": "eval", "num_tasks": 3},
+            num_examples=3,
+            rollouts=2,
+            temperature=1.0,
+            max_tokens=8,
+            store=False,
+        )
+
+    before = _requests(base_server)
+    res = run()
+    (row,) = res.table.to_dict("records")
+    assert row["evaluator"] == "verifiers episodes" and res.evaluator == "verifiers episodes"
+    assert row["examples"] == 3 and row["n"] == 6 and row["rollouts"] == 2
+    assert row["failed"] == 0 and row["turns_mean"] == 2.0  # both user turns were played
+    assert 0.0 <= row["ci95_low"] <= row["reward_mean"] <= row["ci95_high"] <= 1.0
+    assert _requests(base_server) - before >= 12  # two model turns in each of the six episodes
+    samples = res.samples
+    assert list(zip(samples["example"], samples["rollout"], strict=True)) == [
+        (e, r) for e in range(3) for r in range(2)
+    ]
+    assert set(samples["turns"]) == {2} and samples["seed"].nunique() == 2  # a seed per rollout round
+    assert all(0.0 <= r <= 1.0 for r in samples["reward"])
+    assert all(p.startswith("Reverse") for p in samples["prompt"]), samples["prompt"].tolist()
+    assert run().samples["completion"].tolist() == samples["completion"].tolist()  # seeded: repeatable

@@ -1,0 +1,98 @@
+"""``%prime_eval`` of a multi-turn or tool-using verifiers environment: its episodes played
+against the served model by verifiers' own loop, scored by verifiers.
+
+A taskset that one chat turn cannot express (its own ``Env``, a harness, tools, a user who opens
+the conversation) has no held-out rows to prompt; it has tasks. Each of the first ``-n`` tasks is
+played ``-r`` times through `primenb.envs.vf_episodes` with verifiers' eval client (OpenAI chat
+completions, tools included) against the endpoint, in the agent seat the taskset declares
+(harness ``null``, the ``subprocess`` runtime). An episode's reward is verifiers' score of its
+agent's run; an episode that failed (the model's turn refused, a tool's error) scores what
+verifiers gave it and is counted in ``failed``. The rows have the shape the one-turn evaluator's
+have, so the table, the interval, pass@k and the stored eval are the same.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from primenb.serve import client
+from primenb.serve.eval_stats import rollout_seed
+
+EVALUATOR = "verifiers episodes"
+MAX_CONCURRENT = 8  # episodes in flight: the server batches their turns
+
+
+def _text(message: dict[str, Any] | None) -> str:
+    content = (message or {}).get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: their text
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _record(episode: Any, example: int, rollout: int, seed: int) -> dict[str, Any]:
+    messages = episode.messages
+    first_user = next((m for m in messages if m.get("role") == "user"), None)
+    replies = [m for m in messages if m.get("role") == "assistant"]
+    runs = [r for r in episode.runs if r.trainable] or episode.runs
+    rewards = {
+        name: float(value)
+        for run in runs
+        for name, value in run.rewards.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+    return {
+        "example": example,
+        "rollout": rollout,
+        "seed": seed,
+        "prompt": _text(first_user),
+        "completion": _text(replies[-1] if replies else None),
+        "answer": "",
+        "reward": float(episode.reward),
+        "rewards": rewards,
+        "tokens": 0,  # the eval client's episodes carry no token ids; speeds are not measured
+        "turns": len(episode.turns),
+        "tool_calls": episode.tool_calls,
+        "failed": not episode.ok,
+    }
+
+
+def rollouts(
+    server: client.Server,
+    model: str,
+    env: str,
+    env_args: dict[str, Any],
+    num_examples: int,
+    rollouts: int,
+    tokens: int,
+    temperature: float,
+    seed: int,
+) -> tuple[list[dict[str, Any]], float]:
+    """The episodes of ``env``'s first ``num_examples`` tasks, ``rollouts`` each, as eval records,
+    and the wall time. Each rollout round has its own seed (`rollout_seed`), so samples of one task
+    differ at a temperature above 0 and an eval is repeatable."""
+    from primenb.envs import vf_episodes
+
+    records: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for rollout in range(rollouts):
+        round_seed = rollout_seed(seed, 0, rollout)
+        episodes = vf_episodes.run_episodes(
+            env,
+            args=env_args,
+            base_url=server.url,
+            model=model,
+            num_tasks=num_examples,
+            client="eval",
+            sampling={"temperature": temperature, "max_tokens": tokens, "seed": round_seed},
+            api_key_var=server.api_key_var,
+            max_concurrent=MAX_CONCURRENT,
+        )
+        records += [_record(e, example, rollout, round_seed) for example, e in enumerate(episodes)]
+    records.sort(key=lambda r: (r["example"], r["rollout"]))
+    return records, time.perf_counter() - t0
+
+
+__all__ = ["EVALUATOR", "rollouts"]
