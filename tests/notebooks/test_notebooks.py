@@ -249,6 +249,9 @@ def test_07_agents_learn_a_multi_turn_task_on_episodes(tmp_path, monkeypatch):
         if os.environ.get("PRIMENB_QUICK") == "0":
             assert reward >= 0.8, played  # held-out words, greedy: the warm-up taught the task
         assert "assistant:" in played and "user: Reverse:" in played
+        evaluated = text(cell(nb, "%prime_eval agent"))
+        assert "verifiers episodes" in evaluated and "baseline" in evaluated, evaluated
+        assert "-warmup-agent" in evaluated  # compared with its own SFT warm-up
     finally:
         from primenb.serve import client
 
