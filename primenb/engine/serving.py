@@ -231,7 +231,9 @@ class ModelPool:
         entry = self.entries.get(served_id)
         if entry is None:
             known = ", ".join(sorted(self.entries)) or "none"
-            raise ServeError(f"The model {served_id!r} does not exist. Served models: {known}.", 404, "model")
+            raise ServeError(
+                f"The model {served_id!r} does not exist. Served models: {known}.", 404, "model", "model_not_found"
+            )
         return entry
 
     def model_for(self, key: str) -> Any:

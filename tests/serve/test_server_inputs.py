@@ -54,10 +54,10 @@ def test_paths_with_control_characters_are_refused_at_the_edge(route: str, bad: 
     assert r.status_code == 400, r.text
 
 
-def _collect(scheduler: Scheduler, prompt: Any, **sampling: Any) -> list[Any]:
+def _collect(scheduler: Scheduler, prompt: Any, *, model: str = BASE, **sampling: Any) -> list[Any]:
     events: list[Any] = []
     done = threading.Event()
-    req = GenRequest(BASE, prompt, Sampling(max_tokens=4, **sampling))
+    req = GenRequest(model, prompt, Sampling(max_tokens=4, **sampling))
 
     def emit(event: Any) -> None:
         events.append(event)
@@ -149,3 +149,17 @@ def test_more_prompts_than_the_queue_holds_is_a_400_not_a_429() -> None:
     c.app.app.state.primenb.scheduler.max_queue = 3  # the guard wraps the Starlette app
     r = c.post("/v1/completions", json={"model": "m", "prompt": ["a", "b", "c", "d"], "max_tokens": 1})
     assert r.status_code == 400 and "max-queue" in r.json()["error"]["message"], r.text
+
+
+def test_a_model_removed_while_its_request_waited_is_model_not_found() -> None:
+    """The scheduler looks its model up again when the request runs (it may have been removed
+    meanwhile): that answer has the same 404 and ``model_not_found`` code as the route's own."""
+    pool = ModelPool(device="cpu")
+    pool.add_base(BASE, BASE)
+    scheduler = Scheduler(pool).start()
+    try:
+        (failed,) = [e for e in _collect(scheduler, "ab", model="gone") if isinstance(e, Failed)]
+        assert (failed.error.status, failed.error.param, failed.error.code) == (404, "model", "model_not_found")
+        assert "does not exist" in str(failed.error)
+    finally:
+        scheduler.close()
