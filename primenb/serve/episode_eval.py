@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from primenb.serve import client
+from primenb.serve import client, eval_stats
 from primenb.serve.eval_stats import rollout_seed
 
 EVALUATOR = "verifiers episodes"
+SAMPLE_FIELDS = ("turns", "tool_calls", "failed")  # what an episode's sample adds to a one-turn one
 MAX_CONCURRENT = 8  # episodes in flight: the server batches their turns
 
 
@@ -95,4 +96,16 @@ def rollouts(
     return records, time.perf_counter() - t0
 
 
-__all__ = ["EVALUATOR", "rollouts"]
+def summary_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """An episode eval's own summary columns (none for one-turn records): turns and tool calls per
+    episode, and the episodes that failed."""
+    if not records or "turns" not in records[0]:
+        return {}
+    return {
+        "turns_mean": round(eval_stats.mean(r["turns"] for r in records), 2),
+        "tool_calls_mean": round(eval_stats.mean(r["tool_calls"] for r in records), 2),
+        "failed": sum(1 for r in records if r["failed"]),
+    }
+
+
+__all__ = ["EVALUATOR", "SAMPLE_FIELDS", "rollouts", "summary_columns"]

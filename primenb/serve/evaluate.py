@@ -415,7 +415,7 @@ def _evaluate_on(
                 else float("nan"),  # the eval client's episodes carry no token counts
                 "wall_s": round(wall, 2),
                 "evaluator": evaluator,
-                **_episode_columns(records),
+                **episode_eval.summary_columns(records),
             }
         )
         samples.extend(
@@ -428,22 +428,11 @@ def _evaluate_on(
                 "completion": _escaped(r["completion"]),
                 "answer": _escaped(r["answer"]),
                 "reward": r["reward"],
-                **{k: r[k] for k in ("turns", "tool_calls", "failed") if k in r},
+                **{k: r[k] for k in episode_eval.SAMPLE_FIELDS if k in r},
             }
             for r in records
         )
     return summary, samples
-
-
-def _episode_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """An episode eval's own columns: turns and tool calls per episode, episodes that failed."""
-    if not records or "turns" not in records[0]:
-        return {}
-    return {
-        "turns_mean": round(eval_stats.mean(r["turns"] for r in records), 2),
-        "tool_calls_mean": round(eval_stats.mean(r["tool_calls"] for r in records), 2),
-        "failed": sum(1 for r in records if r["failed"]),
-    }
 
 
 def _escaped(text: Any) -> str:
