@@ -130,6 +130,15 @@ def _build(cmd: Command, values: Mapping[str, Any]) -> Any:
     return cmd.type(**{f.name: values[f.name] for f in fields(cmd.type) if f.name in values})
 
 
+PRESENTATION = frozenset({"json"})  # fields that choose how a result is shown, not what the work does
+
+
+def work_values(args: Any) -> dict[str, Any]:
+    """A command's argument values by field name, less the presentation ones: what a verb hands the
+    code doing the work, whole, so a new argument reaches it without being forwarded by hand."""
+    return {f.name: getattr(args, f.name) for f in fields(args) if f.name not in PRESENTATION}
+
+
 def _sft(**kw: Any) -> Any:
     return flag("--sft", help="an SFT config", exclusive="mode", **kw)
 
@@ -471,14 +480,14 @@ class ServeStartArgs:
     max_batch: int = arg(
         "--max-batch",
         type=int,
-        default=32,
+        default=32,  # the one default (`client.start`'s too): 2 CPU cores keep gaining up to about this many
         metavar="N",
         help="rows decoded together (requests x n); more wait in the queue",
     )
     max_queue: int = arg(
         "--max-queue",
         type=int,
-        default=256,
+        default=256,  # the one default (`client.start`'s too)
         metavar="N",
         help="requests waiting for a row before the server answers 429",
     )
@@ -830,6 +839,7 @@ __all__ = [
     "COMMANDS",
     "FAMILY_HELP",
     "MAGIC",
+    "PRESENTATION",
     "Arg",
     "Command",
     "add_arguments",
@@ -847,6 +857,7 @@ __all__ = [
     "markdown",
     "resolve",
     "synopsis",
+    "work_values",
 ]
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from primenb.commands import ServeStartArgs
 from primenb.errors import PrimenbError
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
@@ -31,8 +32,6 @@ from primenb.protocol.rundir import RunDir
 from primenb.serve import registry, remote
 
 START_TIMEOUT_S = 300.0
-DEFAULT_MAX_BATCH = 32  # rows decoded together: 2 CPU cores keep gaining up to about this many
-DEFAULT_MAX_QUEUE = 256  # requests waiting for a slot before the server answers 429
 
 
 class ServeError(PrimenbError):
@@ -370,18 +369,19 @@ def start(
     traces: list[Any] | None = None,
     *,
     base: str | None = None,
-    port: int = 0,
-    host: str = "127.0.0.1",
+    port: int = ServeStartArgs.port,
+    host: str = ServeStartArgs.host,
     api_key_var: str | None = None,
     timeout: float = START_TIMEOUT_S,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_queue: int = DEFAULT_MAX_QUEUE,
+    max_batch: int = ServeStartArgs.max_batch,
+    max_queue: int = ServeStartArgs.max_queue,
     parents: bool = False,
-    stream_interval: int = 1,
+    stream_interval: int = ServeStartArgs.stream_interval,
 ) -> Server:
     """Start a server for ``traces`` (default: every completed trace with a checkpoint here) and the
     base model(s) under them; return once it answers. Traces trained on an SSH host are served
-    there, through a forwarded port here; traces of different hosts are refused."""
+    there, through a forwarded port here; traces of different hosts are refused. The defaults are
+    ``%prime_serve start``'s (`primenb.commands.ServeStartArgs`), declared there once."""
     check_limits(port=port, max_batch=max_batch, max_queue=max_queue, stream_interval=stream_interval)
     if not registry.is_loopback(host) and not api_key_var:
         raise ServeError(

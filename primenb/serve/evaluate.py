@@ -19,10 +19,11 @@ import logging
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from primenb.aio import run_async
+from primenb.commands import PRESENTATION, EvalArgs
 from primenb.envs import verifiers_adapter
 from primenb.envs.errors import UnsupportedEnvironmentError
 from primenb.errors import PrimenbError
@@ -69,9 +70,9 @@ class EvalResult:
     evaluator: str = "verifiers"  # who scored: "verifiers" (its own evaluation) or "primenb"
     stored: list[str] = field(default_factory=list)
     baseline: str | None = None  # the model compared against, when primenb chose it
-    seed: int = 0  # the eval's seed: each rollout's seed derives from it (see ``samples.seed``)
+    seed: int = EvalArgs.seed  # the eval's seed: each rollout's seed derives from it (see ``samples.seed``)
     server_note: str = ""  # whether this eval started the server, and whether it still runs
-    pass_reward: float = 1.0  # the reward a rollout needs to count as a pass (pass@k columns)
+    pass_reward: float = EvalArgs.pass_reward  # the reward a rollout needs to count as a pass (pass@k columns)
 
     def to_json_doc(self) -> dict[str, Any]:
         """Everything `primenb eval --json` prints: how the eval was taken, one summary row per
@@ -216,49 +217,36 @@ async def _ask(aclient: Any, model: str, prompt: str, *, chat: bool, kw: dict[st
 
 
 def evaluate(
-    models: list[str],
-    env: str,
-    *,
-    args: dict[str, Any] | None = None,
-    num_examples: int = 20,
-    rollouts: int = 1,
-    temperature: float = 0.0,
-    max_tokens: int | None = None,
-    seed: int = 0,
-    pass_reward: float = 1.0,
-    keep_server: bool = False,
-    store: bool = True,
-    trust: bool = False,
+    models: list[str], env: str, *, args: dict[str, Any] | None = None, store: bool = True, **settings: Any
 ) -> EvalResult:
-    """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows: ``rollouts``
-    independent samples of each, seeded from ``seed``. One trace alone is compared against the
+    """Evaluate each model (a trace, or a served model id) on ``env``'s held-out rows with the
+    environment arguments ``args``. ``settings`` are `%prime_eval`'s, by name, with its defaults
+    (`primenb.commands.EvalArgs`, where they are declared once): ``num_examples``, ``rollouts``,
+    ``temperature``, ``max_tokens``, ``seed``, ``pass_reward``, ``keep_server``, ``trust``."""
+    declared: Any = EvalArgs  # `_ARGS` makes it a dataclass where the type checker cannot see
+    known = {f.name for f in fields(declared)} - {"models", "env", "args", *PRESENTATION}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise TypeError(f"evaluate() got unknown settings {unknown}; the settings are {sorted(known)}")
+    return run(declared(models=list(models), env=env, **settings), env_args=dict(args or {}), store=store)
+
+
+def run(e: EvalArgs, *, env_args: dict[str, Any], store: bool = True) -> EvalResult:
+    """The eval ``e`` describes: ``e.rollouts`` independent samples of each of ``e.num_examples``
+    held-out rows per model, seeded from ``e.seed``. One trace alone is compared against the
     model it was trained on. A server this eval had to start is stopped at the end unless
-    ``keep_server``. Arguments read from an imported trace reach an environment that is not
-    built in or registered here only with ``trust``."""
-    if num_examples < 1 or rollouts < 1:
+    ``e.keep_server``. Arguments read from an imported trace reach an environment that is not
+    built in or registered here only with ``e.trust``; ``env_args`` (given: they win) replace
+    the ones a trace recorded."""
+    if e.num_examples < 1 or e.rollouts < 1:
         raise PrimenbError("-n and -r must be at least 1")
-    check_sampling(temperature, max_tokens)
-    targets = _targets(models, client.servers())
+    check_sampling(e.temperature, e.max_tokens)
+    targets = _targets(list(e.models), client.servers())
     traces = [t.trace for t in targets if t.trace is not None]
     # deny is a property of the run: an eval of a deny trace withholds reward errors' messages too
     private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
     with private_while(private):
-        return _evaluate(
-            targets,
-            traces,
-            env,
-            args,
-            num_examples,
-            rollouts,
-            temperature,
-            max_tokens,
-            seed,
-            pass_reward,
-            keep_server,
-            store,
-            trust,
-            private,
-        )
+        return _evaluate(targets, traces, e, env_args, store, private)
 
 
 def check_sampling(temperature: Any, max_tokens: Any) -> None:
@@ -273,62 +261,52 @@ def check_sampling(temperature: Any, max_tokens: Any) -> None:
 
 
 def _evaluate(
-    targets: list[Target],
-    traces: list[Any],
-    env: str,
-    args: dict[str, Any] | None,
-    num_examples: int,
-    rollouts: int,
-    temperature: float,
-    max_tokens: int | None,
-    seed: int,
-    pass_reward: float,
-    keep_server: bool,
-    store: bool,
-    trust: bool,
-    private: bool,
+    targets: list[Target], traces: list[Any], e: EvalArgs, given: dict[str, Any], store: bool, private: bool
 ) -> EvalResult:
     import pandas as pd
 
+    from primenb.traces.trust import check
     from primenb.traces.trust import environment as trusted_environment
 
-    env_args, recorded_by = _env_args(env, dict(args or {}), traces)
+    env = e.env
+    env_args, recorded_by = _env_args(env, given, traces)
+    agent: dict[str, Any] | None = None
     # arguments an imported trace recorded reach only an environment built in or registered here
     try:
-        environment = trusted_environment(env, env_args, trace=recorded_by, verb="eval", trust=trust)
+        environment = trusted_environment(env, env_args, trace=recorded_by, verb="eval", trust=e.trust)
     except UnsupportedEnvironmentError:
         if not verifiers_adapter.could_be_taskset(env):
             raise
         environment = None  # multi-turn or tools: its tasks are played as episodes (`episode_eval`)
-    rows = environment.eval_rows()[:num_examples] if environment is not None else []
+        agent, seated_by = episode_eval.recorded_agent(env, traces)
+        check(seated_by, [env], "eval", trust=e.trust)  # a recorded harness is the trace's code too
+    rows = environment.eval_rows()[: e.num_examples] if environment is not None else []
     if environment is not None and not rows:
         raise PrimenbError(f"environment {env!r} has no held-out rows to evaluate on")
     server, started = _server_for(targets)
     try:
-        summary, samples = _evaluate_on(
-            server, targets, env, env_args, environment, rows, rollouts, temperature, max_tokens, seed, num_examples
-        )
+        summary, samples = _evaluate_on(server, targets, e, env_args, environment, rows, agent)
     finally:
-        if started and not keep_server:
+        if started and not e.keep_server:
             server.stop()
     for row in summary:
-        row.update(pass_rates_of(samples, row["model"], rollouts, pass_reward))
+        row.update(pass_rates_of(samples, row["model"], e.rollouts, e.pass_reward))
     table = pd.DataFrame(summary)
     frame = pd.DataFrame(samples)
     baseline = next((t.model_id for t in targets if t.role == "baseline"), None)
     note = ""
     if started:
-        note = f"; started {server.url} for this eval" + (" and kept it" if keep_server else " and stopped it")
-    out = EvalResult(env, table, frame, server.url, evaluator=summary[0]["evaluator"], baseline=baseline, seed=seed)
+        note = f"; started {server.url} for this eval" + (" and kept it" if e.keep_server else " and stopped it")
+    out = EvalResult(env, table, frame, server.url, evaluator=summary[0]["evaluator"], baseline=baseline, seed=e.seed)
     out.server_note = note
-    out.pass_reward = pass_reward
+    out.pass_reward = e.pass_reward
     if store:
         # every setting that changes the numbers: two stored evals differ only where these say why
         taken = {
-            "seed": seed,
-            "pass_reward": pass_reward,
-            "num_examples": num_examples,
-            "rollouts": rollouts,
+            "seed": e.seed,
+            "pass_reward": e.pass_reward,
+            "num_examples": e.num_examples,
+            "rollouts": e.rollouts,
             "env_args": redact(env_args),  # the same secret scan as the trace's config
         }
         base = next(((t, r) for t, r in zip(targets, summary, strict=True) if t.role == "baseline"), None)
@@ -348,7 +326,7 @@ def _evaluate(
                         row,
                         _mine(samples, target.model_id, private),
                         target.model_id,
-                        temperature,
+                        e.temperature,
                         taken,
                         compared,
                     )
@@ -363,18 +341,14 @@ def pass_rates_of(samples: list[dict[str, Any]], model: str, rollouts: int, thre
 def _evaluate_on(
     server: client.Server,
     targets: list[Target],
-    env: str,
+    e: EvalArgs,
     env_args: dict[str, Any],
     environment: Any,
     rows: list[dict[str, Any]],
-    rollouts: int,
-    temperature: float,
-    max_tokens: int | None,
-    seed: int,
-    num_examples: int,
+    agent: dict[str, Any] | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     traces = [t.trace for t in targets if t.trace is not None]
-    shared = int(max_tokens or _max_tokens(traces))  # the base models get the longest budget
+    shared = int(e.max_tokens or _max_tokens(traces))  # the base models get the longest budget
     evaluator = "verifiers" if _verifiers_installed() else "primenb"
     if environment is None:
         evaluator = episode_eval.EVALUATOR
@@ -382,17 +356,13 @@ def _evaluate_on(
     samples: list[dict[str, Any]] = []
     for target in targets:
         # a trace answers with its own run's token budget: the same completions as its own eval
-        tokens = int(max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
+        tokens = int(e.max_tokens or (_max_tokens([target.trace]) if target.trace is not None else shared))
         if environment is None:
-            records, wall = episode_eval.rollouts(
-                server, target.model_id, env, env_args, num_examples, rollouts, tokens, temperature, seed
-            )
+            records, wall = episode_eval.rollouts(server, target.model_id, e, env_args, tokens, agent=agent)
         elif evaluator == "verifiers":
-            records, wall = _verifiers_rollouts(
-                server, target, env, env_args, environment, len(rows), rollouts, tokens, temperature, seed
-            )
+            records, wall = _verifiers_rollouts(server, target, e, env_args, environment, len(rows), tokens)
         else:
-            records, wall = _primenb_rollouts(server, target, environment, rows, rollouts, tokens, temperature, seed)
+            records, wall = _primenb_rollouts(server, target, environment, rows, e, tokens)
         rewards = [r["reward"] for r in records]
         mean, lo, hi = eval_stats.interval(records)
         names = list(dict.fromkeys(n for r in records for n in r["rewards"]))
@@ -406,7 +376,7 @@ def _evaluate_on(
                 "ci95_high": hi,
                 "n": len(rewards),
                 "examples": len(eval_stats.per_example(records)),
-                "rollouts": rollouts,
+                "rollouts": e.rollouts,
                 "max_tokens": tokens,  # each target's own budget: part of how its numbers were taken
                 **{f"reward/{n}": eval_stats.mean(r["rewards"].get(n, 0.0) for r in records) for n in names},
                 # measured speeds to the digit that means something (a table of 17-digit floats reads as noise)
@@ -448,28 +418,25 @@ def _verifiers_installed() -> bool:
 def _verifiers_rollouts(
     server: client.Server,
     target: Target,
-    env: str,
+    e: EvalArgs,
     env_args: dict[str, Any],
     environment: Any,
     num_examples: int,
-    rollouts: int,
     tokens: int,
-    temperature: float,
-    seed: int,
 ) -> tuple[list[dict[str, Any]], float]:
     """verifiers' own evaluation (`primenb.serve.vf_eval`) with the served URL as its client."""
     from primenb.serve import vf_eval
 
     card = _model_card(server, target.model_id)
     return vf_eval.rollouts(
-        taskset=vf_eval.taskset_config(env, env_args, environment),
+        taskset=vf_eval.taskset_config(e.env, env_args, environment),
         model=target.model_id,
         base_url=server.url,
         api_key_var=server.api_key_var or "PRIMENB_SERVE_NO_KEY",
         num_examples=num_examples,
-        rollouts=rollouts,
-        sampling={"temperature": temperature, "max_tokens": tokens},
-        seed=seed,
+        rollouts=e.rollouts,
+        sampling={"temperature": e.temperature, "max_tokens": tokens},
+        seed=e.seed,
         # a model shown raw text gets the environment's prompt format, as the engine shows it
         text_prompt=card.get("prompt_format") == "raw",
     )
@@ -485,14 +452,7 @@ def _model_card(server: client.Server, model_id: str) -> dict[str, Any]:
 
 
 def _primenb_rollouts(
-    server: client.Server,
-    target: Target,
-    environment: Any,
-    rows: list[dict[str, Any]],
-    rollouts: int,
-    tokens: int,
-    temperature: float,
-    seed: int,
+    server: client.Server, target: Target, environment: Any, rows: list[dict[str, Any]], e: EvalArgs, tokens: int
 ) -> tuple[list[dict[str, Any]], float]:
     """Without verifiers: the `openai` client and the environment's reward functions, scored
     exactly as the engine's evaluator scores."""
@@ -500,11 +460,11 @@ def _primenb_rollouts(
 
     prompts = [str(environment.format_prompt(r["prompt"], chat=False)) for r in rows]
     key = client._headers(server).get("Authorization", "Bearer none")[7:]
-    seeds = [eval_stats.rollout_seed(seed, i % len(rows), i // len(rows)) for i in range(len(rows) * rollouts)]
+    seeds = [eval_stats.rollout_seed(e.seed, i % len(rows), i // len(rows)) for i in range(len(rows) * e.rollouts)]
 
     async def run() -> tuple[list[tuple[str, int]], float]:
         aclient = openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=600)
-        kw: dict[str, Any] = {"max_tokens": tokens, "temperature": temperature}
+        kw: dict[str, Any] = {"max_tokens": tokens, "temperature": e.temperature}
         sem = asyncio.Semaphore(MAX_IN_FLIGHT)
 
         async def ask(i: int) -> tuple[str, int]:
@@ -513,7 +473,7 @@ def _primenb_rollouts(
                 return await _ask(aclient, target.model_id, prompt, chat=False, kw={**kw, "seed": seeds[i]})
 
         t0 = time.perf_counter()
-        answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * rollouts)))
+        answers = await asyncio.gather(*(ask(i) for i in range(len(prompts) * e.rollouts)))
         wall = time.perf_counter() - t0
         await aclient.close()
         return list(answers), wall
@@ -627,4 +587,4 @@ def _store(
     return str(path)
 
 
-__all__ = ["EvalResult", "evaluate"]
+__all__ = ["EvalResult", "evaluate", "run"]

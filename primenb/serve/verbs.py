@@ -5,21 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from primenb.commands import EvalArgs, ServeAddArgs, ServeListArgs, ServeRemoveArgs, ServeStartArgs, ServeStopArgs
+from primenb.commands import (
+    EvalArgs,
+    ServeAddArgs,
+    ServeListArgs,
+    ServeRemoveArgs,
+    ServeStartArgs,
+    ServeStopArgs,
+    work_values,
+)
 from primenb.serve import client
 
 
 def serve_start(args: ServeStartArgs) -> client.Server:
-    return client.start(
-        args.traces,
-        base=args.base,
-        port=args.port,
-        host=args.host,
-        api_key_var=args.api_key_var,
-        max_batch=args.max_batch,
-        max_queue=args.max_queue,
-        stream_interval=args.stream_interval,
-    )
+    return client.start(**work_values(args))  # whole: its fields are `client.start`'s parameters
 
 
 def serve_add(args: ServeAddArgs) -> list[str]:
@@ -45,21 +44,9 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
 
 
 def eval_run(args: EvalArgs) -> Any:
-    from primenb.serve.evaluate import evaluate
+    from primenb.serve.evaluate import run
 
-    return evaluate(
-        list(args.models),
-        args.env,
-        args=parse_assignments(args.args),
-        num_examples=args.num_examples,
-        rollouts=args.rollouts,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-        pass_reward=args.pass_reward,
-        keep_server=args.keep_server,
-        trust=args.trust,
-    )
+    return run(args, env_args=parse_assignments(args.args))
 
 
 __all__ = [

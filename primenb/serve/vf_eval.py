@@ -221,7 +221,7 @@ def rollouts(
     num_examples: int,
     rollouts: int,
     sampling: dict[str, Any],
-    seed: int = 0,
+    seed: int,
     text_prompt: bool = False,
     max_concurrent: int = 64,
 ) -> tuple[list[dict[str, Any]], float]:

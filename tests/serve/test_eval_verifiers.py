@@ -247,3 +247,38 @@ def test_a_multi_turn_taskset_is_evaluated_on_its_episodes(base_server: client.S
     assert all(0.0 <= r <= 1.0 for r in samples["reward"])
     assert all(p.startswith("Reverse") for p in samples["prompt"]), samples["prompt"].tolist()
     assert run().samples["completion"].tolist() == samples["completion"].tolist()  # seeded: repeatable
+
+
+def test_an_eval_of_a_trace_plays_its_episodes_in_the_seat_its_run_played(
+    base_server: client.Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: the trace's config says its run played reverse-turns with one model turn
+    (``env.agent.max_turns = 1``); an eval of the trace plays the episodes that way, not in the
+    taskset's default seat (two turns), while the arguments given (``--args``) still win. The seat
+    of a trace not made here is used only with ``trust``, as its recorded arguments are."""
+    from types import SimpleNamespace
+
+    import primenb.serve.evaluate as ev
+    from primenb.traces.trust import UntrustedTrace
+
+    config = {
+        "eval": {
+            "source": [
+                {
+                    "name": "turns",
+                    "env": {"taskset": {"id": "reverse-turns", "num_tasks": 9}, "agent": {"max_turns": 1}},
+                }
+            ]
+        }
+    }
+    doc: dict[str, Any] = {}
+    trace = SimpleNamespace(id="t-seat", name="seat", doc=doc, get=doc.get, run_dir=None, data={}, config=config)
+    monkeypatch.setattr(ev, "_targets", lambda refs, running: [ev.Target("seat", BASE, trace)])
+    monkeypatch.setattr(ev, "_server_for", lambda targets: (base_server, False))
+    settings: dict[str, Any] = {"args": {"split": "eval", "num_tasks": 2}, "num_examples": 2, "max_tokens": 8}
+    with pytest.raises(UntrustedTrace):  # the recorded seat is the trace's choice of code: not made here
+        ev.evaluate(["seat"], "reverse-turns", store=False, **settings)
+    res = ev.evaluate(["seat"], "reverse-turns", store=False, trust=True, **settings)
+    (row,) = res.table.to_dict("records")
+    assert row["examples"] == 2  # the arguments given, not the trace's num_tasks = 9
+    assert row["turns_mean"] == 1.0 and set(res.samples["turns"]) == {1}  # the run's seat: one model turn
