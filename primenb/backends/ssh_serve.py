@@ -27,6 +27,7 @@ from typing import Any
 from primenb.backends.remote import read_remote
 from primenb.backends.sshchannel import SSHChannel, env_exports, target_of
 from primenb.backends.sshconn import SSHError, quote
+from primenb.commands import ServeStartArgs
 from primenb.errors import PrimenbError
 
 # What a registry record keeps of the host (no secrets: ssh options and names only).
@@ -266,7 +267,7 @@ class SSHServeHost:
         """A new forward for a record whose forward died (a cut connection, a sleep): the same
         local port when it is free, else another; the record with the new pid, port and spec."""
         remote = dict(record.get("remote") or {})
-        bind = str(record.get("host") or "127.0.0.1")
+        bind = str(record.get("host") or ServeStartArgs.host)  # a record without one: the default bind
         port, remote_port = _port(record.get("port")), _port(remote.get("port"))
         try:
             fwd_pid, local_port, fwd = self._forward(bind, port, remote_port, log)
