@@ -17,16 +17,16 @@ Importing this package is cheap: pandas, sqlite and torch load on first use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from primenb.run import Run
-    from primenb.traces.comparison import Comparison, TraceDiff
+    from primenb.harness.inference import generate, load
+    from primenb.harness.refine import apply, rerun
+    from primenb.traces.comparison import compare, diff
     from primenb.traces.table import TraceFrame
-    from primenb.traces.trace import Trace
+    from primenb.traces.trace import get
+    from primenb.traces.transfer import export, import_, rm
 
 
 def traces(
@@ -46,65 +46,11 @@ def traces(
     return query(last=last, status=status, env=env, model=model, where=where)
 
 
-def get(ref: Any) -> Trace:
-    """A `Trace` by id, unique id prefix, run name, run directory, or `Run`."""
-    from primenb.traces.trace import get as _get
-
-    return _get(ref)
-
-
-def apply(
-    ref: Any,
-    *,
-    steps: int | None = None,
-    overrides: Sequence[str] = (),
-    backend: str | None = None,
-    name: str | None = None,
-    yes: bool = False,
-    trust: bool = False,
-) -> Run:
-    """Continue a trace from its final checkpoint with its config plus ``overrides`` (a hosted
-    trace: on the platform, billed, so only with ``yes``). An imported trace whose config names
-    an environment not registered here is refused until ``trust``."""
-    from primenb.harness.refine import apply as _apply
-
-    return _apply(ref, steps=steps, overrides=overrides, backend=backend, name=name, yes=yes, trust=trust)
-
-
-def rerun(ref: Any, *, backend: str | None = None, name: str | None = None, trust: bool = False) -> Run:
-    """Re-execute a trace from scratch; its new trace records whether the metrics matched. An
-    imported trace whose config names an environment not registered here is refused until ``trust``."""
-    from primenb.harness.refine import rerun as _rerun
-
-    return _rerun(ref, backend=backend, name=name, trust=trust)
-
-
-def diff(*refs: Any) -> TraceDiff:
-    """What differs between traces: config, model, environment, data, seeds, deps, hardware."""
-    from primenb.traces.comparison import diff as _diff
-
-    return _diff(*refs)
-
-
-def compare(*refs: Any, metrics: Sequence[str] | None = None) -> Comparison:
-    """Metric curves of traces overlaid (SVG charts, one per metric), with a summary table."""
-    from primenb.traces.comparison import compare as _compare
-
-    return _compare(*refs, metrics=metrics)
-
-
 def reindex(paths: Iterable[str] = ()) -> dict[str, Any]:
     """Rebuild the index from the run directories (and the folders in ``paths``)."""
     from primenb.protocol.index import Index
 
     return Index().reindex(paths)
-
-
-def export(ref: Any, path: str) -> Path:
-    """A self-contained folder: config, trace, metrics, final model or adapter."""
-    from primenb.traces.transfer import export as _export
-
-    return _export(ref, path)
 
 
 def export_to(ref: Any, kind: str) -> dict[str, str]:
@@ -114,32 +60,30 @@ def export_to(ref: Any, kind: str) -> dict[str, str]:
     return backfill(ref, kind)
 
 
-def import_(path: str, dest: str | None = None) -> Trace:
-    """Bring an exported trace back as a run directory (same trace id) and index it."""
-    from primenb.traces.transfer import import_ as _import
-
-    return _import(path, dest)
-
-
-def rm(ref: Any, *, files: bool = False) -> str:
-    """Remove a trace (and with ``files=True`` its run directory)."""
-    from primenb.traces.transfer import rm as _rm
-
-    return _rm(ref, files=files)
-
-
-def load(ref: Any, *, checkpoint: str | None = None, device: str | None = None) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` of a trace's final checkpoint, adapter applied."""
-    from primenb.harness.inference import load as _load
-
-    return _load(ref, checkpoint=checkpoint, device=device)
+# handed on as they are: each name is its one declaration's (signature, defaults, help), imported
+# on first use so that `import primenb.harness` stays light
+_DECLARED_IN = {
+    "get": "primenb.traces.trace",
+    "apply": "primenb.harness.refine",
+    "rerun": "primenb.harness.refine",
+    "diff": "primenb.traces.comparison",
+    "compare": "primenb.traces.comparison",
+    "export": "primenb.traces.transfer",
+    "import_": "primenb.traces.transfer",
+    "rm": "primenb.traces.transfer",
+    "load": "primenb.harness.inference",
+    "generate": "primenb.harness.inference",
+}
 
 
-def generate(ref: Any, prompts: Any, **sampling: Any) -> Any:
-    """Completions from a trace's model (greedy by default; see `primenb.engine.inference`)."""
-    from primenb.harness.inference import generate as _generate
+def __getattr__(name: str) -> Any:
+    if name in _DECLARED_IN:
+        import importlib
 
-    return _generate(ref, prompts, **sampling)
+        value = getattr(importlib.import_module(_DECLARED_IN[name]), name)
+        globals()[name] = value  # once: later lookups find it without this hook
+        return value
+    raise AttributeError(f"module 'primenb.harness' has no attribute {name!r}")
 
 
 __all__ = [

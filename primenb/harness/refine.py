@@ -222,7 +222,8 @@ def apply(
     ``overrides`` (``key=value``), ``steps`` more steps (default: as many as the parent trained),
     step numbers counting on from the parent's last. Refuses when the checkpoint is missing or
     the architecture does not match; warns (`HarnessWarning`) when the training data differs.
-    An imported trace whose environment is not registered here runs only with ``trust``."""
+    A hosted trace continues on the platform, billed, so only with ``yes``. An imported trace
+    whose environment is not registered here runs only with ``trust``."""
     from primenb.backends import capabilities
 
     parent = get(ref)
