@@ -130,13 +130,15 @@ def _build(cmd: Command, values: Mapping[str, Any]) -> Any:
     return cmd.type(**{f.name: values[f.name] for f in fields(cmd.type) if f.name in values})
 
 
-PRESENTATION = frozenset({"json"})  # fields that choose how a result is shown, not what the work does
+# fields that choose how a result is shown or followed, not what the work does
+PRESENTATION = frozenset({"json", "wait", "detach"})
 
 
-def work_values(args: Any) -> dict[str, Any]:
-    """A command's argument values by field name, less the presentation ones: what a verb hands the
-    code doing the work, whole, so a new argument reaches it without being forwarded by hand."""
-    return {f.name: getattr(args, f.name) for f in fields(args) if f.name not in PRESENTATION}
+def work_values(args: Any, *without: str) -> dict[str, Any]:
+    """A command's argument values by field name, less the presentation ones and ``without`` (those
+    the verb resolves itself): what a verb hands the code doing the work, whole, so a new argument
+    reaches it without being forwarded by hand."""
+    return {f.name: getattr(args, f.name) for f in fields(args) if f.name not in PRESENTATION and f.name not in without}
 
 
 def _sft(**kw: Any) -> Any:

@@ -15,6 +15,7 @@ from primenb.commands import (
     HarnessRerunArgs,
     HarnessRmArgs,
     HarnessShowArgs,
+    work_values,
 )
 from primenb.errors import PrimenbError
 from primenb.render.summary import short_path
@@ -41,15 +42,7 @@ def apply(args: HarnessApplyArgs, face: Face) -> Any:
 
     with warnings_to(face):  # said before the run is followed
         parent = h.get(face.ref(args.trace))
-        run = h.apply(
-            parent,
-            steps=args.steps,
-            overrides=args.overrides,
-            backend=args.backend,
-            name=args.name,
-            yes=args.yes,
-            trust=args.trust,
-        )
+        run = h.apply(parent, **work_values(args, "trace"))  # whole: its fields are `apply`'s parameters
     face.say(f"started {run.name} (parent {parent.id}) in {short_path(run.dir)}")
     return face.follow(run, wait=args.wait, detach=args.detach)
 
@@ -59,7 +52,7 @@ def rerun(args: HarnessRerunArgs, face: Face) -> Any:
 
     with warnings_to(face):
         original = h.get(face.ref(args.trace))
-        run = h.rerun(original, backend=args.backend, name=args.name, trust=args.trust)
+        run = h.rerun(original, **work_values(args, "trace"))
     face.say(f"started {run.name}, a rerun of {original.id}, in {short_path(run.dir)}")
     return face.follow(run, wait=args.wait, detach=args.detach)
 
