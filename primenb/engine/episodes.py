@@ -13,6 +13,10 @@ those never get gradient; ``logprobs`` are the sampling logprobs (0.0 off the ma
 verifiers' own score of the episode. An episode with several trainable branches (a harness that
 compacts its context) gives its longest; one that failed before the model spoke gives an empty
 sample with no reward (TRL leaves it out of the group's baseline and its advantage is 0).
+
+A stop asked for while a step's episodes run (``should_stop``, polled every ``STOP_POLL_S``)
+cancels them: the policy server ends its generations in flight, the episode tasks are cancelled,
+and `StepCancelled` leaves TRL's step before anything is trained on the partial episodes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,12 @@ log = logging.getLogger("primenb.engine")
 
 POLICY_KEY_VAR = "PRIMENB_POLICY_SERVER_KEY"
 MAX_CONCURRENT = 32
+STOP_POLL_S = 0.25  # how often a step's episodes check for a stop request
+CANCEL_WAIT_S = 30.0  # how long cancelled episodes get to unwind (close connections, leave contexts)
+
+
+class StepCancelled(Exception):
+    """A stop was requested while a step's episodes ran: they were cancelled, the step is not trained."""
 
 
 @dataclass
@@ -124,10 +134,36 @@ class _Loop:
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+    def run_unless(self, coro: Coroutine[Any, Any, Any], stop: Callable[[], bool], on_stop: Callable[[], None]) -> Any:
+        """``coro``'s result, or, once ``stop()`` says so: ``on_stop()``, the task cancelled and
+        waited for (bounded), and `StepCancelled`."""
+        task = self.run(_as_task(coro))
+        while not self.run(_settled(task, STOP_POLL_S)):
+            if stop():
+                on_stop()
+                self.loop.call_soon_threadsafe(task.cancel)
+                if not self.run(_settled(task, CANCEL_WAIT_S)):
+                    log.warning("cancelled episodes were still unwinding after %.0f s", CANCEL_WAIT_S)
+                raise StepCancelled("stop requested while the step's episodes ran")
+        return self.run(_result(task))
+
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
+
+
+async def _as_task(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    return asyncio.get_running_loop().create_task(coro)
+
+
+async def _settled(task: asyncio.Task[Any], timeout: float) -> bool:
+    await asyncio.wait({task}, timeout=timeout)
+    return task.done()
+
+
+async def _result(task: asyncio.Task[Any]) -> Any:
+    return await task
 
 
 class EpisodeRollouts:
@@ -143,6 +179,7 @@ class EpisodeRollouts:
         max_turn_tokens: int | None,
         seq_len: int,
         private: bool = False,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         self.envs = envs  # source name -> its environment
         self.tokenizer = tokenizer
@@ -151,6 +188,7 @@ class EpisodeRollouts:
         self.max_turn_tokens = max_turn_tokens
         self.seq_len = seq_len
         self.private = private  # data_collection = "deny": error messages (they may quote text) not logged
+        self.should_stop = should_stop  # polled while a step's episodes run; None: only between steps
         self.by_label = {
             row["prompt"]: (name, env, env.task(row["info"])) for name, env in envs.items() for row in env.train_rows()
         }
@@ -211,7 +249,8 @@ class EpisodeRollouts:
         model.eval()
         try:
             gate = asyncio.Semaphore(MAX_CONCURRENT)
-            raw = self._loop.run(run_slots(slots, self._ctx, gate))
+            episodes = run_slots(slots, self._ctx, gate)
+            raw = self._loop.run(episodes) if self.should_stop is None else self._run_stoppable(episodes, len(slots))
         finally:
             model.train(was_training)
         out = self._samples([episode(ep, i) for i, ep in enumerate(raw)])
@@ -220,6 +259,21 @@ class EpisodeRollouts:
             for key, value in self.stats.metrics().items():
                 metrics["train"][key].append(value)
         return out
+
+    def _run_stoppable(self, episodes: Coroutine[Any, Any, Any], count: int) -> Any:
+        assert self._loop is not None and self.server is not None and self.should_stop is not None
+        server = self.server
+        answered = server.answered
+        try:
+            return self._loop.run_unless(episodes, self.should_stop, server.stop_generating)
+        except StepCancelled:
+            log.warning(
+                "stop requested during a step: its %d episodes were cancelled after %d policy answers; "
+                "the step is not trained",
+                count,
+                server.answered - answered,
+            )
+            raise
 
     def _samples(self, episodes: list[Episode]) -> dict[str, Any]:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -285,4 +339,4 @@ def episode_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) ->
     return [None if v is None else float(v) for v in values]
 
 
-__all__ = ["EpisodeRollouts", "EpisodeStats", "Sample", "branch_sample", "cut", "episode_reward"]
+__all__ = ["EpisodeRollouts", "EpisodeStats", "Sample", "StepCancelled", "branch_sample", "cut", "episode_reward"]

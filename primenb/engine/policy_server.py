@@ -48,6 +48,9 @@ ANSWER_TIMEOUT_S = 600.0
 GONE_POLL_S = 0.25  # how often a waiting request checks that its client is still connected
 
 
+STOPPING_MESSAGE = "the training run is stopping: this generation was cancelled"
+
+
 class ClientGone(Exception):
     """The client closed its connection before its answer: its generation was cancelled."""
 
@@ -96,6 +99,9 @@ class PolicyServer:
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._http.daemon_threads = True
         self._thread = threading.Thread(target=self._http.serve_forever, name="primenb-policy-http", daemon=True)
+        self._stopping = threading.Event()
+        self.answered = 0  # generate requests answered in full (told when a step is cancelled)
+        self._count_lock = threading.Lock()
 
     @property
     def base_url(self) -> str:
@@ -106,6 +112,11 @@ class PolicyServer:
         self._thread.start()
         log.info("policy served to the episodes at %s as %r", self.base_url, self.served_id)
         return self
+
+    def stop_generating(self) -> None:
+        """The run is stopping: every generation in flight ends (its request answers 503) within
+        a poll, and later requests are refused, so a cancelled step decodes nothing more."""
+        self._stopping.set()
 
     def close(self) -> None:
         self._http.shutdown()
@@ -126,6 +137,8 @@ class PolicyServer:
     def generate(self, body: bytes, gone: Callable[[], bool] = lambda: False) -> dict[str, Any]:
         """The answer to one generate request; ``gone`` says whether its client has left (an
         episode cancelled, verifiers' timeout): its rows are then dropped, not decoded to the end."""
+        if self._stopping.is_set():
+            raise ServeError(STOPPING_MESSAGE, 503)
         try:
             req = _Generate.model_validate_json(body)
         except ValidationError as exc:
@@ -184,6 +197,9 @@ class PolicyServer:
                 if gone():
                     gen.cancel()
                     raise ClientGone
+                if self._stopping.is_set():
+                    gen.cancel()
+                    raise ServeError(STOPPING_MESSAGE, 503)
             if event is None:
                 if now > quiet_until:  # no token for ANSWER_TIMEOUT_S
                     gen.cancel()
@@ -203,6 +219,8 @@ class PolicyServer:
                 raise event.error
             elif isinstance(event, Done):
                 break
+        with self._count_lock:
+            self.answered += 1
         return {
             "request_id": f"generate-tokens-{secrets.token_hex(8)}",
             "model": self.served_id,

@@ -18,7 +18,7 @@ from transformers import TrainerCallback
 from primenb.engine.callbacks import EngineContext, RewardRecorder, RunDirCallback, WarmupCallback
 from primenb.engine.chat import chat_text, trains_on_chat
 from primenb.engine.data import Source, build_sources, ideal_rows, rl_rows, sft_dataset, sft_env_args
-from primenb.engine.episodes import EpisodeRollouts, episode_reward
+from primenb.engine.episodes import EpisodeRollouts, StepCancelled, episode_reward
 from primenb.engine.evaluation import Evaluator
 from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
@@ -221,6 +221,8 @@ def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok
         max_turn_tokens=plan.rl.max_completion_tokens or DEFAULT_TURN_TOKENS,
         seq_len=plan.seq_len,
         private=plan.data_collection == "deny",
+        # one process cancels a step's episodes on a stop; ranks must agree, so they stop between steps
+        should_stop=ctx.stop.poll if _world_size() == 1 else None,
     )
     ctx.closers.append(rollouts.close)
     ctx.closers.append(lambda: shutil.rmtree(folder, ignore_errors=True))
@@ -408,11 +410,20 @@ def run_training(plan: Plan, ctx: EngineContext) -> TrainResult:
         log.warning("stop requested before training started")
         ctx.stop.triggered = True
         return TrainResult(ctx.abs_step(0), True, None, {}, {})
+    cancelled = False
     try:
         trainer.train()
+    except StepCancelled:  # a stop during a step's episodes: that step is not trained
+        cancelled = ctx.stop.triggered = True
+        if trainer.state.global_step or loaded is not None:  # what a stop at a step end runs last
+            trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
     finally:
         ctx.close_all()
     step = ctx.abs_step(trainer.state.global_step)
+    if cancelled and not trainer.state.global_step and loaded is None:
+        log.warning("stopped during the first step: nothing was trained, no checkpoint written")
+        state.wait_for_everyone()
+        return TrainResult(step, True, None, ctx.first_eval, ctx.last_eval)
     if state.num_processes > 1:
         ctx.status.update(ranks_in_sync=_ranks_in_sync(trainer.model, state.device))
     final = None

@@ -6,6 +6,7 @@
 - Environment tokens (user turns, tool results, scaffold) get no gradient: a GRPO step on samples
   with an ``env_mask`` leaves every masked position's logit gradient exactly zero.
 - Episodes become samples (`cut`).
+- Slow: a stop while a step's episodes run cancels them; the run ends at the previous step.
 - Slow: configs of upstream's ``alphabet-sort`` shape (a taskset's own Env playing user turns,
   harness ``null``, runtime ``subprocess``) and a tool taskset train end to end in the engine.
 """
@@ -30,6 +31,7 @@ from primenb.engine.policy_server import PolicyServer
 from tests.engine.conftest import wait_for
 
 VF_ENVS = Path(__file__).resolve().parent.parent / "data" / "vf_envs"
+TURN_TOKENS = 256  # long turns: a step's episodes take far longer than a stop takes to cancel them
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +146,30 @@ def test_a_client_that_leaves_cancels_its_generation(lora_policy: Any) -> None:
         # the server still answers the next client
         ok = {"token_ids": [5, 6], "sampling_params": {"max_tokens": 2}}
         assert _post(server.base_url.removesuffix("/v1") + "/inference/v1/generate", ok, server.api_key)[0] == 200
+
+
+def test_a_stopping_run_ends_the_generations_in_flight_and_refuses_new_ones(lora_policy: Any) -> None:
+    """A stop during a step's episodes: the policy server answers every request in flight with a
+    clean 503 instead of decoding it to the end, and refuses the next one the same way."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, tok = lora_policy
+    with PolicyServer(model, tok) as server:
+        route = server.base_url.removesuffix("/v1") + "/inference/v1/generate"
+        length = server.context - 4  # every row must decode to here: min_tokens = max_tokens
+        body = {"token_ids": [5, 6, 7, 8], "sampling_params": {"max_tokens": length, "min_tokens": length, "seed": 1}}
+        with ThreadPoolExecutor(4) as pool:
+            answers = [pool.submit(_post, route, body, server.api_key) for _ in range(4)]
+            wait_for(lambda: server.scheduler.rows_stepped > 0, 60, "decoding to start")
+            server.stop_generating()
+            done = [a.result(timeout=120) for a in answers]  # the timeout only catches a hang
+        assert [status for status, _ in done] == [503] * 4, done
+        assert all("stopping" in answer["error"]["message"] for _, answer in done)
+        wait_for(lambda: not server.scheduler.busy, 120, "the cancelled rows to be dropped")
+        assert server.scheduler.rows_stepped < 4 * length // 2, (server.scheduler.rows_stepped, 4 * length)
+        status, answer = _post(route, {"token_ids": [5, 6], "sampling_params": {"max_tokens": 2}}, server.api_key)
+        assert status == 503 and "stopping" in answer["error"]["message"]
+        assert server.answered == 0
 
 
 def test_an_episode_longer_than_seq_len_loses_its_tail_not_its_prompt() -> None:
@@ -330,3 +356,46 @@ def test_the_built_in_multi_turn_taskset_warms_up_on_ideal_conversations_then_tr
         note = json.loads((run.files.checkpoints / folder / "primenb_checkpoint.json").read_text())
         assert note["prompt_format"] == "chat_template"
         assert note["base"]["name"] == "primenb/tiny-byte"  # the warm-up's note names its weights too
+
+
+@pytest.mark.slow
+def test_a_stop_during_a_steps_episodes_cancels_them_and_ends_as_a_stop_between_steps_does(vf_workdir: Path) -> None:
+    """Stop while step 2's episodes are in flight: they are cancelled (fewer turns answered than a
+    full step), step 2 is not trained, and the run ends `stopped` at step 1 with step 1's final
+    checkpoint, as a stop at step 1's end would leave it."""
+    from primenb import load_config
+    from primenb.backends import submit
+
+    from ..tiny import episode_toml
+
+    turns_log = vf_workdir / "turns.log"
+    episodes, turns = 4, 3
+    full_step = episodes * turns  # every episode plays all its scripted turns (none ends early)
+    toml = episode_toml(
+        "alphabet-sort", f'min_turns = {turns}\nmax_turns = {turns}\nnum_tasks = 4\nturn_log = "{turns_log}"\n',
+        steps=1000, seq_len=512, max_tokens=TURN_TOKENS, batch_size=episodes, group_size=2, primenb="sample_every = 1\n",
+    )  # fmt: skip
+
+    def answered() -> int:
+        return len(turns_log.read_text().splitlines()) if turns_log.exists() else 0
+
+    run = submit(load_config(toml), name="stop-episodes")
+    try:
+        wait_for(lambda: answered() > full_step, 900, "a turn of step 2 answered")
+        assert run.stop(timeout=600) == "stopped", run.logs(200)  # the timeout only catches a hang
+    finally:
+        if run.state not in ("stopped", "failed", "completed"):
+            run.stop(force=True, timeout=30)
+    played = answered() - full_step
+    assert 1 <= played < full_step, played  # step 2's episodes were cancelled before they ended
+    st = run.status
+    assert st["state"] == "stopped" and st["stop_requested"] == "STOP file"
+    assert st["step"] == 1  # step 2 was not trained on its partial episodes
+    final = run.files.checkpoints / "step_1"
+    assert Path(st["final_checkpoint"]).resolve() == final.resolve() and (final / "model.safetensors").is_file()
+    assert not (run.files.checkpoints / "step_2").exists()
+    assert [r["step"] for r in run.metric_rows() if "reward" in r] == [1]
+    trace = json.loads(run.files.trace_path.read_text())
+    assert trace["status"] == "stopped" and trace["steps"]["last"] == 1
+    assert trace["final"] and "step_1" in json.dumps(trace["final"])
+    assert "its 4 episodes were cancelled" in run.logs(100_000)

@@ -6,7 +6,8 @@ Each task is a scripted conversation: the first user turn asks for a few names s
 prompt (``prompt=None``): the env's ``run()`` opens an interaction and plays the user, one
 ``interaction.turn(message)`` per scripted message, as upstream's ``AlphabetSortEnv`` does. The
 reward is the sum over turns of each turn's score (similarity of the tagged list to the sorted
-list) divided by the number of turns, so it lies in [0, 1].
+list) divided by the number of turns, so it lies in [0, 1]. With ``turn_log`` (a file path) the
+env appends a line to it for each model turn answered, so a test can wait on episodes in flight.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class AlphabetSortConfig(vf.TasksetConfig):
     """Names added on each turn."""
     num_tasks: int = 4
     seed: int = 0
+    turn_log: str = ""
+    """A file to append a line to after each answered model turn (tests); empty: none."""
 
 
 class AlphabetSortTaskData(vf.TaskData):
@@ -71,7 +74,11 @@ class AlphabetSortEnv(vf.SingleAgentEnv):
     async def run(self, task, agents):
         async with agents.agent.interaction(task) as interaction:
             for message in task.data.info["user_turns"]:
-                if (await interaction.turn(message)).terminated:
+                turn = await interaction.turn(message)
+                if task.data.info.get("turn_log"):
+                    with open(task.data.info["turn_log"], "a") as log:
+                        log.write("turn\n")
+                if turn.terminated:
                     break
 
 
@@ -94,7 +101,11 @@ class AlphabetSortTaskset(vf.Taskset[AlphabetSortTask, AlphabetSortConfig]):
                 head = "Sort these names alphabetically" if t == 0 else "Add these names and sort the whole list again"
                 user_turns.append(f"{head}: {', '.join(new)}. Answer inside <{TAG}></{TAG}>, one name a line.")
             yield AlphabetSortTask(
-                AlphabetSortTaskData(idx=idx, prompt=None, info={"user_turns": user_turns, "ground_truths": truths}),
+                AlphabetSortTaskData(
+                    idx=idx,
+                    prompt=None,
+                    info={"user_turns": user_turns, "ground_truths": truths, "turn_log": c.turn_log},
+                ),
                 c.task,
             )
 
