@@ -25,7 +25,7 @@ from primenb.engine.models import (
     resolve_checkpoint,
 )
 from primenb.engine.models_info import ModelLoadError, is_tiny
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.protocol import reader
 from primenb.protocol.checkpoint import CheckpointDir
 
@@ -104,14 +104,14 @@ class ModelPool:
             try:
                 model, tok = load_base(desc)
             except ModelLoadError as exc:
-                raise ServeError(str(exc), 400) from exc
+                raise ServeError(str(exc), ErrorKind.INVALID) from exc
             model.to(self.device).eval()
             self.bases[key] = _Weights(key, model, _fix_tokenizer(tok, model))
         return self.bases[key]
 
     def _claim(self, served_id: str) -> None:
         if served_id in self.entries:
-            raise ServeError(f"model {served_id!r} is already served", 409, "id")
+            raise ServeError(f"model {served_id!r} is already served", ErrorKind.CONFLICT, "id")
 
     def add_base(self, served_id: str, model_name: str, *, seed: int = 0) -> Entry:
         self._claim(served_id)
@@ -149,7 +149,7 @@ class ModelPool:
         self._claim(served_id)
         ckpt = Path(checkpoint)
         if not ckpt.is_dir():
-            raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", 404, "checkpoint")
+            raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", ErrorKind.NOT_FOUND, "checkpoint")
         ckpt = resolve_checkpoint(ckpt)
         folder = CheckpointDir(ckpt)
         meta = folder.read_meta()
@@ -168,7 +168,9 @@ class ModelPool:
                     weights.model = PeftModel.from_pretrained(weights.model, str(ckpt), adapter_name=name)
                 weights.model.eval()
             except Exception as exc:
-                raise ServeError(f"could not load adapter {ckpt}: {type(exc).__name__}: {exc}", 400) from exc
+                raise ServeError(
+                    f"could not load adapter {ckpt}: {type(exc).__name__}: {exc}", ErrorKind.INVALID
+                ) from exc
             tok = _fix_tokenizer(load_tokenizer(str(ckpt)), weights.model) if _has_tokenizer(ckpt) else None
             weights.adapters[served_id] = name
             entry = Entry(served_id, "adapter", weights.key, adapter=name, tokenizer=tok)
@@ -187,10 +189,10 @@ class ModelPool:
 
     # -- leaving (the scheduler retires an entry once no row decodes on it) -----------------------
     def detach(self, served_id: str) -> Entry:
-        """Stop listing ``served_id``: new requests for it get 404; its weights stay for now."""
+        """Stop listing ``served_id``: new requests for it get NOT_FOUND; its weights stay for now."""
         entry = self.entries.pop(served_id, None)
         if entry is None:
-            raise ServeError(f"model {served_id!r} is not served", 404, "model")
+            raise ServeError(f"model {served_id!r} is not served", ErrorKind.NOT_FOUND, "model")
         return entry
 
     def release(self, entry: Entry) -> None:
@@ -232,7 +234,10 @@ class ModelPool:
         if entry is None:
             known = ", ".join(sorted(self.entries)) or "none"
             raise ServeError(
-                f"The model {served_id!r} does not exist. Served models: {known}.", 404, "model", "model_not_found"
+                f"The model {served_id!r} does not exist. Served models: {known}.",
+                ErrorKind.NOT_FOUND,
+                "model",
+                "model_not_found",
             )
         return entry
 
@@ -294,7 +299,7 @@ class ModelPool:
                     raise ServeError(
                         f"The model {entry.id!r} has no chat template, so it cannot take tools or tool "
                         "turns; send plain messages.",
-                        400,
+                        ErrorKind.INVALID,
                         "messages",
                     )
                 try:
@@ -303,7 +308,7 @@ class ModelPool:
                     raise ServeError(
                         f"The model's chat template could not render these messages "
                         f"({type(exc).__name__}: {str(exc)[:300]}).",
-                        400,
+                        ErrorKind.INVALID,
                         "messages",
                     ) from None
                 return ids, str(tok.decode(ids, skip_special_tokens=False))
@@ -323,7 +328,7 @@ class ModelPool:
             if size > limit:
                 raise ServeError(
                     f"This model's prompt format makes the prompt more than {limit} characters; shorten it.",
-                    400,
+                    ErrorKind.INVALID,
                     "messages",
                     "context_length_exceeded",
                 )
@@ -333,7 +338,7 @@ class ModelPool:
 
 def _note_base(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The weights an adapter's note names (``{"name", "seed", "path"}``), or None when it names
-    none; a note of another shape is the checkpoint's fault, said as a 400."""
+    none; a note of another shape is the checkpoint's fault, an INVALID error."""
     base = meta.get("base")
     if base is None or base == {}:  # a full model's note may record no base
         return None
@@ -348,7 +353,7 @@ def _note_base(meta: dict[str, Any]) -> dict[str, Any] | None:
         raise ServeError(
             f"the checkpoint's note ({CheckpointDir.META}) records its base weights in an unreadable shape; "
             'it needs "base" = {"name": str, "seed": int in [0, 2**32), "path": str or null}.',
-            400,
+            ErrorKind.INVALID,
             "checkpoint",
         )
     return {"name": name, "seed": seed or 0, "path": path}
@@ -368,7 +373,7 @@ def _check_adapter_config(ckpt: Path) -> None:
             raise ServeError(
                 f"the adapter's {key} is a regular expression this server does not run (a quantified "
                 "group or a backreference can take minutes per module name); list the module names.",
-                400,
+                ErrorKind.INVALID,
                 "checkpoint",
             )
 

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.serve import adapters, guard
@@ -540,7 +540,7 @@ def rss_bytes() -> int:
 
 async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServeError)
-    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    headers = {"Retry-After": "1"} if exc.kind is ErrorKind.BUSY else None
     return error_response(str(exc), exc.status, exc.param, exc.code, headers)
 
 

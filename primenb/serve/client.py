@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from primenb.engine.serve_errors import ServeError
 from primenb.errors import PrimenbError
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
@@ -33,10 +34,6 @@ from primenb.serve import registry, remote
 START_TIMEOUT_S = 300.0
 DEFAULT_MAX_BATCH = 32  # rows decoded together: 2 CPU cores keep gaining up to about this many
 DEFAULT_MAX_QUEUE = 256  # requests waiting for a slot before the server answers 429
-
-
-class ServeError(PrimenbError):
-    """A server could not start or answer; the message says what to do."""
 
 
 # -- what to serve --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 
 import uvicorn
 
+from primenb.engine.serve_errors import ServeError
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.serve import registry
 
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         for model in spec["models"]:
             load_into(pool, model)
     except Exception as exc:  # the caller shows this message; nothing is served
-        return fail(f"{type(exc).__name__}: {exc}" if type(exc).__name__ != "ServeError" else str(exc))
+        return fail(str(exc) if isinstance(exc, ServeError) else f"{type(exc).__name__}: {exc}")
 
     scheduler = Scheduler(pool, max_batch=int(spec.get("max_batch") or 32), max_queue=int(spec.get("max_queue") or 256))
     state = State(scheduler, api_key=key, loader=lambda s: load_into(pool, s), host=host, port=port)
