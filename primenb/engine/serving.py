@@ -28,6 +28,7 @@ from primenb.engine.models_info import ModelLoadError, is_tiny
 from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.protocol import reader
 from primenb.protocol.checkpoint import CheckpointDir
+from primenb.protocol.stage import FINAL, Stage
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Entry:
     checkpoint: str | None = None
     root: str = ""  # the base model everything here started from
     parent: str | None = None  # the model this one was trained on (None for a base)
-    stage: str = "final"  # "sft_warmup": the warm-up model a trace's adapter was trained on
+    stage: Stage = FINAL  # SFT_WARMUP: the warm-up model a trace's adapter was trained on
     chat_trained: bool = False  # its checkpoint note says it trained on chat-template conversations
 
 
@@ -142,7 +143,7 @@ class ModelPool:
         text_template: str | None = None,
         trace: str | None = None,
         parent: str | None = None,
-        stage: str = "final",
+        stage: Stage = FINAL,
     ) -> Entry:
         """Serve a checkpoint under ``served_id``: an adapter joins the weights it was trained on,
         a full model loads as weights of its own."""

@@ -20,15 +20,16 @@ from primenb.engine.serve_errors import ServeError
 from primenb.errors import PrimenbError
 from primenb.protocol.reader import is_regular
 from primenb.protocol.rundir import RunDir
+from primenb.protocol.stage import FINAL, SFT_WARMUP, parse_stage
 from primenb.serve.guard import run_dir_of
 
-WARMUP = "sft_warmup"
+WARMUP = SFT_WARMUP  # the name serve/evaluate.py imported
 
 
 def _warmup_served(cards: dict[str, dict[str, Any]], trace_id: str) -> str | None:
     for card in cards.values():
         info = card.get("primenb") or {}
-        if info.get("trace") == trace_id and info.get("stage") == WARMUP:
+        if info.get("trace") == trace_id and info.get("stage") == SFT_WARMUP:
             return str(card["id"])
     return None
 
@@ -51,8 +52,8 @@ def from_trace(checkpoint: Path, given: dict[str, Any], cards: dict[str, dict[st
         return {}
     model_name = str(given.get("model_name") or info.model_id)
     warmup = checkpoint == Path(RunDir(run).warmup_checkpoint).resolve()
-    stage = str(given.get("stage") or (WARMUP if warmup else "final"))
-    parent = model_name if stage == WARMUP else (_warmup_served(cards, trace.id) or model_name)
+    stage = parse_stage(given.get("stage") or (SFT_WARMUP if warmup else FINAL))
+    parent = model_name if stage == SFT_WARMUP else (_warmup_served(cards, trace.id) or model_name)
     found = {
         "model_name": model_name,
         "seed": info.base_seed,

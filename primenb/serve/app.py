@@ -28,6 +28,7 @@ from starlette.routing import Route
 from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
 from primenb.protocol.checkpoint import CheckpointDir
+from primenb.protocol.stage import FINAL
 from primenb.serve import adapters, guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
 from primenb.serve.wire import Choices, Pacing, StreamChunks, ToolMode, chat_chunk, error_body, usage
@@ -87,7 +88,7 @@ def model_card(state: State, pool: Any, entry: Any) -> dict[str, Any]:
         "primenb": {
             "kind": entry.kind,
             "trace": entry.trace,
-            "stage": getattr(entry, "stage", "final"),
+            "stage": getattr(entry, "stage", FINAL),
             "prompt_format": pool.prompt_format(entry),
             "renderer": pool.renderer(entry).name,
             "tool_call_parser": pool.tool_call_parser(entry),

@@ -29,6 +29,7 @@ from primenb.errors import PrimenbError
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.rundir import RunDir
+from primenb.protocol.stage import FINAL, SFT_WARMUP
 from primenb.serve import registry, remote
 
 START_TIMEOUT_S = 300.0
@@ -128,14 +129,14 @@ def model_specs(
         if warm is not None:
             parent_id = claim(f"{_safe_model(model_name)}-warmup-{_safe(trace.name)}", trace)
             if parent_id is not None and (parents or kind == "lora"):
-                specs.append({**common, "id": parent_id, "checkpoint": str(warm), "stage": "sft_warmup"})
+                specs.append({**common, "id": parent_id, "checkpoint": str(warm), "stage": SFT_WARMUP})
             parent = parent_id or parent
         else:
             bases.setdefault(model_name, info.base_seed)
         sid = claim(f"{_safe_model(model_name)}-{ID_INFIX[kind]}-{_safe(trace.name)}", trace)
         if sid is None:
             continue
-        specs.append({**common, "id": sid, "checkpoint": str(info.checkpoint), "parent": parent, "stage": "final"})
+        specs.append({**common, "id": sid, "checkpoint": str(info.checkpoint), "parent": parent, "stage": FINAL})
     if base:
         bases = {base: bases.get(base, 0)}
     if not bases and not traces:
@@ -250,11 +251,11 @@ class Server:
         data = _admin(self, "GET", "/v1/models", timeout=30.0).get("data")
         return [c for c in data or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
 
-    def model_of(self, trace: Any, stage: str = "final") -> str | None:
+    def model_of(self, trace: Any, stage: str = FINAL) -> str | None:  # str: evaluate.py passes its own
         """The id it serves a trace's model under (``stage`` ``sft_warmup``: its warm-up's)."""
         for card in self.cards():
             info = card.get("primenb") or {}
-            if info.get("trace") == trace.id and (info.get("stage") or "final") == stage:
+            if info.get("trace") == trace.id and (info.get("stage") or FINAL) == stage:
                 return str(card["id"])
         return None
 

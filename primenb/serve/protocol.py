@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from primenb.engine.chat import Conversation
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
+from primenb.protocol.stage import FINAL, Stage
 
 MAX_ID = 256  # characters of a model id
 MAX_PROMPTS = 64  # prompts in one /v1/completions request
@@ -452,7 +453,7 @@ class AddModel(_Strict):
     trace: Annotated[StrictStr, Field(max_length=64)] | None = None
     trace_name: Annotated[StrictStr, Field(max_length=MAX_ID)] | None = None
     parent: ModelId | None = None
-    stage: Literal["final", "sft_warmup"] = "final"  # a trace's own model, or the warm-up it was trained on
+    stage: Stage = FINAL  # a trace's own model, or the warm-up it was trained on
     kind: Literal["checkpoint"] = "checkpoint"
 
 

@@ -26,6 +26,7 @@ import uvicorn
 
 from primenb.engine.serve_errors import ServeError
 from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.stage import parse_stage
 from primenb.serve import registry
 
 STOP_LINGER_S = 1.0  # after the last request: late clients get a clear 503, not a reset
@@ -54,7 +55,7 @@ def load_into(pool: Any, spec: dict[str, Any]) -> Any:
         text_template=spec.get("text_template"),
         trace=spec.get("trace"),
         parent=spec.get("parent"),
-        stage=str(spec.get("stage") or "final"),
+        stage=parse_stage(spec.get("stage")),
     )
 
 
