@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
+from primenb.protocol import openai_api as api
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.stage import FINAL
 from primenb.serve import adapters, guard
@@ -78,7 +79,7 @@ class State:
 def model_card(state: State, pool: Any, entry: Any) -> dict[str, Any]:
     return {
         "id": entry.id,
-        "object": "model",
+        "object": api.MODEL,
         "created": int(state.started),
         "owned_by": OWNER,
         "root": entry.root or entry.id,
@@ -244,7 +245,7 @@ class _Run:
 
 async def list_models(request: Request) -> Response:
     state: State = request.app.state.primenb
-    return JSONResponse({"object": "list", "data": list(state.cards.values())})
+    return JSONResponse({"object": api.LIST, "data": list(state.cards.values())})
 
 
 async def get_model(request: Request) -> Response:
@@ -344,7 +345,7 @@ async def _respond(
     finally:
         run.close()
     headers["x-primenb-generate-seconds"] = f"{time.perf_counter() - t0:.4f}"
-    obj = "chat.completion" if chat else "text_completion"
+    obj = api.completion_object(chat, chunk=False)
     doc = {
         "id": rid,
         "object": obj,
@@ -409,7 +410,7 @@ async def _stream(
             return
         last = ""
         if with_usage:
-            obj = "chat.completion.chunk" if chat else "text_completion"
+            obj = api.completion_object(chat, chunk=True)
             totals = usage(run.prompt_tokens, completion_tokens)
             last = f"data: {_json({**base, 'object': obj, 'choices': [], 'usage': totals})}\n\n"
         yield last + "data: [DONE]\n\n"
@@ -561,18 +562,18 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
-    Route("/health", health, methods=["GET"]),
-    Route("/version", version, methods=["GET"]),
-    Route("/v1/models", list_models, methods=["GET"]),
-    Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
-    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-    Route("/v1/completions", completions, methods=["POST"]),
-    Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
-    Route("/v1/unload_lora_adapter", unload_lora_adapter, methods=["POST"]),
-    Route("/admin/stats", admin_stats, methods=["GET"]),
-    Route("/admin/models", admin_add, methods=["POST"]),
-    Route("/admin/models/{model_id:path}", admin_remove, methods=["DELETE"]),
-    Route("/admin/shutdown", admin_shutdown, methods=["POST"]),
+    Route(api.HEALTH, health, methods=["GET"]),
+    Route(api.VERSION, version, methods=["GET"]),
+    Route(api.MODELS, list_models, methods=["GET"]),
+    Route(api.MODELS + "/{model_id:path}", get_model, methods=["GET"]),
+    Route(api.CHAT_COMPLETIONS, chat_completions, methods=["POST"]),
+    Route(api.COMPLETIONS, completions, methods=["POST"]),
+    Route(api.LOAD_LORA, load_lora_adapter, methods=["POST"]),
+    Route(api.UNLOAD_LORA, unload_lora_adapter, methods=["POST"]),
+    Route(api.ADMIN_STATS, admin_stats, methods=["GET"]),
+    Route(api.ADMIN_MODELS, admin_add, methods=["POST"]),
+    Route(api.ADMIN_MODELS + "/{model_id:path}", admin_remove, methods=["DELETE"]),
+    Route(api.ADMIN_SHUTDOWN, admin_shutdown, methods=["POST"]),
 ]
 
 

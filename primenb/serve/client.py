@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from primenb.engine.serve_errors import ServeError
 from primenb.errors import PrimenbError
+from primenb.protocol import openai_api as api
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.rundir import RunDir
@@ -214,7 +215,7 @@ class Server:
         """The models it serves now: asked of the server itself (the registry file follows it by
         polling, so it can lag an add or remove), else the registry's record."""
         try:
-            self.models = [str(c["id"]) for c in _admin(self, "GET", "/v1/models", timeout=10.0)["data"]]
+            self.models = [str(c["id"]) for c in _admin(self, "GET", api.MODELS, timeout=10.0)["data"]]
             return self
         except (ServeError, KeyError, TypeError):
             pass
@@ -228,7 +229,7 @@ class Server:
         (a forged record's port, an older server) is a `ServeError` saying so, never a KeyError."""
         from pydantic import ValidationError
 
-        answer = _admin(self, "GET", "/admin/stats")
+        answer = _admin(self, "GET", api.ADMIN_STATS)
         try:
             typed = ServerStats.model_validate(answer)
         except ValidationError as exc:
@@ -248,7 +249,7 @@ class Server:
 
     def cards(self) -> list[dict[str, Any]]:
         """The model cards it serves now (``/v1/models``)."""
-        data = _admin(self, "GET", "/v1/models", timeout=30.0).get("data")
+        data = _admin(self, "GET", api.MODELS, timeout=30.0).get("data")
         return [c for c in data or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
 
     def model_of(self, trace: Any, stage: str = FINAL) -> str | None:  # str: evaluate.py passes its own
@@ -297,7 +298,7 @@ def _headers(server: Server) -> dict[str, str]:
 
 
 def _admin(server: Server, method: str, path: str, body: Any = None, timeout: float = 300.0) -> Any:
-    root = server.url.rsplit("/v1", 1)[0]
+    root = server.url.rsplit(api.API_ROOT, 1)[0]
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(root + path, data=data, method=method, headers=_headers(server))
     try:
@@ -438,7 +439,7 @@ def _start_remote(
     )
     server = Server(rec["url"], int(rec["pid"]), list(rec["models"]), key_var, rec["remote"])
     try:
-        _admin(server, "GET", "/v1/models", timeout=30.0)  # answers through the forward
+        _admin(server, "GET", api.MODELS, timeout=30.0)  # answers through the forward
     except ServeError:
         server.stop()
         raise
@@ -487,7 +488,7 @@ def find(url_or_pid: Any = None, *, revive: bool = True) -> Server:
         return running[-1]
     text = str(url_or_pid).rstrip("/")
     for s in running:
-        if text in (s.url, s.url.rsplit("/v1", 1)[0], str(s.pid)) or text == str(
+        if text in (s.url, s.url.rsplit(api.API_ROOT, 1)[0], str(s.pid)) or text == str(
             s.url.rsplit(":", 1)[-1].split("/")[0]
         ):
             return s
@@ -515,7 +516,7 @@ def add(trace: Any, server: Server | None = None) -> list[str]:
     if not specs:
         raise ServeError(f"{server.url} already serves {trace}; `%prime_serve list` shows its models")
     for spec in specs:
-        _admin(server, "POST", "/admin/models", spec)
+        _admin(server, "POST", api.ADMIN_MODELS, spec)
     server.refresh()
     return [s["id"] for s in specs]
 
@@ -537,7 +538,7 @@ def remove(trace_or_id: Any, server: Server | None = None) -> str:
         if found is None:
             raise ServeError(f"{server.url} does not serve {trace.name!r}; {serves}")
         target = found
-    _admin(server, "DELETE", "/admin/models/" + urllib.parse.quote(target, safe="/"))
+    _admin(server, "DELETE", f"{api.ADMIN_MODELS}/" + urllib.parse.quote(target, safe="/"))
     server.refresh()
     return target
 

@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from primenb.engine.serve_errors import ServeError
 from primenb.engine.serve_requests import GenRequest
+from primenb.protocol import openai_api as api
 from primenb.serve.app import State, _Run, _unknown_model, cancellable, parse
 from primenb.serve.generate_protocol import GenerateRequest
 from primenb.serve.wire import TokenChoice, usage
@@ -74,6 +75,6 @@ async def _answer(state: State, body: GenerateRequest, model: str, req: GenReque
     return JSONResponse(doc, headers=headers)
 
 
-ROUTES = [Route("/inference/v1/generate", generate, methods=["POST"])]
+ROUTES = [Route(api.GENERATE, generate, methods=["POST"])]
 
 __all__ = ["ROUTES", "generate"]

@@ -19,6 +19,7 @@ from typing import Any
 from starlette.responses import Response
 
 from primenb.engine.serve_errors import ServeError
+from primenb.protocol import openai_api as api
 from primenb.protocol.rundir import RunDir
 from primenb.serve.wire import error_body
 
@@ -86,7 +87,7 @@ class Guard:
             given = auth[7:] if auth[:7].lower() == "bearer " else ""
             if not hmac.compare_digest(given.encode(), self.state.api_key.encode()):
                 return _refusal("Missing or wrong API key: send 'Authorization: Bearer <key>'.", 401, "invalid_api_key")
-        if self.state.stopping and scope.get("path", "").startswith("/v1/"):
+        if self.state.stopping and scope.get("path", "").startswith(api.API_ROOT + "/"):
             return _refusal("The server is stopping; start it again with %prime_serve.", 503)
         if scope.get("method") == "POST":
             kind = headers.get("content-type", "").split(";")[0].strip().lower()

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
     server = StopServer(config, scheduler)
-    url = f"http://{registry.url_host(host)}:{port}/v1"
+    url = registry.api_url(host, port)
     record = {
         "pid": os.getpid(),
         "host": host,
