@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.errors import PrimenbError
 from primenb.protocol.reader import is_regular
 from primenb.protocol.rundir import RunDir
@@ -72,13 +72,15 @@ def check_unload(entries: dict[str, Any], served_id: str) -> None:
     entry = entries.get(served_id)
     shown = served_id if len(served_id) <= 80 else served_id[:80] + "…"
     if entry is None:
-        raise ServeError(f"The LoRA adapter {shown!r} cannot be found.", 404, "lora_name", "model_not_found")
+        raise ServeError(
+            f"The LoRA adapter {shown!r} cannot be found.", ErrorKind.NOT_FOUND, "lora_name", "model_not_found"
+        )
     if entry.kind != "adapter":
         what = {"base": "a base model", "full": "a full fine-tune"}.get(entry.kind, f"a {entry.kind} model")
         raise ServeError(
             f"{shown!r} is {what}, not a LoRA adapter: /v1/unload_lora_adapter removes only LoRA adapters "
             "(loaded at start or with /v1/load_lora_adapter); DELETE /admin/models/{id} removes any model.",
-            404,
+            ErrorKind.NOT_FOUND,
             "lora_name",
             "model_not_found",
         )

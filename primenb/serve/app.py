@@ -128,14 +128,14 @@ def parse(model: type[M], raw: bytes) -> M:
         if err["type"] == "extra_forbidden":
             raise ServeError(
                 f"Unknown field '{param}': this server does not know or honour it; remove it.",
-                400,
+                ErrorKind.INVALID,
                 param,
                 "unsupported_parameter",
             ) from None
         if err["type"] == "json_invalid":
-            raise ServeError(f"The request body is not valid JSON ({err['msg']}).", 400) from None
+            raise ServeError(f"The request body is not valid JSON ({err['msg']}).", ErrorKind.INVALID) from None
         where = f"'{param}': " if param else ""
-        raise ServeError(f"{where}{err['msg']}.", 400, param) from None
+        raise ServeError(f"{where}{err['msg']}.", ErrorKind.INVALID, param) from None
 
 
 # -- cancellation ---------------------------------------------------------------------------------
@@ -260,7 +260,9 @@ async def get_model(request: Request) -> Response:
 def _unknown_model(state: State, served_id: str) -> ServeError:
     known = ", ".join(sorted(state.cards)) or "none"
     shown = served_id if len(served_id) <= 80 else served_id[:80] + "…"
-    return ServeError(f"The model {shown!r} does not exist. Served models: {known}.", 404, "model", "model_not_found")
+    return ServeError(
+        f"The model {shown!r} does not exist. Served models: {known}.", ErrorKind.NOT_FOUND, "model", "model_not_found"
+    )
 
 
 async def chat_completions(request: Request) -> Response:
@@ -288,7 +290,7 @@ def _tool_mode(body: ChatRequest, card: dict[str, Any]) -> ToolMode | None:
             f"The model {body.model!r} takes no tools here: its renderer ({renderer}) has no tool-call "
             "format this server parses (hermes <tool_call> blocks or Llama 3 JSON). Send the request "
             "without 'tools', or serve a model whose chat template has tool support.",
-            400,
+            ErrorKind.INVALID,
             "tools",
             "unsupported_parameter",
         )
@@ -310,7 +312,7 @@ async def completions(request: Request) -> Response:
         raise ServeError(
             f"{len(reqs)} prompts are more than this server queues at once ({queue}, its --max-queue); "
             "send fewer per request.",
-            400,
+            ErrorKind.INVALID,
             "prompt",
         )
     return await cancellable(request, _respond(state, body, reqs, chat=False))
@@ -467,7 +469,8 @@ async def _add(state: State, spec: AddModel, *, adapter_only: bool = False) -> A
     checkpoint = guard.checkpoint_in_run_dir(spec.checkpoint)
     if adapter_only and not CheckpointDir(checkpoint).is_adapter():
         raise ServeError(
-            f"{spec.checkpoint} is not a LoRA adapter checkpoint (no {CheckpointDir.ADAPTER_CONFIG}).", 400
+            f"{spec.checkpoint} is not a LoRA adapter checkpoint (no {CheckpointDir.ADAPTER_CONFIG}).",
+            ErrorKind.INVALID,
         )
     given = spec.model_dump(exclude_unset=True)
     found = await asyncio.to_thread(adapters.from_trace, checkpoint, given, state.cards)

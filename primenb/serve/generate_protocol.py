@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
 from primenb.serve.protocol import (
     MAX_ID,
@@ -117,7 +117,7 @@ def _refusal(owner: Any, table: dict[str, str], off: dict[str, tuple[Any, ...]],
             return ServeError(
                 f"'{where}{name}' asks for {what}, which this server does not support; remove the field or "
                 "set it to null.",
-                400,
+                ErrorKind.INVALID,
                 f"{where}{name}",
                 "unsupported_parameter",
             )

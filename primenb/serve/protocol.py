@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
 from primenb.engine.chat import Conversation
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
 from primenb.protocol.stage import FINAL, Stage
 
@@ -162,11 +162,11 @@ def token_bias(bias: dict[str, float | int] | None, param: str = "logit_bias") -
     """``logit_bias`` as token id -> bias (JSON object keys are strings of digits). Whether the ids
     are in the model's vocabulary is checked when the request is admitted (the scheduler knows it)."""
     if bias and len(bias) > MAX_BIAS:
-        raise ServeError(f"{param} has {len(bias)} entries; at most {MAX_BIAS} are taken.", 400, param)
+        raise ServeError(f"{param} has {len(bias)} entries; at most {MAX_BIAS} are taken.", ErrorKind.INVALID, param)
     out: dict[int, float] = {}
     for key, value in (bias or {}).items():
         if not _TOKEN_ID.fullmatch(key):
-            raise ServeError(f"{param} keys are token ids (digits 0-9); got {key[:40]!r}.", 400, param)
+            raise ServeError(f"{param} keys are token ids (digits 0-9); got {key[:40]!r}.", ErrorKind.INVALID, param)
         out[int(key)] = float(value)
     return out
 
@@ -174,7 +174,9 @@ def token_bias(bias: dict[str, float | int] | None, param: str = "logit_bias") -
 def check_min_tokens(min_tokens: int | None, max_tokens: int | None, param: str = "min_tokens") -> int:
     """vLLM's rule: ``min_tokens`` may not exceed ``max_tokens``."""
     if min_tokens and max_tokens is not None and min_tokens > max_tokens:
-        raise ServeError(f"min_tokens ({min_tokens}) must be at most max_tokens ({max_tokens}).", 400, param)
+        raise ServeError(
+            f"min_tokens ({min_tokens}) must be at most max_tokens ({max_tokens}).", ErrorKind.INVALID, param
+        )
     return min_tokens or 0
 
 
@@ -354,7 +356,7 @@ class ChatRequest(_Common):
             return ServeError(
                 f"response_format {self.response_format.type!r} asks for constrained JSON decoding, which this "
                 "server does not do; ask for JSON in the prompt, or leave response_format unset.",
-                400,
+                ErrorKind.INVALID,
                 "response_format",
                 "unsupported_parameter",
             )
@@ -362,19 +364,19 @@ class ChatRequest(_Common):
             return ServeError(
                 "tool_choice 'required' or a named function asks for constrained decoding, which this server "
                 "does not do; use 'auto' (the model decides) or 'none'.",
-                400,
+                ErrorKind.INVALID,
                 "tool_choice",
                 "unsupported_parameter",
             )
         if self.tool_choice not in (None, "none") and not self.tools:
-            return ServeError("tool_choice is set but there are no tools.", 400, "tool_choice")
+            return ServeError("tool_choice is set but there are no tools.", ErrorKind.INVALID, "tool_choice")
         for name, what in CHAT_REFUSED.items():
             value = getattr(self, name)
             if not (_off(value) or value in _CHAT_OFF.get(name, ())):
                 return ServeError(
                     f"'{name}' asks for {what}, which this server does not support (primenb serves plain "
                     "text generation); remove the field or set it to null.",
-                    400,
+                    ErrorKind.INVALID,
                     name,
                     "unsupported_parameter",
                 )
@@ -423,9 +425,9 @@ class CompletionRequest(_Common):
 
     def refused(self) -> ServeError | None:
         if self.suffix:
-            return ServeError("'suffix' (insertion) is not supported by this server.", 400, "suffix")
+            return ServeError("'suffix' (insertion) is not supported by this server.", ErrorKind.INVALID, "suffix")
         if self.best_of is not None and self.best_of != (self.n or 1):
-            return ServeError("'best_of' other than n is not supported by this server.", 400, "best_of")
+            return ServeError("'best_of' other than n is not supported by this server.", ErrorKind.INVALID, "best_of")
         return None
 
     def sampling(self) -> Sampling:
