@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from primenb.engine.chat import Conversation
 from primenb.engine.serve_errors import ErrorKind, ServeError
-from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
+from primenb.engine.serve_requests import DEFAULT_SAMPLING, SEED_MAX, SEED_MIN, Sampling
 from primenb.protocol.stage import FINAL, Stage
 
 MAX_ID = 256  # characters of a model id
@@ -216,18 +216,24 @@ class _Common(_Strict):
         min_tokens = check_min_tokens(self.min_tokens, max_tokens)
         return Sampling(
             max_tokens=max_tokens,
-            temperature=1.0 if self.temperature is None else float(self.temperature),
-            top_p=1.0 if self.top_p is None else float(self.top_p),
-            top_k=max(0, self.top_k or 0),
-            presence_penalty=float(self.presence_penalty or 0.0),
-            frequency_penalty=float(self.frequency_penalty or 0.0),
+            temperature=DEFAULT_SAMPLING.temperature if self.temperature is None else float(self.temperature),
+            top_p=DEFAULT_SAMPLING.top_p if self.top_p is None else float(self.top_p),
+            top_k=DEFAULT_SAMPLING.top_k if self.top_k is None else max(0, self.top_k),
+            presence_penalty=DEFAULT_SAMPLING.presence_penalty
+            if self.presence_penalty is None
+            else float(self.presence_penalty),
+            frequency_penalty=DEFAULT_SAMPLING.frequency_penalty
+            if self.frequency_penalty is None
+            else float(self.frequency_penalty),
             logit_bias=token_bias(self.logit_bias),
             stop=tuple(s for s in stop if s),
             seed=self.seed,
-            n=self.n or 1,
+            n=self.n or DEFAULT_SAMPLING.n,
             ignore_eos=bool(self.ignore_eos),
-            min_p=float(self.min_p or 0.0),
-            repetition_penalty=1.0 if self.repetition_penalty is None else float(self.repetition_penalty),
+            min_p=DEFAULT_SAMPLING.min_p if self.min_p is None else float(self.min_p),
+            repetition_penalty=DEFAULT_SAMPLING.repetition_penalty
+            if self.repetition_penalty is None
+            else float(self.repetition_penalty),
             min_tokens=min_tokens,
             stop_token_ids=tuple(self.stop_token_ids or ()),
             skip_special_tokens=self.skip_special_tokens is not False,
@@ -426,7 +432,7 @@ class CompletionRequest(_Common):
     def refused(self) -> ServeError | None:
         if self.suffix:
             return ServeError("'suffix' (insertion) is not supported by this server.", ErrorKind.INVALID, "suffix")
-        if self.best_of is not None and self.best_of != (self.n or 1):
+        if self.best_of is not None and self.best_of != (self.n or DEFAULT_SAMPLING.n):
             return ServeError("'best_of' other than n is not supported by this server.", ErrorKind.INVALID, "best_of")
         return None
 
