@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from primenb.engine.chat import ChatRenderer, Conversation, trains_on_chat
 from primenb.engine.models import (
@@ -29,6 +29,7 @@ from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.protocol import reader
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.stage import FINAL, Stage
+from primenb.protocol.weights import ADAPTER, BASE, FULL, Weights
 
 
 @dataclass
@@ -40,15 +41,18 @@ class _Weights:
     counter: int = 0
 
 
+LIVE: Literal["live"] = "live"  # a trainer's module served as it is (the policy server's)
+
+
 @dataclass
 class Entry:
     """One served model id: ``kind`` base (weights as named), adapter (LoRA on ``base_key``'s
     weights) or full (a fine-tune with weights of its own)."""
 
     id: str
-    kind: str
+    kind: Weights | Literal["live"]
     base_key: str
-    adapter: str | None = None  # PEFT adapter name (kind "adapter")
+    adapter: str | None = None  # PEFT adapter name (kind ADAPTER)
     tokenizer: Any = None  # an adapter's own tokenizer, when its checkpoint has one
     text_template: str | None = None  # the trace's environment prompt format ("{prompt}=")
     trace: str | None = None
@@ -117,7 +121,7 @@ class ModelPool:
     def add_base(self, served_id: str, model_name: str, *, seed: int = 0) -> Entry:
         self._claim(served_id)
         weights = self._weights(_base_desc(model_name, seed))
-        entry = Entry(served_id, "base", weights.key, root=model_name)
+        entry = Entry(served_id, BASE, weights.key, root=model_name)
         self.entries[served_id] = entry
         return entry
 
@@ -129,7 +133,7 @@ class ModelPool:
         key = f"live:{served_id}"
         self.bases[key] = _Weights(key, model, tokenizer)
         adapter = str(model.active_adapter) if hasattr(model, "peft_config") else None
-        entry = Entry(served_id, "live", key, adapter=adapter, root=str(getattr(model, "name_or_path", "")))
+        entry = Entry(served_id, LIVE, key, adapter=adapter, root=str(getattr(model, "name_or_path", "")))
         self.entries[served_id] = entry
         return entry
 
@@ -174,11 +178,11 @@ class ModelPool:
                 ) from exc
             tok = _fix_tokenizer(load_tokenizer(str(ckpt)), weights.model) if _has_tokenizer(ckpt) else None
             weights.adapters[served_id] = name
-            entry = Entry(served_id, "adapter", weights.key, adapter=name, tokenizer=tok)
+            entry = Entry(served_id, ADAPTER, weights.key, adapter=name, tokenizer=tok)
             entry.parent = parent or str(desc.get("path") or desc.get("name") or model_name)
         else:
             weights = self._weights({"path": str(ckpt)})
-            entry = Entry(served_id, "full", weights.key, parent=parent or model_name)
+            entry = Entry(served_id, FULL, weights.key, parent=parent or model_name)
         entry.root = str((_note_base(meta) or {}).get("name") or model_name)
         entry.chat_trained = meta.get("prompt_format") == "chat_template"
         entry.text_template = text_template
@@ -201,10 +205,10 @@ class ModelPool:
         weights = self.bases.get(entry.base_key)
         if weights is None:
             return
-        if entry.kind == "live":  # the trainer's module: forget it, change nothing in it
+        if entry.kind == LIVE:  # the trainer's module: forget it, change nothing in it
             self.bases.pop(entry.base_key, None)
             return
-        if entry.kind == "adapter" and entry.adapter is not None:
+        if entry.kind == ADAPTER and entry.adapter is not None:
             weights.adapters = {k: v for k, v in weights.adapters.items() if v != entry.adapter}
             if weights.adapters:
                 weights.model.set_adapter(next(iter(weights.adapters.values())))

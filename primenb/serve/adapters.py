@@ -21,6 +21,7 @@ from primenb.errors import PrimenbError
 from primenb.protocol.reader import is_regular
 from primenb.protocol.rundir import RunDir
 from primenb.protocol.stage import FINAL, SFT_WARMUP, parse_stage
+from primenb.protocol.weights import ADAPTER, BASE, FULL
 from primenb.serve.guard import run_dir_of
 
 WARMUP = SFT_WARMUP  # the name serve/evaluate.py imported
@@ -75,8 +76,8 @@ def check_unload(entries: dict[str, Any], served_id: str) -> None:
         raise ServeError(
             f"The LoRA adapter {shown!r} cannot be found.", ErrorKind.NOT_FOUND, "lora_name", "model_not_found"
         )
-    if entry.kind != "adapter":
-        what = {"base": "a base model", "full": "a full fine-tune"}.get(entry.kind, f"a {entry.kind} model")
+    if entry.kind != ADAPTER:
+        what = {BASE: "a base model", FULL: "a full fine-tune"}.get(entry.kind, f"a {entry.kind} model")
         raise ServeError(
             f"{shown!r} is {what}, not a LoRA adapter: /v1/unload_lora_adapter removes only LoRA adapters "
             "(loaded at start or with /v1/load_lora_adapter); DELETE /admin/models/{id} removes any model.",

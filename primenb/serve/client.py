@@ -31,6 +31,7 @@ from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.rundir import RunDir
 from primenb.protocol.stage import FINAL, SFT_WARMUP
+from primenb.protocol.weights import ADAPTER, FULL, Weights, from_finetune
 from primenb.serve import registry, remote
 
 START_TIMEOUT_S = 300.0
@@ -43,7 +44,7 @@ DEFAULT_MAX_QUEUE = 256  # requests waiting for a slot before the server answers
 
 MAX_ID = 200  # characters of a served id we make (the server takes up to 256)
 # how a trace's model is named: <base>-<infix>-<trace name>
-ID_INFIX = {"lora": "adapter", "full": "ft", RunDir.WARMUP_CHECKPOINT: "warmup"}
+ID_INFIX = {ADAPTER: "adapter", FULL: "ft", RunDir.WARMUP_CHECKPOINT: "warmup"}
 
 
 def _safe(text: str) -> str:
@@ -56,15 +57,15 @@ def _safe_model(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._/:+@-]+", "-", name).lstrip("/.:+@-")[:MAX_ID] or "model"
 
 
-def finetune_kind(trace: Any, checkpoint: Path | None = None) -> str:
-    """``lora`` (an adapter) or ``full`` (weights of its own): what the checkpoint holds when it is
+def finetune_kind(trace: Any, checkpoint: Path | None = None) -> Weights:
+    """``adapter`` (LoRA) or ``full`` (weights of its own): what the checkpoint holds when it is
     here, else what the run recorded."""
     if checkpoint is not None and checkpoint.is_dir():
-        return "lora" if CheckpointDir(checkpoint).is_adapter() else "full"
-    kind = trace.get("finetune")
-    if kind in ("lora", "full"):
-        return str(kind)
-    return "lora" if trace.get("adapter") else "full"
+        return ADAPTER if CheckpointDir(checkpoint).is_adapter() else FULL
+    recorded = from_finetune(trace.get("finetune"))
+    if recorded is not None:
+        return recorded
+    return ADAPTER if trace.get("adapter") else FULL
 
 
 def warmup_of(trace: Any) -> Path | None:
@@ -129,7 +130,7 @@ def model_specs(
         warm = warmup_of(trace) if host is None else None
         if warm is not None:
             parent_id = claim(f"{_safe_model(model_name)}-warmup-{_safe(trace.name)}", trace)
-            if parent_id is not None and (parents or kind == "lora"):
+            if parent_id is not None and (parents or kind == ADAPTER):
                 specs.append({**common, "id": parent_id, "checkpoint": str(warm), "stage": SFT_WARMUP})
             parent = parent_id or parent
         else:
@@ -202,7 +203,7 @@ class Server:
         key = f'os.environ["{self.api_key_var}"]' if self.api_key_var else '"none"'
         # the model a run trained (its adapter or fine-tune), the newest first; a warm-up only when
         # nothing else was trained: a warm-up's id sorted first had named it instead of the adapter
-        final = [m for m in self.models if any(f"-{ID_INFIX[k]}-" in m for k in ("lora", "full"))]
+        final = [m for m in self.models if any(f"-{ID_INFIX[k]}-" in m for k in (ADAPTER, FULL))]
         warm = [m for m in self.models if f"-{ID_INFIX[RunDir.WARMUP_CHECKPOINT]}-" in m]
         trained = final or warm
         model = trained[-1] if trained else (self.models[0] if self.models else "MODEL")
