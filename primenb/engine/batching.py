@@ -32,7 +32,7 @@ from primenb.engine.chat import Conversation
 from primenb.engine.detok import TextStream
 from primenb.engine.kvbatch import BASE_ROW, device_of, forward, stack, stackable, trim
 from primenb.engine.sampling import RowSampler, logprob_entry, row_generator, token_text
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import (
     Admitted,
     Delta,
@@ -134,22 +134,22 @@ class Scheduler:
         return self
 
     def submit(self, req: GenRequest) -> None:
-        """Queue a request, or refuse it now: 503 while stopping, 429 when the queue is full."""
+        """Queue a request, or refuse it now: STOPPING while stopping, BUSY when the queue is full."""
         if req.sampling.n > self.max_batch:
             raise ServeError(
                 f"'n' is {req.sampling.n}, more rows than this server decodes at once ({self.max_batch}, "
                 "its --max-batch).",
-                400,
+                ErrorKind.INVALID,
                 "n",
             )
         with self._cond:
             if self.stopping or self._closed:
-                raise ServeError("The server is stopping; start it again with %prime_serve.", 503)
+                raise ServeError("The server is stopping; start it again with %prime_serve.", ErrorKind.STOPPING)
             if len(self._waiting) >= self.max_queue:
                 raise ServeError(
                     f"The server's queue is full ({self.max_queue} requests waiting); retry shortly "
                     "(or start the server with a larger --max-queue).",
-                    429,
+                    ErrorKind.BUSY,
                     code="rate_limit_exceeded",
                 )
             self._waiting.append(req)
@@ -160,7 +160,7 @@ class Scheduler:
         future: Future[Any] = Future()
         with self._cond:
             if self._closed:
-                future.set_exception(ServeError("The server is stopping.", 503))
+                future.set_exception(ServeError("The server is stopping.", ErrorKind.STOPPING))
                 return future
             self._calls.append((fn, args, future))
             self._cond.notify()
@@ -171,7 +171,7 @@ class Scheduler:
         return bool(self._waiting or self._live)
 
     def stop_admitting(self) -> None:
-        """Refuse new requests (503); those queued or decoding go on."""
+        """Refuse new requests (kind STOPPING); those queued or decoding go on."""
         with self._cond:
             self.stopping = True
             self._cond.notify()
@@ -203,7 +203,7 @@ class Scheduler:
                 if self._abort:
                     self._abort = False
                     for req in self._waiting:
-                        self._fail(req, ServeError("The server stopped before this request ran.", 503))
+                        self._fail(req, ServeError("The server stopped before this request ran.", ErrorKind.STOPPING))
                     self._waiting.clear()
                     self._abort_rows()
                     self._flush()
@@ -219,7 +219,7 @@ class Scheduler:
                 self._iterate()
             except Exception as exc:  # a bug or an OOM in one step must not end the server
                 log.exception("decode step failed")
-                self._fail_everything(ServeError(f"generation failed: {type(exc).__name__}", 500))
+                self._fail_everything(ServeError(f"generation failed: {type(exc).__name__}", ErrorKind.FAILED))
                 self._flush()
 
     def _iterate(self) -> None:
@@ -252,7 +252,9 @@ class Scheduler:
             ids = [int(t) for t in req.prompt]
             vocab = self.pool.vocab_size(entry)
             if any(t >= vocab for t in ids):
-                raise ServeError(f"The prompt holds token ids outside the vocabulary (size {vocab}).", 400, param)
+                raise ServeError(
+                    f"The prompt holds token ids outside the vocabulary (size {vocab}).", ErrorKind.INVALID, param
+                )
             text = str(self.pool.tokenizer_for(entry).decode(ids))
         else:
             size = len(req.prompt) if isinstance(req.prompt, str) else req.prompt.size
@@ -264,11 +266,11 @@ class Scheduler:
             raise ServeError(
                 f"logit_bias names token ids outside the vocabulary (size {self.pool.vocab_size(entry)}): "
                 f"{outside[:5]}.",
-                400,
+                ErrorKind.INVALID,
                 "logit_bias",
             )
         if not ids:
-            raise ServeError(f"The {param} is empty: there is nothing to continue from.", 400, param)
+            raise ServeError(f"The {param} is empty: there is nothing to continue from.", ErrorKind.INVALID, param)
         if len(ids) >= limit:
             raise _too_long(limit, str(len(ids)), param)
         left = limit - len(ids)
@@ -495,7 +497,7 @@ class Scheduler:
             for row in group.rows:
                 self._finish(row, "abort")
             for req, _ in group.joiners:
-                self._fail(req, ServeError("The server stopped before this request ran.", 503))
+                self._fail(req, ServeError("The server stopped before this request ran.", ErrorKind.STOPPING))
             group.joiners = []
             self._drop_finished(group)
 
@@ -515,14 +517,14 @@ class Scheduler:
 
     # models leaving
     def remove(self, served_id: str) -> Entry:
-        """Stop serving ``served_id`` (call it through ``call``): new requests get 404 at once,
+        """Stop serving ``served_id`` (call it through ``call``): new requests get NOT_FOUND at once,
         queued ones are refused, rows decoding on it finish, then its weights go."""
         entry = self.pool.detach(served_id)
         for req in list(self._waiting):
             prepared = self._prepared.get(id(req))
             if prepared is not None and prepared.entry is entry:
                 self._unqueue(req)
-                self._fail(req, ServeError(f"The model {served_id!r} was removed.", 404, "model"))
+                self._fail(req, ServeError(f"The model {served_id!r} was removed.", ErrorKind.NOT_FOUND, "model"))
         self._retired.append(entry)
         self._release_retired()
         return entry
@@ -553,7 +555,7 @@ class Scheduler:
 def _too_long(limit: int, given: str, param: str) -> ServeError:
     return ServeError(
         f"This model's maximum context length is {limit} tokens; the prompt has {given}. Shorten the prompt.",
-        400,
+        ErrorKind.INVALID,
         param,
         "context_length_exceeded",
     )

@@ -56,6 +56,10 @@ class Sampling:
         return self.temperature < GREEDY_BELOW
 
 
+# What a request that sets nothing gets: the HTTP schemas take their defaults from here, not again.
+DEFAULT_SAMPLING = Sampling(max_tokens=None)
+
+
 @dataclass
 class TokenLogprob:
     """One generated (or, with ``echo``, prompt) token: its text, its log-probability under the model

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from primenb.engine.chat import ChatRenderer, Conversation, trains_on_chat
 from primenb.engine.models import (
@@ -25,9 +25,11 @@ from primenb.engine.models import (
     resolve_checkpoint,
 )
 from primenb.engine.models_info import ModelLoadError, is_tiny
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.protocol import reader
 from primenb.protocol.checkpoint import CheckpointDir
+from primenb.protocol.stage import FINAL, Stage
+from primenb.protocol.weights import ADAPTER, BASE, FULL, Weights
 
 
 @dataclass
@@ -39,22 +41,25 @@ class _Weights:
     counter: int = 0
 
 
+LIVE: Literal["live"] = "live"  # a trainer's module served as it is (the policy server's)
+
+
 @dataclass
 class Entry:
     """One served model id: ``kind`` base (weights as named), adapter (LoRA on ``base_key``'s
     weights) or full (a fine-tune with weights of its own)."""
 
     id: str
-    kind: str
+    kind: Weights | Literal["live"]
     base_key: str
-    adapter: str | None = None  # PEFT adapter name (kind "adapter")
+    adapter: str | None = None  # PEFT adapter name (kind ADAPTER)
     tokenizer: Any = None  # an adapter's own tokenizer, when its checkpoint has one
     text_template: str | None = None  # the trace's environment prompt format ("{prompt}=")
     trace: str | None = None
     checkpoint: str | None = None
     root: str = ""  # the base model everything here started from
     parent: str | None = None  # the model this one was trained on (None for a base)
-    stage: str = "final"  # "sft_warmup": the warm-up model a trace's adapter was trained on
+    stage: Stage = FINAL  # SFT_WARMUP: the warm-up model a trace's adapter was trained on
     chat_trained: bool = False  # its checkpoint note says it trained on chat-template conversations
 
 
@@ -104,19 +109,19 @@ class ModelPool:
             try:
                 model, tok = load_base(desc)
             except ModelLoadError as exc:
-                raise ServeError(str(exc), 400) from exc
+                raise ServeError(str(exc), ErrorKind.INVALID) from exc
             model.to(self.device).eval()
             self.bases[key] = _Weights(key, model, _fix_tokenizer(tok, model))
         return self.bases[key]
 
     def _claim(self, served_id: str) -> None:
         if served_id in self.entries:
-            raise ServeError(f"model {served_id!r} is already served", 409, "id")
+            raise ServeError(f"model {served_id!r} is already served", ErrorKind.CONFLICT, "id")
 
     def add_base(self, served_id: str, model_name: str, *, seed: int = 0) -> Entry:
         self._claim(served_id)
         weights = self._weights(_base_desc(model_name, seed))
-        entry = Entry(served_id, "base", weights.key, root=model_name)
+        entry = Entry(served_id, BASE, weights.key, root=model_name)
         self.entries[served_id] = entry
         return entry
 
@@ -128,7 +133,7 @@ class ModelPool:
         key = f"live:{served_id}"
         self.bases[key] = _Weights(key, model, tokenizer)
         adapter = str(model.active_adapter) if hasattr(model, "peft_config") else None
-        entry = Entry(served_id, "live", key, adapter=adapter, root=str(getattr(model, "name_or_path", "")))
+        entry = Entry(served_id, LIVE, key, adapter=adapter, root=str(getattr(model, "name_or_path", "")))
         self.entries[served_id] = entry
         return entry
 
@@ -142,14 +147,14 @@ class ModelPool:
         text_template: str | None = None,
         trace: str | None = None,
         parent: str | None = None,
-        stage: str = "final",
+        stage: Stage = FINAL,
     ) -> Entry:
         """Serve a checkpoint under ``served_id``: an adapter joins the weights it was trained on,
         a full model loads as weights of its own."""
         self._claim(served_id)
         ckpt = Path(checkpoint)
         if not ckpt.is_dir():
-            raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", 404, "checkpoint")
+            raise ServeError(f"checkpoint {ckpt} does not exist (was it deleted?)", ErrorKind.NOT_FOUND, "checkpoint")
         ckpt = resolve_checkpoint(ckpt)
         folder = CheckpointDir(ckpt)
         meta = folder.read_meta()
@@ -168,14 +173,16 @@ class ModelPool:
                     weights.model = PeftModel.from_pretrained(weights.model, str(ckpt), adapter_name=name)
                 weights.model.eval()
             except Exception as exc:
-                raise ServeError(f"could not load adapter {ckpt}: {type(exc).__name__}: {exc}", 400) from exc
+                raise ServeError(
+                    f"could not load adapter {ckpt}: {type(exc).__name__}: {exc}", ErrorKind.INVALID
+                ) from exc
             tok = _fix_tokenizer(load_tokenizer(str(ckpt)), weights.model) if _has_tokenizer(ckpt) else None
             weights.adapters[served_id] = name
-            entry = Entry(served_id, "adapter", weights.key, adapter=name, tokenizer=tok)
+            entry = Entry(served_id, ADAPTER, weights.key, adapter=name, tokenizer=tok)
             entry.parent = parent or str(desc.get("path") or desc.get("name") or model_name)
         else:
             weights = self._weights({"path": str(ckpt)})
-            entry = Entry(served_id, "full", weights.key, parent=parent or model_name)
+            entry = Entry(served_id, FULL, weights.key, parent=parent or model_name)
         entry.root = str((_note_base(meta) or {}).get("name") or model_name)
         entry.chat_trained = meta.get("prompt_format") == "chat_template"
         entry.text_template = text_template
@@ -187,10 +194,10 @@ class ModelPool:
 
     # -- leaving (the scheduler retires an entry once no row decodes on it) -----------------------
     def detach(self, served_id: str) -> Entry:
-        """Stop listing ``served_id``: new requests for it get 404; its weights stay for now."""
+        """Stop listing ``served_id``: new requests for it get NOT_FOUND; its weights stay for now."""
         entry = self.entries.pop(served_id, None)
         if entry is None:
-            raise ServeError(f"model {served_id!r} is not served", 404, "model")
+            raise ServeError(f"model {served_id!r} is not served", ErrorKind.NOT_FOUND, "model")
         return entry
 
     def release(self, entry: Entry) -> None:
@@ -198,10 +205,10 @@ class ModelPool:
         weights = self.bases.get(entry.base_key)
         if weights is None:
             return
-        if entry.kind == "live":  # the trainer's module: forget it, change nothing in it
+        if entry.kind == LIVE:  # the trainer's module: forget it, change nothing in it
             self.bases.pop(entry.base_key, None)
             return
-        if entry.kind == "adapter" and entry.adapter is not None:
+        if entry.kind == ADAPTER and entry.adapter is not None:
             weights.adapters = {k: v for k, v in weights.adapters.items() if v != entry.adapter}
             if weights.adapters:
                 weights.model.set_adapter(next(iter(weights.adapters.values())))
@@ -232,7 +239,10 @@ class ModelPool:
         if entry is None:
             known = ", ".join(sorted(self.entries)) or "none"
             raise ServeError(
-                f"The model {served_id!r} does not exist. Served models: {known}.", 404, "model", "model_not_found"
+                f"The model {served_id!r} does not exist. Served models: {known}.",
+                ErrorKind.NOT_FOUND,
+                "model",
+                "model_not_found",
             )
         return entry
 
@@ -294,7 +304,7 @@ class ModelPool:
                     raise ServeError(
                         f"The model {entry.id!r} has no chat template, so it cannot take tools or tool "
                         "turns; send plain messages.",
-                        400,
+                        ErrorKind.INVALID,
                         "messages",
                     )
                 try:
@@ -303,7 +313,7 @@ class ModelPool:
                     raise ServeError(
                         f"The model's chat template could not render these messages "
                         f"({type(exc).__name__}: {str(exc)[:300]}).",
-                        400,
+                        ErrorKind.INVALID,
                         "messages",
                     ) from None
                 return ids, str(tok.decode(ids, skip_special_tokens=False))
@@ -323,7 +333,7 @@ class ModelPool:
             if size > limit:
                 raise ServeError(
                     f"This model's prompt format makes the prompt more than {limit} characters; shorten it.",
-                    400,
+                    ErrorKind.INVALID,
                     "messages",
                     "context_length_exceeded",
                 )
@@ -333,7 +343,7 @@ class ModelPool:
 
 def _note_base(meta: dict[str, Any]) -> dict[str, Any] | None:
     """The weights an adapter's note names (``{"name", "seed", "path"}``), or None when it names
-    none; a note of another shape is the checkpoint's fault, said as a 400."""
+    none; a note of another shape is the checkpoint's fault, an INVALID error."""
     base = meta.get("base")
     if base is None or base == {}:  # a full model's note may record no base
         return None
@@ -348,7 +358,7 @@ def _note_base(meta: dict[str, Any]) -> dict[str, Any] | None:
         raise ServeError(
             f"the checkpoint's note ({CheckpointDir.META}) records its base weights in an unreadable shape; "
             'it needs "base" = {"name": str, "seed": int in [0, 2**32), "path": str or null}.',
-            400,
+            ErrorKind.INVALID,
             "checkpoint",
         )
     return {"name": name, "seed": seed or 0, "path": path}
@@ -368,7 +378,7 @@ def _check_adapter_config(ckpt: Path) -> None:
             raise ServeError(
                 f"the adapter's {key} is a regular expression this server does not run (a quantified "
                 "group or a backreference can take minutes per module name); list the module names.",
-                400,
+                ErrorKind.INVALID,
                 "checkpoint",
             )
 

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 from primenb.aio import run_async
 from primenb.envs.errors import EnvironmentArgumentError, EnvironmentLoadError, EpisodePartError
+from primenb.protocol import openai_api as api
 from primenb.protocol.privacy import error_text
 
 log = logging.getLogger("primenb.envs")
@@ -261,20 +262,20 @@ def _is_local(url: str) -> bool:
 def check_server(base_url: str, model: str, *, token_route: bool, api_key_var: str | None = None) -> None:
     """The server at ``base_url`` (``.../v1``) answers, serves ``model``, and (``token_route``)
     has vLLM's ``/inference/v1/generate``."""
-    root = base_url.rstrip("/").removesuffix("/v1")
+    root = base_url.rstrip("/").removesuffix(api.API_ROOT)
     key = os.environ.get(api_key_var) if api_key_var else None
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{root}/v1/models", headers=headers), timeout=30) as r:
+        with urllib.request.urlopen(urllib.request.Request(root + api.MODELS, headers=headers), timeout=30) as r:
             ids = [m.get("id") for m in json.loads(r.read()).get("data", [])]
     except (OSError, ValueError) as exc:
-        raise EpisodePartError("inference server", f"{root}/v1/models did not answer ({error_text(exc)}).") from None
+        raise EpisodePartError("inference server", f"{root}{api.MODELS} did not answer ({error_text(exc)}).") from None
     if model not in ids:
         raise EpisodePartError("inference server", f"it does not serve {model!r}; it serves {ids}.")
     if not token_route:
         return
     probe = urllib.request.Request(
-        f"{root}/inference/v1/generate", data=b"{}", headers={**headers, "Content-Type": "application/json"}
+        root + api.GENERATE, data=b"{}", headers={**headers, "Content-Type": "application/json"}
     )
     try:
         urllib.request.urlopen(probe, timeout=30).close()
@@ -282,11 +283,11 @@ def check_server(base_url: str, model: str, *, token_route: bool, api_key_var: s
         if exc.code in (404, 405):
             raise EpisodePartError(
                 "inference server",
-                f"{root} has no /inference/v1/generate (vLLM's token route, which verifiers' training client "
+                f"{root} has no {api.GENERATE} (vLLM's token route, which verifiers' training client "
                 "calls). Serve the model with primenb serve or vLLM, or run with client='eval'.",
             ) from None
     except OSError as exc:
-        raise EpisodePartError("inference server", f"{root}/inference/v1/generate: {error_text(exc)}") from None
+        raise EpisodePartError("inference server", f"{root}{api.GENERATE}: {error_text(exc)}") from None
 
 
 # ---------------------------------------------------------------------------------------------

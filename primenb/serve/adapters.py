@@ -16,19 +16,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.errors import PrimenbError
 from primenb.protocol.reader import is_regular
 from primenb.protocol.rundir import RunDir
+from primenb.protocol.stage import FINAL, SFT_WARMUP, parse_stage
+from primenb.protocol.weights import ADAPTER, BASE, FULL
 from primenb.serve.guard import run_dir_of
 
-WARMUP = "sft_warmup"
+WARMUP = SFT_WARMUP  # the name serve/evaluate.py imported
 
 
 def _warmup_served(cards: dict[str, dict[str, Any]], trace_id: str) -> str | None:
     for card in cards.values():
         info = card.get("primenb") or {}
-        if info.get("trace") == trace_id and info.get("stage") == WARMUP:
+        if info.get("trace") == trace_id and info.get("stage") == SFT_WARMUP:
             return str(card["id"])
     return None
 
@@ -51,8 +53,8 @@ def from_trace(checkpoint: Path, given: dict[str, Any], cards: dict[str, dict[st
         return {}
     model_name = str(given.get("model_name") or info.model_id)
     warmup = checkpoint == Path(RunDir(run).warmup_checkpoint).resolve()
-    stage = str(given.get("stage") or (WARMUP if warmup else "final"))
-    parent = model_name if stage == WARMUP else (_warmup_served(cards, trace.id) or model_name)
+    stage = parse_stage(given.get("stage") or (SFT_WARMUP if warmup else FINAL))
+    parent = model_name if stage == SFT_WARMUP else (_warmup_served(cards, trace.id) or model_name)
     found = {
         "model_name": model_name,
         "seed": info.base_seed,
@@ -71,13 +73,15 @@ def check_unload(entries: dict[str, Any], served_id: str) -> None:
     entry = entries.get(served_id)
     shown = served_id if len(served_id) <= 80 else served_id[:80] + "…"
     if entry is None:
-        raise ServeError(f"The LoRA adapter {shown!r} cannot be found.", 404, "lora_name", "model_not_found")
-    if entry.kind != "adapter":
-        what = {"base": "a base model", "full": "a full fine-tune"}.get(entry.kind, f"a {entry.kind} model")
+        raise ServeError(
+            f"The LoRA adapter {shown!r} cannot be found.", ErrorKind.NOT_FOUND, "lora_name", "model_not_found"
+        )
+    if entry.kind != ADAPTER:
+        what = {BASE: "a base model", FULL: "a full fine-tune"}.get(entry.kind, f"a {entry.kind} model")
         raise ServeError(
             f"{shown!r} is {what}, not a LoRA adapter: /v1/unload_lora_adapter removes only LoRA adapters "
             "(loaded at start or with /v1/load_lora_adapter); DELETE /admin/models/{id} removes any model.",
-            404,
+            ErrorKind.NOT_FOUND,
             "lora_name",
             "model_not_found",
         )

@@ -25,9 +25,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
+from primenb.protocol import openai_api as api
 from primenb.protocol.checkpoint import CheckpointDir
+from primenb.protocol.stage import FINAL
 from primenb.serve import adapters, guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
 from primenb.serve.wire import Choices, Pacing, StreamChunks, ToolMode, chat_chunk, error_body, usage
@@ -77,7 +79,7 @@ class State:
 def model_card(state: State, pool: Any, entry: Any) -> dict[str, Any]:
     return {
         "id": entry.id,
-        "object": "model",
+        "object": api.MODEL,
         "created": int(state.started),
         "owned_by": OWNER,
         "root": entry.root or entry.id,
@@ -87,7 +89,7 @@ def model_card(state: State, pool: Any, entry: Any) -> dict[str, Any]:
         "primenb": {
             "kind": entry.kind,
             "trace": entry.trace,
-            "stage": getattr(entry, "stage", "final"),
+            "stage": getattr(entry, "stage", FINAL),
             "prompt_format": pool.prompt_format(entry),
             "renderer": pool.renderer(entry).name,
             "tool_call_parser": pool.tool_call_parser(entry),
@@ -126,14 +128,14 @@ def parse(model: type[M], raw: bytes) -> M:
         if err["type"] == "extra_forbidden":
             raise ServeError(
                 f"Unknown field '{param}': this server does not know or honour it; remove it.",
-                400,
+                ErrorKind.INVALID,
                 param,
                 "unsupported_parameter",
             ) from None
         if err["type"] == "json_invalid":
-            raise ServeError(f"The request body is not valid JSON ({err['msg']}).", 400) from None
+            raise ServeError(f"The request body is not valid JSON ({err['msg']}).", ErrorKind.INVALID) from None
         where = f"'{param}': " if param else ""
-        raise ServeError(f"{where}{err['msg']}.", 400, param) from None
+        raise ServeError(f"{where}{err['msg']}.", ErrorKind.INVALID, param) from None
 
 
 # -- cancellation ---------------------------------------------------------------------------------
@@ -243,7 +245,7 @@ class _Run:
 
 async def list_models(request: Request) -> Response:
     state: State = request.app.state.primenb
-    return JSONResponse({"object": "list", "data": list(state.cards.values())})
+    return JSONResponse({"object": api.LIST, "data": list(state.cards.values())})
 
 
 async def get_model(request: Request) -> Response:
@@ -258,7 +260,9 @@ async def get_model(request: Request) -> Response:
 def _unknown_model(state: State, served_id: str) -> ServeError:
     known = ", ".join(sorted(state.cards)) or "none"
     shown = served_id if len(served_id) <= 80 else served_id[:80] + "…"
-    return ServeError(f"The model {shown!r} does not exist. Served models: {known}.", 404, "model", "model_not_found")
+    return ServeError(
+        f"The model {shown!r} does not exist. Served models: {known}.", ErrorKind.NOT_FOUND, "model", "model_not_found"
+    )
 
 
 async def chat_completions(request: Request) -> Response:
@@ -286,7 +290,7 @@ def _tool_mode(body: ChatRequest, card: dict[str, Any]) -> ToolMode | None:
             f"The model {body.model!r} takes no tools here: its renderer ({renderer}) has no tool-call "
             "format this server parses (hermes <tool_call> blocks or Llama 3 JSON). Send the request "
             "without 'tools', or serve a model whose chat template has tool support.",
-            400,
+            ErrorKind.INVALID,
             "tools",
             "unsupported_parameter",
         )
@@ -308,7 +312,7 @@ async def completions(request: Request) -> Response:
         raise ServeError(
             f"{len(reqs)} prompts are more than this server queues at once ({queue}, its --max-queue); "
             "send fewer per request.",
-            400,
+            ErrorKind.INVALID,
             "prompt",
         )
     return await cancellable(request, _respond(state, body, reqs, chat=False))
@@ -343,7 +347,7 @@ async def _respond(
     finally:
         run.close()
     headers["x-primenb-generate-seconds"] = f"{time.perf_counter() - t0:.4f}"
-    obj = "chat.completion" if chat else "text_completion"
+    obj = api.completion_object(chat, chunk=False)
     doc = {
         "id": rid,
         "object": obj,
@@ -408,7 +412,7 @@ async def _stream(
             return
         last = ""
         if with_usage:
-            obj = "chat.completion.chunk" if chat else "text_completion"
+            obj = api.completion_object(chat, chunk=True)
             totals = usage(run.prompt_tokens, completion_tokens)
             last = f"data: {_json({**base, 'object': obj, 'choices': [], 'usage': totals})}\n\n"
         yield last + "data: [DONE]\n\n"
@@ -465,7 +469,8 @@ async def _add(state: State, spec: AddModel, *, adapter_only: bool = False) -> A
     checkpoint = guard.checkpoint_in_run_dir(spec.checkpoint)
     if adapter_only and not CheckpointDir(checkpoint).is_adapter():
         raise ServeError(
-            f"{spec.checkpoint} is not a LoRA adapter checkpoint (no {CheckpointDir.ADAPTER_CONFIG}).", 400
+            f"{spec.checkpoint} is not a LoRA adapter checkpoint (no {CheckpointDir.ADAPTER_CONFIG}).",
+            ErrorKind.INVALID,
         )
     given = spec.model_dump(exclude_unset=True)
     found = await asyncio.to_thread(adapters.from_trace, checkpoint, given, state.cards)
@@ -540,7 +545,7 @@ def rss_bytes() -> int:
 
 async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServeError)
-    headers = {"Retry-After": "1"} if exc.status == 429 else None
+    headers = {"Retry-After": "1"} if exc.kind is ErrorKind.BUSY else None
     return error_response(str(exc), exc.status, exc.param, exc.code, headers)
 
 
@@ -560,18 +565,18 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
-    Route("/health", health, methods=["GET"]),
-    Route("/version", version, methods=["GET"]),
-    Route("/v1/models", list_models, methods=["GET"]),
-    Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
-    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-    Route("/v1/completions", completions, methods=["POST"]),
-    Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
-    Route("/v1/unload_lora_adapter", unload_lora_adapter, methods=["POST"]),
-    Route("/admin/stats", admin_stats, methods=["GET"]),
-    Route("/admin/models", admin_add, methods=["POST"]),
-    Route("/admin/models/{model_id:path}", admin_remove, methods=["DELETE"]),
-    Route("/admin/shutdown", admin_shutdown, methods=["POST"]),
+    Route(api.HEALTH, health, methods=["GET"]),
+    Route(api.VERSION, version, methods=["GET"]),
+    Route(api.MODELS, list_models, methods=["GET"]),
+    Route(api.MODELS + "/{model_id:path}", get_model, methods=["GET"]),
+    Route(api.CHAT_COMPLETIONS, chat_completions, methods=["POST"]),
+    Route(api.COMPLETIONS, completions, methods=["POST"]),
+    Route(api.LOAD_LORA, load_lora_adapter, methods=["POST"]),
+    Route(api.UNLOAD_LORA, unload_lora_adapter, methods=["POST"]),
+    Route(api.ADMIN_STATS, admin_stats, methods=["GET"]),
+    Route(api.ADMIN_MODELS, admin_add, methods=["POST"]),
+    Route(api.ADMIN_MODELS + "/{model_id:path}", admin_remove, methods=["DELETE"]),
+    Route(api.ADMIN_SHUTDOWN, admin_shutdown, methods=["POST"]),
 ]
 
 

@@ -25,17 +25,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from primenb.commands import ServeStartArgs
+from primenb.engine.serve_errors import ServeError
 from primenb.errors import PrimenbError
+from primenb.protocol import openai_api as api
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.rundir import RunDir
+from primenb.protocol.stage import FINAL, SFT_WARMUP
+from primenb.protocol.weights import ADAPTER, FULL, Weights, from_finetune
 from primenb.serve import registry, remote
 
 START_TIMEOUT_S = 300.0
-
-
-class ServeError(PrimenbError):
-    """A server could not start or answer; the message says what to do."""
 
 
 # -- what to serve --------------------------------------------------------------------------------
@@ -43,7 +43,7 @@ class ServeError(PrimenbError):
 
 MAX_ID = 200  # characters of a served id we make (the server takes up to 256)
 # how a trace's model is named: <base>-<infix>-<trace name>
-ID_INFIX = {"lora": "adapter", "full": "ft", RunDir.WARMUP_CHECKPOINT: "warmup"}
+ID_INFIX = {ADAPTER: "adapter", FULL: "ft", RunDir.WARMUP_CHECKPOINT: "warmup"}
 
 
 def _safe(text: str) -> str:
@@ -56,15 +56,15 @@ def _safe_model(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._/:+@-]+", "-", name).lstrip("/.:+@-")[:MAX_ID] or "model"
 
 
-def finetune_kind(trace: Any, checkpoint: Path | None = None) -> str:
-    """``lora`` (an adapter) or ``full`` (weights of its own): what the checkpoint holds when it is
+def finetune_kind(trace: Any, checkpoint: Path | None = None) -> Weights:
+    """``adapter`` (LoRA) or ``full`` (weights of its own): what the checkpoint holds when it is
     here, else what the run recorded."""
     if checkpoint is not None and checkpoint.is_dir():
-        return "lora" if CheckpointDir(checkpoint).is_adapter() else "full"
-    kind = trace.get("finetune")
-    if kind in ("lora", "full"):
-        return str(kind)
-    return "lora" if trace.get("adapter") else "full"
+        return ADAPTER if CheckpointDir(checkpoint).is_adapter() else FULL
+    recorded = from_finetune(trace.get("finetune"))
+    if recorded is not None:
+        return recorded
+    return ADAPTER if trace.get("adapter") else FULL
 
 
 def warmup_of(trace: Any) -> Path | None:
@@ -129,15 +129,15 @@ def model_specs(
         warm = warmup_of(trace) if host is None else None
         if warm is not None:
             parent_id = claim(f"{_safe_model(model_name)}-warmup-{_safe(trace.name)}", trace)
-            if parent_id is not None and (parents or kind == "lora"):
-                specs.append({**common, "id": parent_id, "checkpoint": str(warm), "stage": "sft_warmup"})
+            if parent_id is not None and (parents or kind == ADAPTER):
+                specs.append({**common, "id": parent_id, "checkpoint": str(warm), "stage": SFT_WARMUP})
             parent = parent_id or parent
         else:
             bases.setdefault(model_name, info.base_seed)
         sid = claim(f"{_safe_model(model_name)}-{ID_INFIX[kind]}-{_safe(trace.name)}", trace)
         if sid is None:
             continue
-        specs.append({**common, "id": sid, "checkpoint": str(info.checkpoint), "parent": parent, "stage": "final"})
+        specs.append({**common, "id": sid, "checkpoint": str(info.checkpoint), "parent": parent, "stage": FINAL})
     if base:
         bases = {base: bases.get(base, 0)}
     if not bases and not traces:
@@ -202,7 +202,7 @@ class Server:
         key = f'os.environ["{self.api_key_var}"]' if self.api_key_var else '"none"'
         # the model a run trained (its adapter or fine-tune), the newest first; a warm-up only when
         # nothing else was trained: a warm-up's id sorted first had named it instead of the adapter
-        final = [m for m in self.models if any(f"-{ID_INFIX[k]}-" in m for k in ("lora", "full"))]
+        final = [m for m in self.models if any(f"-{ID_INFIX[k]}-" in m for k in (ADAPTER, FULL))]
         warm = [m for m in self.models if f"-{ID_INFIX[RunDir.WARMUP_CHECKPOINT]}-" in m]
         trained = final or warm
         model = trained[-1] if trained else (self.models[0] if self.models else "MODEL")
@@ -215,7 +215,7 @@ class Server:
         """The models it serves now: asked of the server itself (the registry file follows it by
         polling, so it can lag an add or remove), else the registry's record."""
         try:
-            self.models = [str(c["id"]) for c in _admin(self, "GET", "/v1/models", timeout=10.0)["data"]]
+            self.models = [str(c["id"]) for c in _admin(self, "GET", api.MODELS, timeout=10.0)["data"]]
             return self
         except (ServeError, KeyError, TypeError):
             pass
@@ -229,7 +229,7 @@ class Server:
         (a forged record's port, an older server) is a `ServeError` saying so, never a KeyError."""
         from pydantic import ValidationError
 
-        answer = _admin(self, "GET", "/admin/stats")
+        answer = _admin(self, "GET", api.ADMIN_STATS)
         try:
             typed = ServerStats.model_validate(answer)
         except ValidationError as exc:
@@ -249,14 +249,14 @@ class Server:
 
     def cards(self) -> list[dict[str, Any]]:
         """The model cards it serves now (``/v1/models``)."""
-        data = _admin(self, "GET", "/v1/models", timeout=30.0).get("data")
+        data = _admin(self, "GET", api.MODELS, timeout=30.0).get("data")
         return [c for c in data or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
 
-    def model_of(self, trace: Any, stage: str = "final") -> str | None:
+    def model_of(self, trace: Any, stage: str = FINAL) -> str | None:  # str: evaluate.py passes its own
         """The id it serves a trace's model under (``stage`` ``sft_warmup``: its warm-up's)."""
         for card in self.cards():
             info = card.get("primenb") or {}
-            if info.get("trace") == trace.id and (info.get("stage") or "final") == stage:
+            if info.get("trace") == trace.id and (info.get("stage") or FINAL) == stage:
                 return str(card["id"])
         return None
 
@@ -298,7 +298,7 @@ def _headers(server: Server) -> dict[str, str]:
 
 
 def _admin(server: Server, method: str, path: str, body: Any = None, timeout: float = 300.0) -> Any:
-    root = server.url.rsplit("/v1", 1)[0]
+    root = server.url.rsplit(api.API_ROOT, 1)[0]
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(root + path, data=data, method=method, headers=_headers(server))
     try:
@@ -440,7 +440,7 @@ def _start_remote(
     )
     server = Server(rec["url"], int(rec["pid"]), list(rec["models"]), key_var, rec["remote"])
     try:
-        _admin(server, "GET", "/v1/models", timeout=30.0)  # answers through the forward
+        _admin(server, "GET", api.MODELS, timeout=30.0)  # answers through the forward
     except ServeError:
         server.stop()
         raise
@@ -489,7 +489,7 @@ def find(url_or_pid: Any = None, *, revive: bool = True) -> Server:
         return running[-1]
     text = str(url_or_pid).rstrip("/")
     for s in running:
-        if text in (s.url, s.url.rsplit("/v1", 1)[0], str(s.pid)) or text == str(
+        if text in (s.url, s.url.rsplit(api.API_ROOT, 1)[0], str(s.pid)) or text == str(
             s.url.rsplit(":", 1)[-1].split("/")[0]
         ):
             return s
@@ -517,7 +517,7 @@ def add(trace: Any, server: Server | None = None) -> list[str]:
     if not specs:
         raise ServeError(f"{server.url} already serves {trace}; `%prime_serve list` shows its models")
     for spec in specs:
-        _admin(server, "POST", "/admin/models", spec)
+        _admin(server, "POST", api.ADMIN_MODELS, spec)
     server.refresh()
     return [s["id"] for s in specs]
 
@@ -539,7 +539,7 @@ def remove(trace_or_id: Any, server: Server | None = None) -> str:
         if found is None:
             raise ServeError(f"{server.url} does not serve {trace.name!r}; {serves}")
         target = found
-    _admin(server, "DELETE", "/admin/models/" + urllib.parse.quote(target, safe="/"))
+    _admin(server, "DELETE", f"{api.ADMIN_MODELS}/" + urllib.parse.quote(target, safe="/"))
     server.refresh()
     return target
 

@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import GenRequest
+from primenb.protocol import openai_api as api
 from primenb.serve.app import State, _Run, _unknown_model, cancellable, parse
 from primenb.serve.generate_protocol import GenerateRequest
 from primenb.serve.wire import TokenChoice, usage
@@ -31,7 +32,9 @@ def _model(state: State, asked: str | None) -> str:
         if len(state.cards) == 1:
             return next(iter(state.cards))
         known = ", ".join(sorted(state.cards)) or "none"
-        raise ServeError(f"'model' is required: this server serves several models ({known}).", 400, "model")
+        raise ServeError(
+            f"'model' is required: this server serves several models ({known}).", ErrorKind.INVALID, "model"
+        )
     if asked not in state.cards:
         raise _unknown_model(state, asked)
     return asked
@@ -74,6 +77,6 @@ async def _answer(state: State, body: GenerateRequest, model: str, req: GenReque
     return JSONResponse(doc, headers=headers)
 
 
-ROUTES = [Route("/inference/v1/generate", generate, methods=["POST"])]
+ROUTES = [Route(api.GENERATE, generate, methods=["POST"])]
 
 __all__ = ["ROUTES", "generate"]

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from primenb.engine.serve_errors import ServeError
-from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
+from primenb.engine.serve_errors import ErrorKind, ServeError
+from primenb.engine.serve_requests import DEFAULT_SAMPLING, SEED_MAX, SEED_MIN, Sampling
 from primenb.serve.protocol import (
     MAX_ID,
     ModelId,
@@ -117,7 +117,7 @@ def _refusal(owner: Any, table: dict[str, str], off: dict[str, tuple[Any, ...]],
             return ServeError(
                 f"'{where}{name}' asks for {what}, which this server does not support; remove the field or "
                 "set it to null.",
-                400,
+                ErrorKind.INVALID,
                 f"{where}{name}",
                 "unsupported_parameter",
             )
@@ -128,23 +128,23 @@ class GenerateSampling(_Strict):
     """vLLM's ``SamplingParams`` as JSON. Defaults are vLLM's, except ``max_tokens``: left out, it is
     the context left (vLLM's server-side default on this route)."""
 
-    n: Annotated[StrictInt, Field(ge=1, le=128)] = 1
-    presence_penalty: Annotated[Number, Field(ge=-2, le=2)] = 0.0
-    frequency_penalty: Annotated[Number, Field(ge=-2, le=2)] = 0.0
-    repetition_penalty: Annotated[Number, Field(ge=0.01, le=100)] = 1.0
-    temperature: Annotated[Number, Field(ge=0, le=100)] = 1.0
-    top_p: Annotated[Number, Field(gt=0, le=1)] = 1.0
-    top_k: Annotated[StrictInt, Field(ge=-1)] = 0
-    min_p: Annotated[Number, Field(ge=0, le=1)] = 0.0
+    n: Annotated[StrictInt, Field(ge=1, le=128)] = DEFAULT_SAMPLING.n
+    presence_penalty: Annotated[Number, Field(ge=-2, le=2)] = DEFAULT_SAMPLING.presence_penalty
+    frequency_penalty: Annotated[Number, Field(ge=-2, le=2)] = DEFAULT_SAMPLING.frequency_penalty
+    repetition_penalty: Annotated[Number, Field(ge=0.01, le=100)] = DEFAULT_SAMPLING.repetition_penalty
+    temperature: Annotated[Number, Field(ge=0, le=100)] = DEFAULT_SAMPLING.temperature
+    top_p: Annotated[Number, Field(gt=0, le=1)] = DEFAULT_SAMPLING.top_p
+    top_k: Annotated[StrictInt, Field(ge=-1)] = DEFAULT_SAMPLING.top_k
+    min_p: Annotated[Number, Field(ge=0, le=1)] = DEFAULT_SAMPLING.min_p
     seed: Annotated[StrictInt, Field(ge=SEED_MIN, le=SEED_MAX)] | None = None
     stop: StopText | Annotated[list[StopText], Field(max_length=MAX_GENERATE_STOP)] | None = None
     stop_token_ids: StopIds | None = None
-    ignore_eos: StrictBool = False
+    ignore_eos: StrictBool = DEFAULT_SAMPLING.ignore_eos
     max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
-    min_tokens: Annotated[StrictInt, Field(ge=0)] = 0
+    min_tokens: Annotated[StrictInt, Field(ge=0)] = DEFAULT_SAMPLING.min_tokens
     logprobs: Annotated[StrictInt, Field(ge=0, le=MAX_LOGPROBS)] | None = None
-    skip_special_tokens: StrictBool = True
-    include_stop_str_in_output: StrictBool = False
+    skip_special_tokens: StrictBool = DEFAULT_SAMPLING.skip_special_tokens
+    include_stop_str_in_output: StrictBool = DEFAULT_SAMPLING.include_stop_str_in_output
     logit_bias: dict[StrictStr, Annotated[Number, Field(ge=-100, le=100)]] | None = None
     # metadata (SAMPLING_METADATA)
     detokenize: StrictBool = True

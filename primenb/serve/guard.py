@@ -18,7 +18,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
+from primenb.protocol import openai_api as api
 from primenb.protocol.rundir import RunDir
 from primenb.serve.wire import error_body
 
@@ -86,7 +87,7 @@ class Guard:
             given = auth[7:] if auth[:7].lower() == "bearer " else ""
             if not hmac.compare_digest(given.encode(), self.state.api_key.encode()):
                 return _refusal("Missing or wrong API key: send 'Authorization: Bearer <key>'.", 401, "invalid_api_key")
-        if self.state.stopping and scope.get("path", "").startswith("/v1/"):
+        if self.state.stopping and scope.get("path", "").startswith(api.API_ROOT + "/"):
             return _refusal("The server is stopping; start it again with %prime_serve.", 503)
         if scope.get("method") == "POST":
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
@@ -144,16 +145,18 @@ def checkpoint_in_run_dir(path: str) -> Path:
     or a trace), after following links; anything else is refused: the admin routes load only what
     primenb trained or fetched."""
     if any(ord(ch) < 32 for ch in path):  # NUL makes realpath raise; no checkpoint path holds controls
-        raise ServeError("checkpoint paths may not contain control characters (NUL, newlines).", 400, "checkpoint")
+        raise ServeError(
+            "checkpoint paths may not contain control characters (NUL, newlines).", ErrorKind.INVALID, "checkpoint"
+        )
     real = Path(os.path.realpath(path))
     if not real.is_dir():
-        raise ServeError(f"checkpoint {path[:300]!r} is not a folder here.", 404, "checkpoint")
+        raise ServeError(f"checkpoint {path[:300]!r} is not a folder here.", ErrorKind.NOT_FOUND, "checkpoint")
     if run_dir_of(real) is not None:
         return real
     raise ServeError(
         f"checkpoint {path[:300]!r} is not inside a run directory's checkpoints/ folder; "
         "the server loads only checkpoints primenb trained or fetched.",
-        403,
+        ErrorKind.FORBIDDEN,
         "checkpoint",
     )
 

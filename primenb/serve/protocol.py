@@ -23,8 +23,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
 from primenb.engine.chat import Conversation
-from primenb.engine.serve_errors import ServeError
-from primenb.engine.serve_requests import SEED_MAX, SEED_MIN, Sampling
+from primenb.engine.serve_errors import ErrorKind, ServeError
+from primenb.engine.serve_requests import DEFAULT_SAMPLING, SEED_MAX, SEED_MIN, Sampling
+from primenb.protocol.stage import FINAL, Stage
 
 MAX_ID = 256  # characters of a model id
 MAX_PROMPTS = 64  # prompts in one /v1/completions request
@@ -161,11 +162,11 @@ def token_bias(bias: dict[str, float | int] | None, param: str = "logit_bias") -
     """``logit_bias`` as token id -> bias (JSON object keys are strings of digits). Whether the ids
     are in the model's vocabulary is checked when the request is admitted (the scheduler knows it)."""
     if bias and len(bias) > MAX_BIAS:
-        raise ServeError(f"{param} has {len(bias)} entries; at most {MAX_BIAS} are taken.", 400, param)
+        raise ServeError(f"{param} has {len(bias)} entries; at most {MAX_BIAS} are taken.", ErrorKind.INVALID, param)
     out: dict[int, float] = {}
     for key, value in (bias or {}).items():
         if not _TOKEN_ID.fullmatch(key):
-            raise ServeError(f"{param} keys are token ids (digits 0-9); got {key[:40]!r}.", 400, param)
+            raise ServeError(f"{param} keys are token ids (digits 0-9); got {key[:40]!r}.", ErrorKind.INVALID, param)
         out[int(key)] = float(value)
     return out
 
@@ -173,7 +174,9 @@ def token_bias(bias: dict[str, float | int] | None, param: str = "logit_bias") -
 def check_min_tokens(min_tokens: int | None, max_tokens: int | None, param: str = "min_tokens") -> int:
     """vLLM's rule: ``min_tokens`` may not exceed ``max_tokens``."""
     if min_tokens and max_tokens is not None and min_tokens > max_tokens:
-        raise ServeError(f"min_tokens ({min_tokens}) must be at most max_tokens ({max_tokens}).", 400, param)
+        raise ServeError(
+            f"min_tokens ({min_tokens}) must be at most max_tokens ({max_tokens}).", ErrorKind.INVALID, param
+        )
     return min_tokens or 0
 
 
@@ -213,18 +216,24 @@ class _Common(_Strict):
         min_tokens = check_min_tokens(self.min_tokens, max_tokens)
         return Sampling(
             max_tokens=max_tokens,
-            temperature=1.0 if self.temperature is None else float(self.temperature),
-            top_p=1.0 if self.top_p is None else float(self.top_p),
-            top_k=max(0, self.top_k or 0),
-            presence_penalty=float(self.presence_penalty or 0.0),
-            frequency_penalty=float(self.frequency_penalty or 0.0),
+            temperature=DEFAULT_SAMPLING.temperature if self.temperature is None else float(self.temperature),
+            top_p=DEFAULT_SAMPLING.top_p if self.top_p is None else float(self.top_p),
+            top_k=DEFAULT_SAMPLING.top_k if self.top_k is None else max(0, self.top_k),
+            presence_penalty=DEFAULT_SAMPLING.presence_penalty
+            if self.presence_penalty is None
+            else float(self.presence_penalty),
+            frequency_penalty=DEFAULT_SAMPLING.frequency_penalty
+            if self.frequency_penalty is None
+            else float(self.frequency_penalty),
             logit_bias=token_bias(self.logit_bias),
             stop=tuple(s for s in stop if s),
             seed=self.seed,
-            n=self.n or 1,
+            n=self.n or DEFAULT_SAMPLING.n,
             ignore_eos=bool(self.ignore_eos),
-            min_p=float(self.min_p or 0.0),
-            repetition_penalty=1.0 if self.repetition_penalty is None else float(self.repetition_penalty),
+            min_p=DEFAULT_SAMPLING.min_p if self.min_p is None else float(self.min_p),
+            repetition_penalty=DEFAULT_SAMPLING.repetition_penalty
+            if self.repetition_penalty is None
+            else float(self.repetition_penalty),
             min_tokens=min_tokens,
             stop_token_ids=tuple(self.stop_token_ids or ()),
             skip_special_tokens=self.skip_special_tokens is not False,
@@ -353,7 +362,7 @@ class ChatRequest(_Common):
             return ServeError(
                 f"response_format {self.response_format.type!r} asks for constrained JSON decoding, which this "
                 "server does not do; ask for JSON in the prompt, or leave response_format unset.",
-                400,
+                ErrorKind.INVALID,
                 "response_format",
                 "unsupported_parameter",
             )
@@ -361,19 +370,19 @@ class ChatRequest(_Common):
             return ServeError(
                 "tool_choice 'required' or a named function asks for constrained decoding, which this server "
                 "does not do; use 'auto' (the model decides) or 'none'.",
-                400,
+                ErrorKind.INVALID,
                 "tool_choice",
                 "unsupported_parameter",
             )
         if self.tool_choice not in (None, "none") and not self.tools:
-            return ServeError("tool_choice is set but there are no tools.", 400, "tool_choice")
+            return ServeError("tool_choice is set but there are no tools.", ErrorKind.INVALID, "tool_choice")
         for name, what in CHAT_REFUSED.items():
             value = getattr(self, name)
             if not (_off(value) or value in _CHAT_OFF.get(name, ())):
                 return ServeError(
                     f"'{name}' asks for {what}, which this server does not support (primenb serves plain "
                     "text generation); remove the field or set it to null.",
-                    400,
+                    ErrorKind.INVALID,
                     name,
                     "unsupported_parameter",
                 )
@@ -422,9 +431,9 @@ class CompletionRequest(_Common):
 
     def refused(self) -> ServeError | None:
         if self.suffix:
-            return ServeError("'suffix' (insertion) is not supported by this server.", 400, "suffix")
-        if self.best_of is not None and self.best_of != (self.n or 1):
-            return ServeError("'best_of' other than n is not supported by this server.", 400, "best_of")
+            return ServeError("'suffix' (insertion) is not supported by this server.", ErrorKind.INVALID, "suffix")
+        if self.best_of is not None and self.best_of != (self.n or DEFAULT_SAMPLING.n):
+            return ServeError("'best_of' other than n is not supported by this server.", ErrorKind.INVALID, "best_of")
         return None
 
     def sampling(self) -> Sampling:
@@ -452,7 +461,7 @@ class AddModel(_Strict):
     trace: Annotated[StrictStr, Field(max_length=64)] | None = None
     trace_name: Annotated[StrictStr, Field(max_length=MAX_ID)] | None = None
     parent: ModelId | None = None
-    stage: Literal["final", "sft_warmup"] = "final"  # a trace's own model, or the warm-up it was trained on
+    stage: Stage = FINAL  # a trace's own model, or the warm-up it was trained on
     kind: Literal["checkpoint"] = "checkpoint"
 
 

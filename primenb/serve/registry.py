@@ -28,6 +28,7 @@ from typing import Any
 
 from primenb.fsutil import atomic_write_text
 from primenb.home import prime_home
+from primenb.protocol.openai_api import API_ROOT
 from primenb.protocol.reader import read_bytes, read_json_object
 
 WORKER = "primenb.serve.worker"  # the module a server runs (`python -m primenb.serve.worker SPEC`)
@@ -60,6 +61,11 @@ def url_host(host: str) -> str:
     if host in ("0.0.0.0", "::", ""):
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host
+
+
+def api_url(host: str, port: int) -> str:
+    """The URL a server listening on ``host:port`` is recorded and reached under."""
+    return f"http://{url_host(host)}:{int(port)}{API_ROOT}"
 
 
 def _path(pid: int) -> Path:
@@ -280,6 +286,7 @@ __all__ = [
     "WORKER",
     "BadRecord",
     "alive",
+    "api_url",
     "folder",
     "is_loopback",
     "is_worker",

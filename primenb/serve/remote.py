@@ -60,7 +60,7 @@ def start(
     folder = registry.folder()
     log = folder / f"forward-{int(time.time() * 1000)}.log"
     record = host.start(spec, bind=bind, port=port, api_key_var=api_key_var, log=log, timeout=timeout)
-    record["url"] = f"http://{registry.url_host(bind)}:{int(record['port'])}/v1"
+    record["url"] = registry.api_url(bind, int(record["port"]))
     record["remote"]["log"] = str(log)
     record["remote"]["trace"] = trace
     key = os.environ.get(api_key_var) if api_key_var else None
@@ -110,7 +110,7 @@ def revive(record: dict[str, Any]) -> dict[str, Any]:
         fresh = reopen(remote).reforward(record, log)
     except PrimenbError:
         return record
-    fresh["url"] = f"http://{registry.url_host(str(fresh['host']))}:{int(fresh['port'])}/v1"
+    fresh["url"] = registry.api_url(str(fresh["host"]), int(fresh["port"]))
     registry.write(fresh)
     registry.remove(int(record["pid"]))
     return fresh

@@ -9,6 +9,7 @@ from typing import Any
 
 from primenb.engine.serve_requests import Delta, Event, Finished, TokenLogprob
 from primenb.engine.toolcalls import ToolCall, ToolCallStream, parse
+from primenb.protocol import openai_api as api
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -86,7 +87,7 @@ def chat_chunk(
         "logprobs": chat_logprobs(logprobs) if logprobs else None,
         "finish_reason": finish,
     }
-    return _event({**base, "object": "chat.completion.chunk", "choices": [choice]}, with_usage)
+    return _event({**base, "object": api.CHAT_COMPLETION_CHUNK, "choices": [choice]}, with_usage)
 
 
 def tool_calls_chunk(
@@ -96,7 +97,7 @@ def tool_calls_chunk(
     how vLLM's parsers send a call, and what `openai`'s stream helpers assemble."""
     fragments = [{"index": first + i, **call.as_dict()} for i, call in enumerate(calls)]
     choice = {"index": index, "delta": {"tool_calls": fragments}, "logprobs": None, "finish_reason": None}
-    return _event({**base, "object": "chat.completion.chunk", "choices": [choice]}, with_usage)
+    return _event({**base, "object": api.CHAT_COMPLETION_CHUNK, "choices": [choice]}, with_usage)
 
 
 def completion_chunk(
@@ -115,7 +116,7 @@ def completion_chunk(
         "logprobs": completion_logprobs(logprobs, offset) if logprobs else None,
         "finish_reason": finish,
     }
-    return _event({**base, "object": "text_completion", "choices": [choice]}, with_usage)
+    return _event({**base, "object": api.TEXT_COMPLETION, "choices": [choice]}, with_usage)
 
 
 def _event(doc: dict[str, Any], with_usage: bool) -> str:

@@ -24,7 +24,9 @@ from typing import Any
 
 import uvicorn
 
+from primenb.engine.serve_errors import ServeError
 from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol.stage import parse_stage
 from primenb.serve import registry
 
 STOP_LINGER_S = 1.0  # after the last request: late clients get a clear 503, not a reset
@@ -53,7 +55,7 @@ def load_into(pool: Any, spec: dict[str, Any]) -> Any:
         text_template=spec.get("text_template"),
         trace=spec.get("trace"),
         parent=spec.get("parent"),
-        stage=str(spec.get("stage") or "final"),
+        stage=parse_stage(spec.get("stage")),
     )
 
 
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         for model in spec["models"]:
             load_into(pool, model)
     except Exception as exc:  # the caller shows this message; nothing is served
-        return fail(f"{type(exc).__name__}: {exc}" if type(exc).__name__ != "ServeError" else str(exc))
+        return fail(str(exc) if isinstance(exc, ServeError) else f"{type(exc).__name__}: {exc}")
 
     scheduler = Scheduler(pool, max_batch=int(spec.get("max_batch") or 32), max_queue=int(spec.get("max_queue") or 256))
     state = State(scheduler, api_key=key, loader=lambda s: load_into(pool, s), host=host, port=port)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
     server = StopServer(config, scheduler)
-    url = f"http://{registry.url_host(host)}:{port}/v1"
+    url = registry.api_url(host, port)
     record = {
         "pid": os.getpid(),
         "host": host,

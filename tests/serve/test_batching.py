@@ -18,7 +18,7 @@ import torch
 
 from primenb.engine.batching import Scheduler
 from primenb.engine.models import build_byte_tokenizer, build_tiny_model
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Failed, Finished, GenRequest, Sampling
 from primenb.engine.serving import ModelPool
 from primenb.protocol.checkpoint import CheckpointDir
@@ -168,14 +168,14 @@ def test_a_full_queue_and_too_many_rows_are_refused(pool: ModelPool) -> None:
         Call(s, BASE, "b=")  # waits for a row: the queue's one place
         with pytest.raises(ServeError) as full:
             Call(s, BASE, "c=")
-        assert full.value.status == 429
+        assert full.value.kind is ErrorKind.BUSY
         with pytest.raises(ServeError) as wide:
             Call(s, BASE, "d=", n=3)
-        assert wide.value.status == 400 and wide.value.param == "n"
+        assert wide.value.kind is ErrorKind.INVALID and wide.value.param == "n"
         s.stop_admitting()
         with pytest.raises(ServeError) as stopping:
             Call(s, BASE, "e=")
-        assert stopping.value.status == 503
+        assert stopping.value.kind is ErrorKind.STOPPING
         s.abort_all()
         busy.wait()
         assert next(e for e in busy.events if isinstance(e, Finished)).reason == "abort"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest, TokenLogprob
 from primenb.serve import registry
 from primenb.serve.app import State
@@ -58,9 +58,9 @@ class EchoScheduler:
 
     def submit(self, req: GenRequest) -> None:
         if self.stopping:
-            raise ServeError("stopping", 503)
+            raise ServeError("stopping", ErrorKind.STOPPING)
         if self.full:
-            raise ServeError("queue full", 429, code="rate_limit_exceeded")
+            raise ServeError("queue full", ErrorKind.BUSY, code="rate_limit_exceeded")
         threading.Thread(target=self._run, args=(req,), daemon=True).start()
 
     def _run(self, req: GenRequest) -> None:
@@ -76,7 +76,7 @@ class EchoScheduler:
         if text.startswith("slow"):  # admitted after the other prompts of its call have finished
             time.sleep(0.3)
         if len(text) >= 10:
-            req.emit_all([Failed(ServeError("too long", 400, "prompt", "context_length_exceeded"))])
+            req.emit_all([Failed(ServeError("too long", ErrorKind.INVALID, "prompt", "context_length_exceeded"))])
             return
         req.emit_all([Admitted(len(text), req.seed)])
         out = text[::-1][: min(req.sampling.max_tokens or 99, 10 - len(text))]
