@@ -489,6 +489,14 @@ def parse(model: type[D], raw: Any, *, where: str = "") -> Parsed | None:
     return None if doc is None else Parsed(doc.to_dict(), warnings)
 
 
+def typed(model: type[D], raw: Any) -> D:
+    """``raw`` (a document read already, or any value) as a ``model``, as tolerantly as `validate`
+    (a wrong-typed field is left out); an empty document when ``raw`` is not one. What a consumer
+    reads fields from, so that mypy sees every field it names."""
+    doc, _ = validate(model, reader.sanitize(raw))
+    return doc if doc is not None else model.model_construct()
+
+
 def read_document(
     model: type[D], path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
 ) -> tuple[Parsed | None, str | None]:
@@ -570,5 +578,6 @@ __all__ = [
     "parse",
     "read_document",
     "read_status",
+    "typed",
     "validate",
 ]
