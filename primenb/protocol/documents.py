@@ -162,13 +162,24 @@ class EvalPoint(Part):
     step: Int = None
 
 
-class MetricsSummary(Part):
+class Finals(Part):
+    """The last value of a run's main metrics: the only declaration of these fields. The trace's
+    metrics summary holds them, the index has a column of each name, and a
+    `primenb.protocol.metrics.Metric`'s ``final`` names the one holding its last value."""
+
+    final_reward: Num = None  # the train reward's
+    final_loss: Num = None  # the loss's
+
+
+FINALS: tuple[str, ...] = tuple(Finals.model_fields)
+FINAL_REWARD, FINAL_LOSS = FINALS
+
+
+class MetricsSummary(Finals):
     last_step: Int = None
     final: dict[str, Any] | None = None
     eval: dict[str, dict[str, Any]] | None = None
     curves: dict[str, dict[str, Any]] | None = None
-    final_reward: Num = None
-    final_loss: Num = None
     final_eval: EvalPoint | None = None
     best_eval: EvalPoint | None = None
 
@@ -553,6 +564,9 @@ def json_schema() -> dict[str, Any]:
 __all__ = [
     "DOCUMENTS",
     "EVAL_VERSION",
+    "FINALS",
+    "FINAL_LOSS",
+    "FINAL_REWARD",
     "FINAL_STATES",
     "INDEX_COLUMNS",
     "INDEX_NAMES",
@@ -564,6 +578,7 @@ __all__ = [
     "TRACE_VERSION",
     "Document",
     "EvalDoc",
+    "Finals",
     "IndexRow",
     "ManifestDoc",
     "MetricRow",

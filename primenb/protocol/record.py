@@ -145,7 +145,7 @@ def metrics_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     curves = {k: _curve(series[k], higher_is_better=bool(M.higher_is_better(k))) for k in M.summarised_curves(series)}
     reward_keys = M.eval_keys(evals)
     main = reward_keys[0] if reward_keys else None
-    # final_reward, final_loss: the last value under the metric's name, else an alias it was logged as
+    # each `Finals` field: the last value under the metric's name, else an alias it was logged as
     finals = {m.final: curves[k]["last"] if (k := M.first_present(m, curves)) else None for m in M.METRICS if m.final}
     return {
         "last_step": last_step,

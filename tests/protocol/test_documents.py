@@ -86,3 +86,17 @@ def test_the_documents_producers_write_are_read_back_as_declared(
     for name, kind in table:
         types = {t.get("type") for t in declared[name].get("anyOf", [declared[name]])} - {"null"}
         assert kind.split()[0] == sql[types.pop()] and not types, (name, kind, declared[name])
+
+
+def test_the_final_values_are_declared_once() -> None:
+    """`Finals` declares each final value; the metrics that have one, the trace summary and the
+    index column all use that name, so a rename there reaches every reader (issue 43)."""
+    from primenb.protocol import metrics as M
+    from primenb.protocol.documents import FINAL_LOSS, FINAL_REWARD, FINALS, Finals, MetricsSummary
+
+    assert FINALS == (FINAL_REWARD, FINAL_LOSS) == tuple(Finals.model_fields)
+    assert {m.final for m in M.METRICS if m.final} == set(FINALS)
+    assert set(FINALS) <= set(MetricsSummary.model_fields) and set(FINALS) <= set(IndexRow.model_fields)
+    doc = {"trace_id": "f1nal5", "metrics": {FINAL_REWARD: 0.75, FINAL_LOSS: 0.5}}
+    row = index_row(doc, "/runs/f1nal5", resolved=True)
+    assert {name: row[name] for name in FINALS} == {FINAL_REWARD: 0.75, FINAL_LOSS: 0.5}
