@@ -503,7 +503,9 @@ def parse(model: type[D], raw: Any, *, where: str = "") -> Parsed | None:
 def typed(model: type[D], raw: Any) -> D:
     """``raw`` (a document read already, or any value) as a ``model``, as tolerantly as `validate`
     (a wrong-typed field is left out); an empty document when ``raw`` is not one. What a consumer
-    reads fields from, so that mypy sees every field it names."""
+    reads fields from, so that mypy sees every field it names. A ``model`` already is itself."""
+    if isinstance(raw, model):
+        return raw
     doc, _ = validate(model, reader.sanitize(raw))
     return doc if doc is not None else model.model_construct()
 

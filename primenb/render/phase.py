@@ -81,7 +81,7 @@ def _ended_in_warmup(status: StatusDoc) -> bool:
 
 def progress(status: Mapping[str, Any] | StatusDoc) -> Progress:
     """Where the run of ``status`` (status.json, read or as recorded) stands."""
-    doc = status if isinstance(status, StatusDoc) else typed(StatusDoc, status)
+    doc = typed(StatusDoc, status)
     # no state yet: the launcher has not written status.json; a value this primenb does not know: UNKNOWN
     recorded = doc.state or (State.UNKNOWN if isinstance(status, Mapping) and status.get("state") else None)
     state = recorded or QUEUED

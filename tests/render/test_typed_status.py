@@ -3,7 +3,9 @@ spelling keys again (issue 43): a wrong-typed field is unknown, never a value of
 
 from __future__ import annotations
 
-from primenb.protocol.documents import State, StatusDoc, parse
+from pathlib import Path
+
+from primenb.protocol.documents import State, StatusDoc, parse, typed
 from primenb.render.phase import phase_line, progress
 
 RUNNING = {"state": "running", "phase": "training", "mode": "rl", "step": 3, "max_steps": 10}
@@ -26,3 +28,28 @@ def test_a_wrong_typed_field_is_unknown_not_a_value() -> None:
     assert progress({**RUNNING, "state": "paused"}).state is State.UNKNOWN
     assert progress({**RUNNING, "state": 5}).state is State.UNKNOWN
     assert progress({"phase": "training"}).state is State.QUEUED
+
+
+def test_the_summary_reads_the_typed_status(tmp_path: Path) -> None:
+    """The run summary's headline, ending and warnings take the typed document the readers
+    return, and read its fields: an error that is not text is no error line."""
+    from primenb.render.summary import ending, headline, status_warnings
+    from primenb.run import Run
+
+    run = Run(tmp_path / "run")
+    ended = {
+        "state": "completed",
+        "step": 10,
+        "max_steps": 10,
+        "wall_s": 65,
+        "trace_id": "abc123",
+        "final_checkpoint": "ckpt/step_10",
+        "warnings": ["tracker wandb: offline", 3],
+    }
+    doc = typed(StatusDoc, ended)
+    e = ending(run, doc, rows=[])
+    assert (e.state, e.step, e.max_steps, e.wall_s, e.trace_id) == (State.COMPLETED, 10, 10, 65.0, "abc123")
+    assert e.next_commands and e.next_commands[0] == "%prime_harness apply abc123 --steps 10"
+    assert headline(doc, [{"step": 9, "loss": 0.5}])["state"] is State.COMPLETED
+    assert status_warnings(doc) == status_warnings(ended) == ["tracker wandb: offline"]
+    assert ending(run, {**ended, "error": ["boom"]}, rows=[]).error == ""
