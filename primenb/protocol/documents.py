@@ -523,6 +523,24 @@ def read_document(
     return Parsed(doc.to_dict(), warnings), None
 
 
+def read_typed(
+    model: type[D], path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
+) -> tuple[D | None, str | None]:
+    """A document file read safely as a ``model`` (what a consumer reads fields from): ``(doc,
+    None)`` or ``(None, why)``; a wrong-typed field is left out, as `read_document` leaves it."""
+    value, why = reader.read_json(path, root=root)
+    if why is not None:
+        return None, why
+    doc, warnings = validate(model, value, where=os.path.basename(path))
+    return (doc, None) if doc is not None else (None, "; ".join(warnings))
+
+
+def read_status_doc(path: str | os.PathLike[str]) -> StatusDoc:
+    """``status.json`` as a `StatusDoc`; an empty document when missing or unreadable."""
+    doc, _ = read_typed(StatusDoc, path)
+    return doc if doc is not None else StatusDoc()
+
+
 def read_status(path: str | os.PathLike[str]) -> Parsed:
     """``status.json`` typed; an empty document when missing or unreadable."""
     doc, _ = read_document(StatusDoc, path)
@@ -595,6 +613,8 @@ __all__ = [
     "parse",
     "read_document",
     "read_status",
+    "read_status_doc",
+    "read_typed",
     "typed",
     "validate",
 ]

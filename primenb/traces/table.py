@@ -227,10 +227,10 @@ def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, .
                 index.upsert_many([fresh])
                 row = tuple(fresh.get(c) for c in COLUMNS)
             else:
-                st = RunDir(run_dir).read_status()
-                if isinstance(st.get("step"), int):
+                step = RunDir(run_dir).status_doc().step
+                if step is not None:
                     cells = list(row)
-                    cells[pos["steps"]] = st["step"]
+                    cells[pos["steps"]] = step
                     row = tuple(cells)
         out.append(row)
     return out
