@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 SAMPLES_SHOWN = 6
 
 
-def steps_text(steps: Steps | None, live_step: int | None = None) -> str:
+def steps_text(steps: Steps | Mapping[str, Any] | None, live_step: int | None = None) -> str:
     """``0 → 30 (max 30)``; a live run's ``0 → 12 so far (max 60)``, never ``0 → None``; an ended
     run that trained no step (stopped in its SFT warm-up) ``no step trained``, not ``0 → 0``."""
-    steps = steps or Steps()
+    steps = typed(Steps, steps)
     start, last = steps.start or 0, steps.last
     if last is None and isinstance(live_step, int) and not isinstance(live_step, bool):
         text = f"{start} → {live_step} so far"
