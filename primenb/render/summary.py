@@ -182,7 +182,7 @@ def run_text(run: Run) -> str:
         h = headline(status, rows)
         lines += [f"  {k}: {v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps")]
     doc = typed(StatusDoc, status)
-    if note := _note(doc):
+    if note := status_note(doc):
         lines.append(f"  {note}")
     if doc.error:
         lines.append(f"  error: {doc.error}")
@@ -257,7 +257,7 @@ WARNING_STYLE = (
 )
 
 
-def _note(status: StatusDoc) -> str:
+def status_note(status: StatusDoc) -> str:
     """A remote backend's line (queue position, cost, "platform unreachable, retrying"): a field
     the status documents do not declare, so it is read as it is."""
     note = (status.model_extra or {}).get("note")
@@ -312,7 +312,7 @@ def run_html(
             f"{command_html(f'%prime_train --attach {run.name}')}</div>"
         )
     doc = typed(StatusDoc, status)
-    note = f" · {html.escape(_note(doc))}" if _note(doc) else ""
+    note = f" · {html.escape(status_note(doc))}" if status_note(doc) else ""
     error = ""
     if doc.error:
         tail = "\n".join(doc.log_tail or [])

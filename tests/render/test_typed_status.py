@@ -53,3 +53,12 @@ def test_the_summary_reads_the_typed_status(tmp_path: Path) -> None:
     assert headline(doc, [{"step": 9, "loss": 0.5}])["state"] is State.COMPLETED
     assert status_warnings(doc) == status_warnings(ended) == ["tracker wandb: offline"]
     assert ending(run, {**ended, "error": ["boom"]}, rows=[]).error == ""
+
+
+def test_a_remote_backends_note_is_read_from_the_typed_status() -> None:
+    """``note`` is not a declared status field (a remote backend's one line): it is read from the
+    document's undeclared fields, by one function the summary and the monitor share."""
+    from primenb.render.summary import status_note
+
+    assert status_note(typed(StatusDoc, {**RUNNING, "note": "queue position 3"})) == "queue position 3"
+    assert status_note(typed(StatusDoc, RUNNING)) == ""
