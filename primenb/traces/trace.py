@@ -104,11 +104,11 @@ class Trace:
 
     @property
     def config(self) -> dict[str, Any]:
-        return dict(self.doc.get("config") or {})
+        return dict(self.typed.config or {})
 
     @property
     def model(self) -> dict[str, Any]:
-        return dict(self.doc.get("model") or {})
+        return self.typed.model.to_dict() if self.typed.model else {}
 
     @property
     def fingerprint(self) -> str | None:
@@ -116,11 +116,11 @@ class Trace:
 
     @property
     def data(self) -> dict[str, Any]:
-        return dict(self.doc.get("data") or {})
+        return {kind: part.to_dict() for kind, part in (self.typed.data or {}).items()}
 
     @property
     def summary(self) -> dict[str, Any]:
-        return dict(self.doc.get("metrics") or {})
+        return self.typed.metrics.to_dict() if self.typed.metrics else {}
 
     @property
     def last_step(self) -> int | None:

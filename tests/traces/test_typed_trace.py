@@ -49,6 +49,7 @@ def test_wrong_typed_parts_degrade_cells_not_the_views(home: Path) -> None:
     assert h["final reward"] is None and h["final loss"] == 0.25
     assert h["final eval"] is None and h["best eval"] is None and h["final checkpoint"] is None
     assert t.final_checkpoint is None and t.last_step is None and t.fingerprint is None
+    assert (t.model, t.data, t.summary) == ({}, {"train": {}}, {"final_loss": 0.25})
     page = t._repr_html_()
     assert "t-run-1" in page and "reproduces" not in page
     assert "<primenb Trace t00000001 t-run-1: completed>" in repr(t)
