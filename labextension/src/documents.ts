@@ -159,12 +159,12 @@ export interface IMetricRow {
 }
 
 export interface IMetricsSummary {
+  final_reward?: number | null;
+  final_loss?: number | null;
   last_step?: number | null;
   final?: Record<string, unknown> | null;
   eval?: Record<string, Record<string, unknown>> | null;
   curves?: Record<string, Record<string, unknown>> | null;
-  final_reward?: number | null;
-  final_loss?: number | null;
   final_eval?: IEvalPoint | null;
   best_eval?: IEvalPoint | null;
   [extra: string]: unknown;

@@ -22,6 +22,7 @@ from IPython.display import display
 from primenb.notebook import fallback
 from primenb.notebook.layout import keep_label
 from primenb.protocol import metrics as M
+from primenb.protocol.documents import StatusDoc, typed
 from primenb.protocol.record import read_trace
 from primenb.protocol.rundir import FINAL_STATES, QUEUED, STARTING, State, metric_row
 from primenb.protocol.tail import JsonlTail
@@ -33,6 +34,7 @@ from primenb.render.summary import (
     command_html,
     run_html,
     samples_html,
+    status_note,
     status_warnings,
     warnings_html,
 )
@@ -265,11 +267,12 @@ class Monitor:
         return self.state in FINAL_STATES
 
     def _update_status(self, status: dict[str, Any]) -> None:
+        doc = typed(StatusDoc, status)
         p = progress(status)
         self.state = p.state
         self.progress.value = p.fraction
         self.progress.layout.visibility = "visible" if p.counting or p.state in FINAL_STATES else "hidden"
-        stage = charts.stage_of(p.phase, status.get("mode"), set(self.series.points))
+        stage = charts.stage_of(p.phase, doc.mode, set(self.series.points))
         if stage != self._stage:
             self._stage = stage
             self.chart_box.layout.display = "flex" if stage else "none"
@@ -280,12 +283,10 @@ class Monitor:
             line += f" · process {self._pid()}"  # the launch's own line said so: keep saying it
         if p.state == State.RUNNING and not stage:
             line += " (charts appear with the first logged step)"
-        error = (
-            f' · <span style="color:{ERROR}">{html.escape(str(status["error"]))}</span>' if status.get("error") else ""
-        )
+        error = f' · <span style="color:{ERROR}">{html.escape(doc.error)}</span>' if doc.error else ""
         self.title.value = f'<b>{html.escape(self.run.name)}</b> <b style="color:{color}">{html.escape(p.state)}</b>'
         # a remote backend's one-line note: queue position, cost so far, "platform unreachable, retrying"
-        note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
+        note = f" · {html.escape(status_note(doc))}" if status_note(doc) else ""
         self.phase.value = f'<span class="primenb-phase-text">{html.escape(line)}</span>{note}{error}'
         if p.state in FINAL_STATES:
             self.stop_button.disabled = True

@@ -162,13 +162,24 @@ class EvalPoint(Part):
     step: Int = None
 
 
-class MetricsSummary(Part):
+class Finals(Part):
+    """The last value of a run's main metrics: the only declaration of these fields. The trace's
+    metrics summary holds them, the index has a column of each name, and a
+    `primenb.protocol.metrics.Metric`'s ``final`` names the one holding its last value."""
+
+    final_reward: Num = None  # the train reward's
+    final_loss: Num = None  # the loss's
+
+
+FINALS: tuple[str, ...] = tuple(Finals.model_fields)
+FINAL_REWARD, FINAL_LOSS = FINALS
+
+
+class MetricsSummary(Finals):
     last_step: Int = None
     final: dict[str, Any] | None = None
     eval: dict[str, dict[str, Any]] | None = None
     curves: dict[str, dict[str, Any]] | None = None
-    final_reward: Num = None
-    final_loss: Num = None
     final_eval: EvalPoint | None = None
     best_eval: EvalPoint | None = None
 
@@ -489,6 +500,16 @@ def parse(model: type[D], raw: Any, *, where: str = "") -> Parsed | None:
     return None if doc is None else Parsed(doc.to_dict(), warnings)
 
 
+def typed(model: type[D], raw: Any) -> D:
+    """``raw`` (a document read already, or any value) as a ``model``, as tolerantly as `validate`
+    (a wrong-typed field is left out); an empty document when ``raw`` is not one. What a consumer
+    reads fields from, so that mypy sees every field it names. A ``model`` already is itself."""
+    if isinstance(raw, model):
+        return raw
+    doc, _ = validate(model, reader.sanitize(raw))
+    return doc if doc is not None else model.model_construct()
+
+
 def read_document(
     model: type[D], path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
 ) -> tuple[Parsed | None, str | None]:
@@ -500,6 +521,24 @@ def read_document(
     if doc is None:
         return None, "; ".join(warnings)
     return Parsed(doc.to_dict(), warnings), None
+
+
+def read_typed(
+    model: type[D], path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
+) -> tuple[D | None, str | None]:
+    """A document file read safely as a ``model`` (what a consumer reads fields from): ``(doc,
+    None)`` or ``(None, why)``; a wrong-typed field is left out, as `read_document` leaves it."""
+    value, why = reader.read_json(path, root=root)
+    if why is not None:
+        return None, why
+    doc, warnings = validate(model, value, where=os.path.basename(path))
+    return (doc, None) if doc is not None else (None, "; ".join(warnings))
+
+
+def read_status_doc(path: str | os.PathLike[str]) -> StatusDoc:
+    """``status.json`` as a `StatusDoc`; an empty document when missing or unreadable."""
+    doc, _ = read_typed(StatusDoc, path)
+    return doc if doc is not None else StatusDoc()
 
 
 def read_status(path: str | os.PathLike[str]) -> Parsed:
@@ -545,6 +584,9 @@ def json_schema() -> dict[str, Any]:
 __all__ = [
     "DOCUMENTS",
     "EVAL_VERSION",
+    "FINALS",
+    "FINAL_LOSS",
+    "FINAL_REWARD",
     "FINAL_STATES",
     "INDEX_COLUMNS",
     "INDEX_NAMES",
@@ -556,6 +598,7 @@ __all__ = [
     "TRACE_VERSION",
     "Document",
     "EvalDoc",
+    "Finals",
     "IndexRow",
     "ManifestDoc",
     "MetricRow",
@@ -570,5 +613,8 @@ __all__ = [
     "parse",
     "read_document",
     "read_status",
+    "read_status_doc",
+    "read_typed",
+    "typed",
     "validate",
 ]

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from primenb.protocol.documents import INDEX_COLUMNS, INDEX_VERSION, is_live_state
+from primenb.protocol.documents import FINALS, INDEX_COLUMNS, INDEX_VERSION, is_live_state
 from primenb.protocol.fields import Mode, detect_mode, get_field, get_path
 from primenb.protocol.reader import is_regular
 from primenb.protocol.record import TRACE_FILE, read_trace, read_trace_checked
@@ -158,11 +158,10 @@ def index_row(doc: dict[str, Any], run_dir: str | os.PathLike[str], *, resolved:
         "batch": fields["batch"],
         "group_size": fields["group_size"],
         "lora_rank": _int(get_path(doc, "adapter.rank")),
-        "final_reward": _num(metrics.get("final_reward")),
         "best_eval": _num(best.get("value")),
         "best_eval_step": _int(best.get("step")),
         "final_eval": _num(final.get("value")),
-        "final_loss": _num(metrics.get("final_loss")),
+        **{name: _num(metrics.get(name)) for name in FINALS},
         "duration": _num(doc.get("duration_s")),
         "backend": _text(doc.get("backend")),
         "trackers": tracker_text(doc.get("trackers")),

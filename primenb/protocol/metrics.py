@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from primenb.protocol.documents import FINAL_LOSS, FINAL_REWARD
+
 # phases whose metrics differ: a GRPO run, an SFT run, the SFT warm-up before GRPO
 RL, SFT, WARMUP = "rl", "sft", "sft warmup"  # WARMUP: the metrics rows' (and status.json's) phase name
 PHASES = (RL, SFT, WARMUP)
@@ -88,7 +90,7 @@ METRICS: tuple[Metric, ...] = (
         main=(RL,),
         aliases=("rewards/mean", "train/reward", "reward/mean"),
         band=REWARD_STD,
-        final="final_reward",
+        final=FINAL_REWARD,
     ),
     Metric(REWARD_STD, "reward std", (RL,), shown=_shown(COLUMN, HEALTH)),
     Metric(EVAL_REWARD, "eval reward", ALL, HIGHER, shown=_shown(MONITOR, SUMMARY, CURVE, CHART, COLUMN)),
@@ -103,7 +105,7 @@ METRICS: tuple[Metric, ...] = (
         shown=_shown(MONITOR, SUMMARY, SIDEBAR, CURVE, CHART, COLUMN),
         main=(SFT, WARMUP),
         aliases=("loss/mean",),
-        final="final_loss",
+        final=FINAL_LOSS,
     ),
     Metric(TOKEN_ACCURACY, "token accuracy", (SFT, WARMUP), HIGHER, shown=_shown(MONITOR)),
     Metric("learning_rate", "learning rate", ALL, shown=_shown(COLUMN), aliases=("lr",)),

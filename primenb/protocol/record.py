@@ -17,7 +17,15 @@ from typing import Any
 
 from primenb.protocol import metrics as M
 from primenb.protocol.checkpoint import CheckpointDir
-from primenb.protocol.documents import FINAL_STATES, TRACE_VERSION, State, TraceDoc, is_final_state, read_document
+from primenb.protocol.documents import (
+    FINAL_STATES,
+    TRACE_VERSION,
+    State,
+    TraceDoc,
+    is_final_state,
+    read_document,
+    typed,
+)
 from primenb.protocol.metrics import is_timing_key
 from primenb.protocol.rundir import RunDir, now_iso, read_metrics
 
@@ -47,6 +55,12 @@ def read_trace(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     trace (missing, not a regular file, too big or deep, no ``trace_id``)."""
     doc, _ = read_trace_checked(run_dir)
     return doc
+
+
+def read_trace_doc(run_dir: str | os.PathLike[str]) -> TraceDoc | None:
+    """`read_trace` as a `TraceDoc`, what a consumer reads fields from (mypy sees each one)."""
+    doc = read_trace(run_dir)
+    return None if doc is None else typed(TraceDoc, doc)
 
 
 def read_trace_checked(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str | None]:
@@ -145,7 +159,7 @@ def metrics_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     curves = {k: _curve(series[k], higher_is_better=bool(M.higher_is_better(k))) for k in M.summarised_curves(series)}
     reward_keys = M.eval_keys(evals)
     main = reward_keys[0] if reward_keys else None
-    # final_reward, final_loss: the last value under the metric's name, else an alias it was logged as
+    # each `Finals` field: the last value under the metric's name, else an alias it was logged as
     finals = {m.final: curves[k]["last"] if (k := M.first_present(m, curves)) else None for m in M.METRICS if m.final}
     return {
         "last_step": last_step,
@@ -348,6 +362,7 @@ __all__ = [
     "new_trace_id",
     "read_trace",
     "read_trace_checked",
+    "read_trace_doc",
     "reconcile",
     "redact_recorded",
     "write_trace",

@@ -32,7 +32,16 @@ from typing import Any, TextIO
 
 from primenb.fsutil import atomic_write_json
 from primenb.protocol import reader
-from primenb.protocol.documents import FINAL_STATES, LIVE_STATES, STATES, STATUS_VERSION, State, read_status
+from primenb.protocol.documents import (
+    FINAL_STATES,
+    LIVE_STATES,
+    STATES,
+    STATUS_VERSION,
+    State,
+    StatusDoc,
+    read_status,
+    read_status_doc,
+)
 from primenb.protocol.reader import tail_lines
 
 RUN_INDEX = "runs.txt"  # in the primenb home: one run directory per line, appended at launch
@@ -256,6 +265,11 @@ class RunDir:
         """status.json typed (`primenb.protocol.documents.StatusDoc`): wrong-typed fields are left
         out (``.warnings`` says which); ``{}`` when missing or unreadable."""
         return read_status(self.status_path)
+
+    def status_doc(self) -> StatusDoc:
+        """status.json as a `StatusDoc`, what a consumer reads fields from (mypy sees each one);
+        an empty document when missing or unreadable."""
+        return read_status_doc(self.status_path)
 
     def read_launcher(self) -> dict[str, Any]:
         """launcher.json: the process group the local launcher started."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from primenb.protocol.documents import StatusDoc, typed
 from primenb.protocol.rundir import (
     BUILDING_MODEL,
     BUILDING_TRAINER,
@@ -72,49 +73,52 @@ def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _ended_in_warmup(status: Mapping[str, Any]) -> bool:
+def _ended_in_warmup(status: StatusDoc) -> bool:
     """Whether a run ended during its SFT warm-up: no main step, the warm-up's steps not all done."""
-    warm, done = _int(status.get("warmup_steps")), _int(status.get("warmup_step"))
-    return not _int(status.get("step")) and warm > 0 and done < warm
+    warm, done = _int(status.warmup_steps), _int(status.warmup_step)
+    return not _int(status.step) and warm > 0 and done < warm
 
 
-def progress(status: dict[str, Any]) -> Progress:
+def progress(status: Mapping[str, Any] | StatusDoc) -> Progress:
+    """Where the run of ``status`` (status.json, read or as recorded) stands."""
+    doc = typed(StatusDoc, status)
     # no state yet: the launcher has not written status.json; a value this primenb does not know: UNKNOWN
-    state = State.of(status.get("state")) if status.get("state") else QUEUED
-    phase = str(status.get("phase") or (TRAINING if _int(status.get("step")) else STARTING))
+    recorded = doc.state or (State.UNKNOWN if isinstance(status, Mapping) and status.get("state") else None)
+    state = recorded or QUEUED
+    phase = str(doc.phase or (TRAINING if _int(doc.step) else STARTING))
     if state == QUEUED:
         phase = QUEUED
-    mode = status.get("mode")
+    mode = doc.mode
     then = ""
-    main_left = max(0, _int(status.get("max_steps")) - _int(status.get("step")))
+    main_left = max(0, _int(doc.max_steps) - _int(doc.step))
     ahead: tuple[tuple[str, int], ...] = ()
-    if state in FINAL_STATES and _ended_in_warmup(status):
+    if state in FINAL_STATES and _ended_in_warmup(doc):
         # stopped (or failed) before the main phase trained a step: where the warm-up was
         label = "SFT warm-up"
-        step = _int(status.get("warmup_step"))
-        total: int | None = _int(status.get("warmup_steps"))
+        step = _int(doc.warmup_step)
+        total: int | None = _int(doc.warmup_steps)
         phase = SFT_WARMUP
         then = f"{MAIN_LABEL.get(str(mode), 'training')} did not start"
     elif phase == SFT_WARMUP:
         label = "SFT warm-up"
-        step = _int(status.get("phase_step"), _int(status.get("warmup_step")))
-        total = _int(status.get("phase_total"), _int(status.get("warmup_steps"))) or None
-        main = _int(status.get("max_steps"))
+        step = _int(doc.phase_step, _int(doc.warmup_step))
+        total = _int(doc.phase_total, _int(doc.warmup_steps)) or None
+        main = _int(doc.max_steps)
         if main:  # the warm-up is not the whole run: say what still comes after it
             then = f"then {MAIN_LABEL.get(str(mode), 'training')}: {main} steps"
             ahead = ((TRAINING, main_left),)
     elif phase in (TRAINING, DONE) or state in FINAL_STATES:
         label = MAIN_LABEL.get(str(mode), "training")
-        step = _int(status.get("step"))
-        total = _int(status.get("max_steps")) or None
+        step = _int(doc.step)
+        total = _int(doc.max_steps) or None
         phase = TRAINING if phase == DONE or state in FINAL_STATES else phase
     else:
         label = WAITING_TEXT.get(phase, f"{phase}…")
         step, total = 0, None
         # between steps (building the trainer after the warm-up, saving a checkpoint): what is left
-        warm_left = max(0, _int(status.get("warmup_steps")) - _int(status.get("warmup_step")))
+        warm_left = max(0, _int(doc.warmup_steps) - _int(doc.warmup_step))
         ahead = tuple((name, n) for name, n in ((SFT_WARMUP, warm_left), (TRAINING, main_left)) if n)
-    return Progress(state, phase, label, step, total, then, ahead, grpo_per_sft(status.get("step_plan")))
+    return Progress(state, phase, label, step, total, then, ahead, grpo_per_sft(doc.step_plan))
 
 
 def phase_line(p: Progress, eta: Eta | float | None = None, waited: float | None = None) -> str:

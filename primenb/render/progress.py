@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from primenb.protocol.documents import StatusDoc, typed
 from primenb.protocol.rundir import FINAL_STATES, SFT_WARMUP, State, metric_row
 from primenb.protocol.tail import JsonlTail
 from primenb.render.summary import headline
@@ -51,7 +53,7 @@ def _follow(run: Run, every: float, warned: set[str]) -> int:
     last_line = ""
     while True:
         status = run.refresh()
-        done = status.get("state") in FINAL_STATES
+        done = typed(StatusDoc, status).state in FINAL_STATES
         # rows read after the status: once it is final, every row the engine wrote is in
         for row in map(metric_row, tail.read_new()):
             if row is not None:
@@ -69,34 +71,32 @@ def _follow(run: Run, every: float, warned: set[str]) -> int:
     return _report(run, warned)
 
 
-def progress_line(status: dict[str, Any], latest: dict[str, Any]) -> str:
+def progress_line(status: Mapping[str, Any] | StatusDoc, latest: dict[str, Any]) -> str:
     """``step 3/4 reward=0.5``, or ``warm-up step 98/100 warmup/loss=1.2`` while the newest row is
     the SFT warm-up's: its steps count against the warm-up's total, not the RL run's."""
     h = headline(status, [latest])
     values = " ".join(f"{k}={_fmt(v)}" for k, v in h.items() if k not in ("state", "step", "max_steps"))
     if latest.get("phase") == SFT_WARMUP:
-        total = status.get("warmup_steps")
-        return f"warm-up step {latest.get('step')}/{total if isinstance(total, int) and total else '?'} {values}"
+        total = typed(StatusDoc, status).warmup_steps
+        return f"warm-up step {latest.get('step')}/{total or '?'} {values}"
     return f"step {h['step']}/{h['max_steps'] or '?'} {values}"
 
 
-def _say_new_warnings(status: dict[str, Any], warned: set[str]) -> None:
+def _say_new_warnings(status: Mapping[str, Any] | StatusDoc, warned: set[str]) -> None:
     """What went wrong beside training (a tracker that failed or went offline), once each, as the
     monitor shows it: status.json ``warnings``, already redacted and bounded by the engine."""
-    warnings = status.get("warnings")
-    for text in warnings if isinstance(warnings, list) else []:
-        if isinstance(text, str) and text not in warned:
+    for text in typed(StatusDoc, status).warnings or []:
+        if text not in warned:
             warned.add(text)
             print(f"warning: {text}", file=sys.stderr, flush=True)
 
 
 def _report(run: Run, warned: set[str]) -> int:
-    status = run.refresh()
+    status = typed(StatusDoc, run.refresh())
     _say_new_warnings(status, warned)
-    print(f"[{run.name}] {status.get('state')}: {run.dir}", flush=True)
-    if status.get("error"):
-        print(f"error: {status['error']}", file=sys.stderr)
-        tail_text = status.get("log_tail")
-        if tail_text:
-            print("\n".join(tail_text) if isinstance(tail_text, list) else tail_text, file=sys.stderr)
-    return 0 if status.get("state") in (State.COMPLETED, State.STOPPED) else 1
+    print(f"[{run.name}] {status.state}: {run.dir}", flush=True)
+    if status.error:
+        print(f"error: {status.error}", file=sys.stderr)
+        if status.log_tail:
+            print("\n".join(status.log_tail), file=sys.stderr)
+    return 0 if status.state in (State.COMPLETED, State.STOPPED) else 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.protocol import metrics as M
+from primenb.protocol.documents import StatusDoc, typed
 from primenb.protocol.rundir import FINAL_STATES, State
 from primenb.render import panels as P
 from primenb.render.phase import duration, phase_line, progress
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
     from primenb.run import Run
 
 
-def headline(status: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+def headline(status: Mapping[str, Any] | StatusDoc, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """State, progress and the latest values of the metrics a person looks at first."""
+    doc = typed(StatusDoc, status)
     last = rows[-1] if rows else {}
-    step = status.get("step") or last.get("step") or 0
-    out: dict[str, Any] = {"state": State.of(status.get("state")), "step": step, "max_steps": status.get("max_steps")}
+    step = doc.step or last.get("step") or 0
+    out: dict[str, Any] = {"state": _state(status, doc), "step": step, "max_steps": doc.max_steps}
     # the main metrics and eval rewards (the warm-up's main metric while only the warm-up logged)
     for key in M.headline_keys({k for r in rows for k in r}):
         values = [r[key] for r in rows if key in r]
@@ -94,13 +96,17 @@ class Ending:
     next_commands: list[str] = field(default_factory=list)
 
 
-def _wall(status: dict[str, Any]) -> float | None:
-    wall = status.get("wall_s")
-    if isinstance(wall, (int, float)):
-        return float(wall)
+def _state(status: Mapping[str, Any] | StatusDoc, doc: StatusDoc) -> State:
+    """The run's state; `State.UNKNOWN` when it records none this primenb reads."""
+    return doc.state or State.of(None if isinstance(status, StatusDoc) else status.get("state"))
+
+
+def _wall(status: StatusDoc) -> float | None:
+    if status.wall_s is not None:
+        return float(status.wall_s)
     try:
         fmt = "%Y-%m-%dT%H:%M:%S%z"
-        t0, t1 = status.get("started_at"), status.get("ended_at")
+        t0, t1 = status.started_at, status.ended_at
         if t0 and t1:
             return (datetime.strptime(str(t1), fmt) - datetime.strptime(str(t0), fmt)).total_seconds()
     except ValueError:
@@ -108,20 +114,23 @@ def _wall(status: dict[str, Any]) -> float | None:
     return None
 
 
-def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, Any]] | None = None) -> Ending:
-    status = run.status if status is None else status
+def ending(
+    run: Run, status: Mapping[str, Any] | StatusDoc | None = None, rows: list[dict[str, Any]] | None = None
+) -> Ending:
+    raw = run.status if status is None else status
+    doc = typed(StatusDoc, raw)
     rows = _rl_rows(run.metric_rows() if rows is None else rows)
-    step = int(status.get("step") or (rows[-1]["step"] if rows else 0))
+    step = int(doc.step or (rows[-1]["step"] if rows else 0))
     evals = {}
     for key in eval_keys(rows):
         pts = [(r[key], r["step"]) for r in rows if key in r]
         best = max(pts, key=lambda p: p[0])
         evals[key] = (pts[-1][0], best[0], best[1])
     speeds = [r[M.TOKENS_PER_S] for r in rows if isinstance(r.get(M.TOKENS_PER_S), (int, float))]
-    trace_id = str(status.get("trace_id") or "")
-    checkpoint = short_path(status.get("final_checkpoint") or status.get("last_checkpoint"))
-    state = State.of(status.get("state"))
-    steps = int(status.get("max_steps") or step or 1)
+    trace_id = str(doc.trace_id or "")
+    checkpoint = short_path(doc.final_checkpoint or doc.last_checkpoint)
+    state = _state(raw, doc)
+    steps = int(doc.max_steps or step or 1)
     nxt = []
     if state not in FINAL_STATES:
         nxt.append(f"%prime_train --attach {run.name}")
@@ -133,13 +142,13 @@ def ending(run: Run, status: dict[str, Any] | None = None, rows: list[dict[str, 
     return Ending(
         state=state,
         step=step,
-        max_steps=status.get("max_steps"),
-        wall_s=_wall(status),
+        max_steps=doc.max_steps,
+        wall_s=_wall(doc),
         evals=evals,
         tokens_per_s=sum(speeds) / len(speeds) if speeds else None,
         checkpoint=checkpoint,
         trace_id=trace_id,
-        error=str(status.get("error") or ""),
+        error=str(doc.error or ""),
         next_commands=nxt,
     )
 
@@ -172,10 +181,11 @@ def run_text(run: Run) -> str:
     else:
         h = headline(status, rows)
         lines += [f"  {k}: {v:.4g}" for k, v in h.items() if k not in ("state", "step", "max_steps")]
-    if status.get("note"):  # a remote backend's line: queue position, cost, "platform unreachable, retrying"
-        lines.append(f"  {status['note']}")
-    if status.get("error"):
-        lines.append(f"  error: {status['error']}")
+    doc = typed(StatusDoc, status)
+    if note := status_note(doc):
+        lines.append(f"  {note}")
+    if doc.error:
+        lines.append(f"  error: {doc.error}")
     return "\n".join(lines)
 
 
@@ -247,13 +257,18 @@ WARNING_STYLE = (
 )
 
 
-def status_warnings(status: dict[str, Any]) -> list[str]:
+def status_note(status: StatusDoc) -> str:
+    """A remote backend's line (queue position, cost, "platform unreachable, retrying"): a field
+    the status documents do not declare, so it is read as it is."""
+    note = (status.model_extra or {}).get("note")
+    return str(note) if note else ""
+
+
+def status_warnings(status: Mapping[str, Any] | StatusDoc) -> list[str]:
     """The engine's own warnings from ``status.json`` (a tracker that failed), bounded: the file
     is read tolerantly, but a run directory is still another process's output."""
-    found = status.get("warnings")
-    if not isinstance(found, list):
-        return []
-    return [w if len(w) <= 400 else w[:397] + "..." for w in found[-8:] if isinstance(w, str)]
+    found = typed(StatusDoc, status).warnings or []
+    return [w if len(w) <= 400 else w[:397] + "..." for w in found[-8:]]
 
 
 def warnings_html(messages: list[str]) -> str:
@@ -296,13 +311,13 @@ def run_html(
             f'<div>{values}</div><div class="primenb-next">follow it live: '
             f"{command_html(f'%prime_train --attach {run.name}')}</div>"
         )
-    note = f" · {html.escape(str(status['note']))}" if status.get("note") else ""
+    doc = typed(StatusDoc, status)
+    note = f" · {html.escape(status_note(doc))}" if status_note(doc) else ""
     error = ""
-    if status.get("error"):
-        tail = status.get("log_tail") or ""
-        tail = "\n".join(tail) if isinstance(tail, list) else tail
+    if doc.error:
+        tail = "\n".join(doc.log_tail or [])
         error = (
-            f'<div style="color:{ERROR}">error: {html.escape(str(status["error"]))}</div>'
+            f'<div style="color:{ERROR}">error: {html.escape(doc.error)}</div>'
             f'<pre style="max-height:12em;overflow:auto;font-size:85%">{html.escape(tail)}</pre>'
         )
     warnings = warnings_html(check(raw) + status_warnings(status))  # the metrics' and the engine's own

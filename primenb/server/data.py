@@ -15,7 +15,7 @@ from typing import Any
 
 from primenb.errors import PrimenbError
 from primenb.protocol import metrics as M
-from primenb.protocol.documents import State, is_live_state
+from primenb.protocol.documents import StatusDoc, is_live_state, typed
 from primenb.protocol.index import Index, status_in
 from primenb.protocol.reader import read_text
 from primenb.protocol.record import current_status, read_trace, reconcile
@@ -127,7 +127,8 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
     trace = Trace(doc, run_dir)
     files = RunDir(run_dir)
     status = current_status(run_dir)
-    state = State.parse(status.get("state")) or trace.state
+    st, d = typed(StatusDoc, status), trace.typed
+    state = st.state or trace.state
     log_tail = files.log_tail(20)
     evals = trace.latest_evals()
     return clean_dict(
@@ -136,19 +137,19 @@ def trace_detail(trace_id: str, index: Index | None = None) -> dict[str, Any]:
             "name": trace.name,
             "status": state,
             "live": is_live_state(state),
-            "headline": {k: v for k, v in trace.headline(live_step=status.get("step")).items() if v not in (None, "")},
-            "backend": doc.get("backend") or status.get("backend"),
+            "headline": {k: v for k, v in trace.headline(live_step=st.step).items() if v not in (None, "")},
+            "backend": d.backend or st.backend,
             "parent": trace.parent,
             "lineage": trace.lineage(index),
             "children": [{"trace": t, "name": n} for t, n in trace.children(index)],
-            "error": doc.get("error") or status.get("error"),
-            "step": status.get("step"),
-            "max_steps": status.get("max_steps") or (doc.get("steps") or {}).get("max"),
+            "error": d.error or st.error,
+            "step": st.step,
+            "max_steps": st.max_steps or (d.steps.max if d.steps else None),
             "warnings": [*getattr(doc, "warnings", []), *getattr(status, "warnings", []), *evals.warnings][:20],
             # the latest %prime_eval per environment: env, mean, std, ci95_low/high, n, temperature, created, model
             "evals": [e.as_dict() for e in evals.items],
             # where each tracker run lives (trace.json `trackers`): the sidebar links http(s) URLs only
-            "trackers": doc.get("trackers") if isinstance(doc.get("trackers"), dict) else None,
+            "trackers": d.trackers,
             "config": trace.config,
             "summary": trace.summary,
             "log_tail": log_tail,
@@ -175,7 +176,7 @@ def metrics_after(
     start = cursor if cursor <= len(every) else 0
     picked = every[start : start + MAX_METRIC_ROWS]
     rows = [_metric_out(row, keys) for row in picked]
-    status = current_status(run_dir)
+    status = typed(StatusDoc, current_status(run_dir))
     return clean_dict(
         {
             "trace": trace_id,
@@ -183,10 +184,10 @@ def metrics_after(
             "start": start,
             "cursor": start + len(picked),
             "more": start + len(picked) < len(every),
-            "status": status.get("state"),  # the name of a list row's column (`IIndexRow.status`)
-            "state": status.get("state"),
-            "step": status.get("step"),
-            "max_steps": status.get("max_steps"),
+            "status": status.state,  # the name of a list row's column (`IIndexRow.status`)
+            "state": status.state,
+            "step": status.step,
+            "max_steps": status.max_steps,
         }
     )
 

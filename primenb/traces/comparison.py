@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
 from primenb.protocol import metrics as M
+from primenb.protocol.documents import EvalPoint, MetricsSummary, Steps
 from primenb.render.svgchart import Figure
 from primenb.traces import views as V
 from primenb.traces.evals import column
@@ -33,24 +34,24 @@ def _resolve(refs: Sequence[Any], least: int) -> list[Trace]:
 
 
 def _facets(t: Trace) -> dict[str, dict[str, Any]]:
-    d = t.doc
+    d = t.typed
     config = dict(t.config)
     config.pop("run", None)  # the run name differs by construction; shown under "trace"
     env: dict[str, Any] = {}
     data: dict[str, Any] = {}
-    for kind, part in (d.get("data") or {}).items():
-        data[f"{kind}.hash"] = part.get("hash")
-        data[f"{kind}.examples"] = part.get("examples")
-        for src in part.get("sources", []):
-            key = f"{kind}.{src.get('name')}"
-            env[f"{key}.id"] = src.get("env_id") or src.get("dataset")
-            env[f"{key}.version"] = src.get("version")
-            for arg, value in V.flatten(src.get("args") or {}).items():
+    for kind, part in (d.data or {}).items():
+        data[f"{kind}.hash"] = part.hash
+        data[f"{kind}.examples"] = part.examples
+        for src in part.sources or []:
+            key = f"{kind}.{src.name}"
+            env[f"{key}.id"] = src.env_id or src.dataset
+            env[f"{key}.version"] = src.version
+            for arg, value in V.flatten(src.args or {}).items():
                 env[f"{key}.args.{arg}"] = value
-            data[f"{key}.hash"] = src.get("hash")
-    model = {k: v for k, v in (d.get("model") or {}).items() if k != "base"}
-    model["finetune"] = d.get("finetune")
-    for k, v in (d.get("adapter") or {}).items():
+            data[f"{key}.hash"] = src.hash
+    model = {k: v for k, v in (d.model.to_dict() if d.model else {}).items() if k != "base"}
+    model["finetune"] = (d.model_extra or {}).get("finetune")  # written by the engine, not declared
+    for k, v in (d.adapter.to_dict() if d.adapter else {}).items():
         model[f"adapter.{k}"] = v
     return {
         "trace": {
@@ -58,19 +59,19 @@ def _facets(t: Trace) -> dict[str, dict[str, Any]]:
             "status": t.status,
             "mode": t.mode,
             "parent": t.parent,
-            "reproduces": d.get("reproduces"),
-            "backend": d.get("backend"),
-            "host": d.get("host"),
+            "reproduces": d.reproduces,
+            "backend": d.backend,
+            "host": d.host,
         },
         "config": V.flatten(config),
         "model": model,
         "environment": env,
         "data": data,
-        "seeds": V.flatten(d.get("seeds") or {}),
-        "deps": dict(d.get("deps") or {}),
-        "hardware": V.flatten(d.get("hardware") or {}),
-        "git": dict(d.get("git") or {}),
-        "env_vars": dict(d.get("env_vars") or {}),
+        "seeds": V.flatten(d.seeds or {}),
+        "deps": dict(d.deps or {}),
+        "hardware": V.flatten(d.hardware or {}),
+        "git": dict(d.git or {}),
+        "env_vars": dict((d.model_extra or {}).get("env_vars") or {}),
         "evals": _eval_facets(t),
     }
 
@@ -247,9 +248,9 @@ class Comparison:
     def summary_rows(self) -> list[dict[str, Any]]:
         out = []
         for t, evals in zip(self.traces, self.evals, strict=True):
-            m, d = t.summary, t.doc
-            best, final = m.get("best_eval") or {}, m.get("final_eval") or {}
-            steps = d.get("steps") or {}
+            d = t.typed
+            m = d.metrics or MetricsSummary()
+            best, final, steps = m.best_eval or EvalPoint(), m.final_eval or EvalPoint(), d.steps or Steps()
             out.append(
                 {
                     "trace": t.id,
@@ -257,14 +258,14 @@ class Comparison:
                     "parent": t.parent,
                     "status": t.status,
                     "mode": t.mode,
-                    "model": t.model.get("id"),
-                    "steps": f"{steps.get('start') or 0}→{steps.get('last')}",
-                    "final reward": m.get("final_reward"),
-                    "final eval": final.get("value"),
-                    "best eval": best.get("value"),
-                    "best eval step": best.get("step"),
-                    "final loss": m.get("final_loss"),
-                    "duration": V.fmt_duration(d.get("duration_s")),
+                    "model": d.model.id if d.model else None,
+                    "steps": f"{steps.start or 0}→{steps.last}",
+                    "final reward": m.final_reward,
+                    "final eval": final.value,
+                    "best eval": best.value,
+                    "best eval step": best.step,
+                    "final loss": m.final_loss,
+                    "duration": V.fmt_duration(d.duration_s),
                     # the latest %prime_eval mean reward per environment (as the traces table)
                     **{column(env): evals[env].mean if env in evals else None for env in self.eval_envs},
                 }

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from primenb.protocol.documents import EvalDoc, read_document
+from primenb.protocol.documents import EvalDoc, EvalSummary, read_document, typed
 from primenb.protocol.rundir import RunDir
 from primenb.protocol.safepath import slug
 
@@ -95,23 +96,23 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _from_doc(stem: str, doc: dict[str, Any]) -> LatestEval:
-    env = doc.get("env")
+def _from_doc(stem: str, doc: Mapping[str, Any] | EvalDoc) -> LatestEval:
+    ev = typed(EvalDoc, doc)
+    env = ev.env
     # the file name is the environment's slug: a document naming another environment is not trusted
-    trusted = isinstance(env, str) and env.isprintable() and len(env) <= 200 and slug(env) == stem
+    trusted = env is not None and env.isprintable() and len(env) <= 200 and slug(env) == stem
     name = str(env) if trusted else stem
-    summary = doc.get("summary") or {}
-    n = summary.get("n")
+    summary = ev.summary or EvalSummary()
     return LatestEval(
         env=name,
-        mean=_number(summary.get("reward_mean")),
-        std=_number(summary.get("reward_std")),
-        ci95_low=_number(summary.get("ci95_low")),
-        ci95_high=_number(summary.get("ci95_high")),
-        n=n if isinstance(n, int) else None,
-        temperature=_number(doc.get("temperature")),
-        created=_number(doc.get("created")),
-        model=doc.get("model") if isinstance(doc.get("model"), str) else None,
+        mean=_number(summary.reward_mean),
+        std=_number(summary.reward_std),
+        ci95_low=_number(summary.ci95_low),
+        ci95_high=_number(summary.ci95_high),
+        n=summary.n,
+        temperature=_number(ev.temperature),
+        created=_number(ev.created),
+        model=ev.model,
     )
 
 

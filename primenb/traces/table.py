@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from primenb.errors import PrimenbError
-from primenb.protocol.documents import INDEX_SHOWN, is_live_state
+from primenb.protocol.documents import FINAL_REWARD, INDEX_SHOWN, is_live_state
 from primenb.protocol.index import NAMES, Index, status_in
 from primenb.traces import views as V
 from primenb.traces.evals import COLUMN_PREFIX, column, read_evals
@@ -104,7 +104,7 @@ class TraceFrame(pd.DataFrame):
         return text
 
 
-_HEADERS = {"group_size": "group", "lora_rank": "LoRA", "final_reward": "reward", "best_eval": "best eval"}
+_HEADERS = {"group_size": "group", "lora_rank": "LoRA", FINAL_REWARD: "reward", "best_eval": "best eval"}
 
 
 def _header(col: str) -> str:
@@ -128,7 +128,7 @@ def _cell(col: str, row: dict[str, Any]) -> str:
         return f"{v:.1e}"
     if col in ("batch", "group_size", "lora_rank"):
         return str(int(v))
-    if col in ("final_reward", "best_eval") or col.startswith(COLUMN_PREFIX):
+    if col in (FINAL_REWARD, "best_eval") or col.startswith(COLUMN_PREFIX):
         return f"{v:.3f}"
     return str(v)
 
@@ -227,10 +227,10 @@ def refresh_live(rows: list[tuple[Any, ...]], index: Index) -> list[tuple[Any, .
                 index.upsert_many([fresh])
                 row = tuple(fresh.get(c) for c in COLUMNS)
             else:
-                st = RunDir(run_dir).read_status()
-                if isinstance(st.get("step"), int):
+                step = RunDir(run_dir).status_doc().step
+                if step is not None:
                     cells = list(row)
-                    cells[pos["steps"]] = st["step"]
+                    cells[pos["steps"]] = step
                     row = tuple(cells)
         out.append(row)
     return out

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from primenb.errors import PrimenbError
 from primenb.protocol import metrics as M
-from primenb.protocol.documents import State
+from primenb.protocol.documents import EvalPoint, MetricsSummary, Reproduction, SampleRow, State, Steps, TraceDoc, typed
 from primenb.protocol.fields import Mode
 from primenb.protocol.reader import is_regular
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
@@ -26,17 +26,18 @@ if TYPE_CHECKING:
 SAMPLES_SHOWN = 6
 
 
-def steps_text(steps: dict[str, Any], live_step: int | None = None) -> str:
+def steps_text(steps: Steps | Mapping[str, Any] | None, live_step: int | None = None) -> str:
     """``0 → 30 (max 30)``; a live run's ``0 → 12 so far (max 60)``, never ``0 → None``; an ended
     run that trained no step (stopped in its SFT warm-up) ``no step trained``, not ``0 → 0``."""
-    last = steps.get("last")
+    steps = typed(Steps, steps)
+    start, last = steps.start or 0, steps.last
     if last is None and isinstance(live_step, int) and not isinstance(live_step, bool):
-        text = f"{steps.get('start') or 0} → {live_step} so far"
-    elif last is not None and last == (steps.get("start") or 0):
+        text = f"{start} → {live_step} so far"
+    elif last is not None and last == start:
         text = f"no step trained after step {last}" if last else "no step trained"
     else:
-        text = f"{steps.get('start') or 0} → {last if last is not None else 'not started'}"
-    return text + (f" (max {steps['max']})" if steps.get("max") is not None else "")
+        text = f"{start} → {last if last is not None else 'not started'}"
+    return text + (f" (max {steps.max})" if steps.max is not None else "")
 
 
 class TraceNotFound(PrimenbError):
@@ -46,13 +47,23 @@ class TraceNotFound(PrimenbError):
 class Trace:
     """A run's trace: what was trained, on what, with what, and how it did.
 
-    ``doc`` is the trace.json content; ``run_dir`` the folder it lives in (the source of truth).
+    ``doc`` is the trace.json content; ``typed`` the same as a `TraceDoc` (what this module reads
+    fields from: mypy sees a renamed field); ``run_dir`` the folder it lives in (the source of truth).
     """
 
     def __init__(self, doc: dict[str, Any], run_dir: str | os.PathLike[str]) -> None:
         self.doc = doc
         self.run_dir = Path(run_dir)
         self.files = RunDir(self.run_dir)
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self._doc
+
+    @doc.setter
+    def doc(self, doc: dict[str, Any]) -> None:
+        self._doc = doc
+        self.typed: TraceDoc = typed(TraceDoc, doc)
 
     @classmethod
     def load(cls, run_dir: str | os.PathLike[str]) -> Trace:
@@ -69,17 +80,17 @@ class Trace:
 
     @property
     def name(self) -> str:
-        return str(self.doc.get("name") or self.run_dir.name)
+        return str(self.typed.name or self.run_dir.name)
 
     @property
     def parent(self) -> str | None:
-        return self.doc.get("parent")
+        return self.typed.parent
 
     @property
     def state(self) -> State | None:
         """The run's `State` as the trace records it; None when unknown. (`Run.state` is the same
         for a `Run`; `Run.status` is the whole status.json document.)"""
-        return State.parse(self.doc.get("status"))
+        return self.typed.status
 
     @property
     def status(self) -> str:
@@ -89,36 +100,36 @@ class Trace:
 
     @property
     def mode(self) -> Mode | None:
-        return self.doc.get("mode")  # written from the config's mode: "rl" or "sft"
+        return cast("Mode | None", self.typed.mode)  # written from the config's mode: "rl" or "sft"
 
     @property
     def config(self) -> dict[str, Any]:
-        return dict(self.doc.get("config") or {})
+        return dict(self.typed.config or {})
 
     @property
     def model(self) -> dict[str, Any]:
-        return dict(self.doc.get("model") or {})
+        return self.typed.model.to_dict() if self.typed.model else {}
 
     @property
     def fingerprint(self) -> str | None:
-        return self.model.get("fingerprint")
+        return self.typed.model.fingerprint if self.typed.model else None
 
     @property
     def data(self) -> dict[str, Any]:
-        return dict(self.doc.get("data") or {})
+        return {kind: part.to_dict() for kind, part in (self.typed.data or {}).items()}
 
     @property
     def summary(self) -> dict[str, Any]:
-        return dict(self.doc.get("metrics") or {})
+        return self.typed.metrics.to_dict() if self.typed.metrics else {}
 
     @property
     def last_step(self) -> int | None:
-        return (self.doc.get("steps") or {}).get("last")
+        return self.typed.steps.last if self.typed.steps else None
 
     @property
     def final_checkpoint(self) -> Path | None:
-        final = self.doc.get("final") or {}
-        return Path(final["path"]) if final.get("path") else None
+        final = self.typed.final
+        return Path(final.path) if final and final.path else None
 
     @property
     def run(self) -> Run:
@@ -199,12 +210,12 @@ class Trace:
         return [(r[0], r[1]) for r in rows]
 
     def _entry(self) -> dict[str, Any]:
-        steps = self.doc.get("steps") or {}
+        steps = self.typed.steps or Steps()
         return {
             "trace": self.id,
             "name": self.name,
             "status": self.status,
-            "steps": (steps.get("start"), steps.get("last")),
+            "steps": (steps.start, steps.last),
             "missing": False,
         }
 
@@ -212,34 +223,32 @@ class Trace:
     def headline(self, live_step: int | None = None) -> dict[str, Any]:
         """The trace's facts, one line each; ``live_step``: a running run's step from status.json
         (the trace records its last step only when the run ends)."""
-        d, m = self.doc, self.summary
-        adapter = d.get("adapter") or {}
-        steps = d.get("steps") or {}
-        best, final = m.get("best_eval") or {}, m.get("final_eval") or {}
+        d = self.typed
+        m = d.metrics or MetricsSummary()
+        adapter, best, final = d.adapter, m.best_eval, m.final_eval
         return {
             "trace": self.id,
             "name": self.name,
             "status": self.status,
             "mode": (self.mode or "").upper(),
-            "model": self.model.get("id"),
+            "model": d.model.id if d.model else None,
             "fingerprint": self.fingerprint,
             "fine-tune": (
-                f"LoRA rank {adapter.get('rank')}, alpha {fmt_num(adapter.get('alpha'))}, "
-                f"targets {V.fmt(adapter.get('target_modules'))}"
-                if adapter
+                f"LoRA rank {adapter.rank}, alpha {fmt_num(adapter.alpha)}, targets {V.fmt(adapter.target_modules)}"
+                if adapter and adapter.to_dict()
                 else "full"
             ),
-            "steps": steps_text(steps, live_step),
-            "final reward": m.get("final_reward"),
-            "final eval": f"{V.fmt(final.get('value'))} at step {final.get('step')}" if final else None,
-            "best eval": f"{V.fmt(best.get('value'))} at step {best.get('step')}" if best else None,
-            "final loss": m.get("final_loss"),
-            "created": d.get("created_at"),
-            "duration": V.fmt_duration(d.get("duration_s")),
-            "backend": d.get("backend"),
-            "host": d.get("host"),
+            "steps": steps_text(d.steps, live_step),
+            "final reward": m.final_reward,
+            "final eval": _eval_point(final),
+            "best eval": _eval_point(best),
+            "final loss": m.final_loss,
+            "created": d.created_at,
+            "duration": V.fmt_duration(d.duration_s),
+            "backend": d.backend,
+            "host": d.host,
             "run dir": str(self.run_dir),
-            "final checkpoint": (d.get("final") or {}).get("path"),
+            "final checkpoint": d.final.path if d.final else None,
         }
 
     def __repr__(self) -> str:
@@ -249,17 +258,22 @@ class Trace:
         chain = self.lineage()
         if len(chain) > 1:
             lines.append("  " + "lineage".rjust(16) + ": " + " → ".join(e["trace"] for e in chain))
-        if self.doc.get("reproduction"):
-            r = self.doc["reproduction"]
-            lines.append(f"  {'reproduces':>16}: {r.get('of')} (metrics match: {V.fmt(r.get('metrics_match'))})")
-        if self.doc.get("error"):
-            lines.append(f"  {'error':>16}: {self.doc['error']}")
+        r = self.typed.reproduction
+        if r and r.to_dict():
+            lines.append(f"  {'reproduces':>16}: {r.of} (metrics match: {V.fmt(r.metrics_match)})")
+        if self.typed.error:
+            lines.append(f"  {'error':>16}: {self.typed.error}")
         for e in self.latest_evals().items:
             lines.append(f"  {'eval':>16}: {e.env} {e.line()}")  # the latest %prime_eval there
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         return trace_html(self)
+
+
+def _eval_point(point: EvalPoint | None) -> str | None:
+    """``0.8 at step 30``; None when the trace records no such eval."""
+    return f"{V.fmt(point.value)} at step {point.step}" if point and point.to_dict() else None
 
 
 def _shown(h: dict[str, Any]) -> dict[str, Any]:
@@ -281,17 +295,17 @@ def indexed_short_ids(ids: Iterable[str | None], index: Index | None = None) -> 
 
 
 def trace_html(t: Trace) -> str:
-    d = t.doc
+    d = t.typed
     chain = t.lineage()
     kids = t.children()
-    repro = d.get("reproduction") or {}
-    short = indexed_short_ids([t.id, *(e["trace"] for e in chain), *(k for k, _ in kids), repro.get("of")])
+    repro = d.reproduction if d.reproduction and d.reproduction.to_dict() else None
+    short = indexed_short_ids([t.id, *(e["trace"] for e in chain), *(k for k, _ in kids), repro.of if repro else None])
     parts = [
         f'<div class="primenb-trace"><div style="font-size:14px"><b>trace {V.id_html(t.id, short)}</b> '
         f"{V.esc(t.name)} {V.status_badge(t.status)}</div>"
     ]
-    if d.get("error"):
-        parts.append(f'<div style="color:#c62828">error: {V.esc(d["error"])}</div>')
+    if d.error:
+        parts.append(f'<div style="color:#c62828">error: {V.esc(d.error)}</div>')
     parts.append(V.kv_table(_shown(t.headline())))
     if len(chain) > 1 or kids:
         parts.append(_lineage_html(t, chain, kids, short))
@@ -318,14 +332,14 @@ def _lineage_html(t: Trace, chain: list[dict[str, Any]], kids: list[tuple[str, s
     return f"<div style='margin:6px 0'><b>lineage</b>: {body}</div>"
 
 
-def _repro_html(r: dict[str, Any], short: dict[str, str]) -> str:
-    ok = r.get("metrics_match")
+def _repro_html(r: Reproduction, short: dict[str, str]) -> str:
+    ok = r.metrics_match
     color = "#2e7d32" if ok else "#c62828"
-    of = V.id_html(r["of"], short) if isinstance(r.get("of"), str) else V.esc(r.get("of"))
+    of = V.id_html(r.of, short) if r.of is not None else V.esc(None)
     return (
         f"<div>reproduces <b>{of}</b>: <span style='color:{color}'>metrics "
-        f"{'match' if ok else 'differ'}</span> ({r.get('rows_compared')} rows compared, "
-        f"max |diff| {V.fmt(r.get('max_abs_diff'))})</div>"
+        f"{'match' if ok else 'differ'}</span> ({r.rows_compared} rows compared, "
+        f"max |diff| {V.fmt(r.max_abs_diff)})</div>"
     )
 
 
@@ -343,7 +357,7 @@ def _charts_html(t: Trace) -> str:
 
 
 def _eval_summary_html(t: Trace) -> str:
-    evals = t.summary.get("eval") or {}
+    evals = (t.typed.metrics.eval if t.typed.metrics else None) or {}
     if not evals:
         return ""
     return V.details(
@@ -360,17 +374,17 @@ def _eval_summary_html(t: Trace) -> str:
 
 def _data_html(t: Trace) -> str:
     data_rows = []
-    for kind, part in t.data.items():
-        for src in part.get("sources", []):
+    for kind, part in (t.typed.data or {}).items():
+        for src in part.sources or []:
             data_rows.append(
                 [
                     kind,
-                    src.get("name"),
-                    src.get("env_id") or src.get("dataset"),
-                    src.get("version"),
-                    V.fmt(src.get("args")),
-                    src.get("examples"),
-                    V.short(src.get("hash"), 16),
+                    src.name,
+                    src.env_id or src.dataset,
+                    src.version,
+                    V.fmt(src.args),
+                    src.examples,
+                    V.short(src.hash, 16),
                 ]
             )
     if not data_rows:
@@ -379,43 +393,40 @@ def _data_html(t: Trace) -> str:
     return V.details("data", V.table(header, data_rows), open_=True)
 
 
-def _record_details(d: dict[str, Any]) -> list[str]:
+def _record_details(d: TraceDoc) -> list[str]:
     """Seeds, dependencies, hardware, git and checkpoints of the trace record, those it has."""
     parts = []
-    if d.get("seeds"):
-        parts.append(V.details("seeds", V.kv_table(V.flatten(d["seeds"]))))
-    if d.get("deps"):
-        parts.append(V.details("dependencies", V.kv_table(d["deps"])))
-    if d.get("hardware"):
-        parts.append(V.details("hardware", V.kv_table(V.flatten(d["hardware"]))))
-    if d.get("git"):
-        parts.append(V.details("git", V.kv_table(d["git"])))
-    if d.get("checkpoints"):
+    if d.seeds:
+        parts.append(V.details("seeds", V.kv_table(V.flatten(d.seeds))))
+    if d.deps:
+        parts.append(V.details("dependencies", V.kv_table(d.deps)))
+    if d.hardware:
+        parts.append(V.details("hardware", V.kv_table(V.flatten(d.hardware))))
+    if d.git:
+        parts.append(V.details("git", V.kv_table(d.git)))
+    if d.checkpoints:
         parts.append(
             V.details(
                 "checkpoints",
-                V.table(
-                    ["step", "kind", "path"],
-                    [[c.get("step") or c.get("name"), c.get("kind"), c.get("path")] for c in d["checkpoints"]],
-                ),
+                V.table(["step", "kind", "path"], [[c.step or c.name, c.kind, c.path] for c in d.checkpoints]),
             )
         )
     return parts
 
 
 def _samples_html(t: Trace) -> str:
-    if (t.doc.get("privacy") or {}).get("data_collection") == "deny":
+    if t.typed.privacy and t.typed.privacy.data_collection == "deny":
         return V.details(
             "samples", '<i>withheld: data_collection = "deny" (only hashes and aggregate metrics are kept)</i>'
         )
-    samples = t.sample_rows()[-SAMPLES_SHOWN:]
+    samples = [typed(SampleRow, s) for s in t.sample_rows()[-SAMPLES_SHOWN:]]
     if not samples:
         return ""
     return V.details(
         "sample completions (latest)",
         V.table(
             ["step", "prompt", "completion", "reward"],
-            [[s.get("step"), s.get("prompt"), s.get("completion"), V.fmt(s.get("reward"))] for s in samples],
+            [[s.step, s.prompt, s.completion, V.fmt(s.reward)] for s in samples],
         ),
     )
 

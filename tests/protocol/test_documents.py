@@ -86,3 +86,43 @@ def test_the_documents_producers_write_are_read_back_as_declared(
     for name, kind in table:
         types = {t.get("type") for t in declared[name].get("anyOf", [declared[name]])} - {"null"}
         assert kind.split()[0] == sql[types.pop()] and not types, (name, kind, declared[name])
+
+
+def test_the_final_values_are_declared_once() -> None:
+    """`Finals` declares each final value; the metrics that have one, the trace summary and the
+    index column all use that name, so a rename there reaches every reader (issue 43)."""
+    from primenb.protocol import metrics as M
+    from primenb.protocol.documents import FINAL_LOSS, FINAL_REWARD, FINALS, Finals, MetricsSummary
+
+    assert FINALS == (FINAL_REWARD, FINAL_LOSS) == tuple(Finals.model_fields)
+    assert {m.final for m in M.METRICS if m.final} == set(FINALS)
+    assert set(FINALS) <= set(MetricsSummary.model_fields) and set(FINALS) <= set(IndexRow.model_fields)
+    doc = {"trace_id": "f1nal5", "metrics": {FINAL_REWARD: 0.75, FINAL_LOSS: 0.5}}
+    row = index_row(doc, "/runs/f1nal5", resolved=True)
+    assert {name: row[name] for name in FINALS} == {FINAL_REWARD: 0.75, FINAL_LOSS: 0.5}
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe not json", b"[[[[" * 5000, b'"a string"', b"{}"])
+def test_the_typed_readers_read_bad_bytes_as_no_document(tmp_path: Path, content: bytes) -> None:
+    from primenb.protocol.record import read_trace_doc
+
+    files = RunDir(tmp_path)
+    files.status_path.write_bytes(content)
+    files.trace_path.write_bytes(content)
+    assert files.status_doc() == StatusDoc() and read_trace_doc(tmp_path) is None
+
+
+def test_the_typed_readers_return_documents_without_wrong_typed_fields(tmp_path: Path) -> None:
+    from primenb.protocol.documents import read_status_doc
+    from primenb.protocol.record import read_trace_doc, write_trace
+
+    files = RunDir(tmp_path)
+    files.status_path.write_text(json.dumps({"state": "running", "step": "3", "max_steps": 9, "extra": [1]}))
+    status = read_status_doc(files.status_path)
+    assert (status.state, status.step, status.max_steps) == (State.RUNNING, None, 9)
+    assert status == files.status_doc() and status.model_extra == {"extra": [1]}
+    write_trace(tmp_path, {"trace_id": "abc123", "steps": {"last": 4, "max": "9"}, "metrics": {"final_reward": 0.5}})
+    trace = read_trace_doc(tmp_path)
+    assert isinstance(trace, TraceDoc) and trace.trace_id == "abc123"
+    assert trace.steps is not None and (trace.steps.last, trace.steps.max) == (4, None)
+    assert trace.metrics is not None and trace.metrics.final_reward == 0.5
