@@ -73,9 +73,9 @@ def _flush_logs() -> None:
 
 
 def _error_text(exc: BaseException) -> str:
-    from primenb.envs.errors import _Base
+    from primenb.errors import PrimenbError
 
-    if isinstance(exc, _Base):  # primenb's own messages: no user data in them
+    if isinstance(exc, PrimenbError):  # primenb's own messages: no user data in them
         return str(exc)
     return error_text(exc)  # redacted; the type only under data_collection = "deny"
 
@@ -219,9 +219,9 @@ def _main(argv: list[str] | None = None) -> int:
         )
         return 130
     except BaseException as exc:  # any failure: leave a readable status behind
-        from primenb.envs.errors import _Base
+        from primenb.errors import PrimenbError
 
-        if isinstance(exc, _Base):
+        if isinstance(exc, PrimenbError):
             log.error("%s", _error_text(exc))
         else:
             log.exception("engine failed: %s", _error_text(exc))
