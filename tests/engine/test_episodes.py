@@ -27,7 +27,7 @@ import torch
 
 from primenb.engine.episodes import Sample, cut
 from primenb.engine.policy_server import PolicyServer
-from tests.engine.conftest import wait_for
+from tests.polling import wait_for
 
 VF_ENVS = Path(__file__).resolve().parent.parent / "data" / "vf_envs"
 
