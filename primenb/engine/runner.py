@@ -15,15 +15,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from primenb.engine import ranks
 from primenb.protocol.privacy import LogFilter, error_text, set_private
 from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, tail_lines
 
 log = logging.getLogger("primenb.engine")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0") or 0)
 
 
 def setup_logging(run_dir: RunDir, *, is_main: bool, rank: int) -> None:
@@ -122,9 +119,9 @@ def _main(argv: list[str] | None = None) -> int:
 
     malloc = tune_malloc()  # before torch allocates anything
     prepare_determinism()  # before torch is imported
-    rank = _rank()
+    rank = ranks.rank()
     is_main = rank == 0
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    world = ranks.world_size()
     if world == 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
         # one process trains on one GPU (TRL refuses nn.DataParallel); more GPUs need N ranks
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"

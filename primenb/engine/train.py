@@ -24,6 +24,7 @@ from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
+from primenb.engine.ranks import world_size
 from primenb.envs.episode_env import EpisodeEnvironment
 from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
@@ -113,10 +114,6 @@ def _write_trainer_args(
     log.info("%s arguments: %s", kind, json.dumps(args, default=str, sort_keys=True))
 
 
-def _world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
 def _apply_optimizer(trainer: Any, plan: Plan) -> None:
     custom = custom_optimizer(plan.optim)
     if custom is not None:
@@ -156,7 +153,7 @@ def build_grpo(
     rows = rl_rows(sources, chat=chat)
     longest = 0 if plan.rl.max_completion_tokens else _longest_prompt(tok, rows, chat)
     cuda, bf16_ok = device_info()
-    args, notes = grpo_args(plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest)
+    args, notes = grpo_args(plan, world_size=world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest)
     _write_trainer_args(ctx, "GRPOTrainer", args, notes)
 
     recorder = RewardRecorder(ctx)
@@ -250,7 +247,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     cuda, bf16_ok = device_info()
     args, notes = sft_args(
         wplan,
-        world_size=_world_size(),
+        world_size=world_size(),
         cuda=cuda,
         bf16_ok=bf16_ok,
         conversational=bool(episodic),  # ideal episodes: whole conversations, loss on the replies
@@ -292,7 +289,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
     cuda, bf16_ok = device_info()
     args, notes = sft_args(
         plan,
-        world_size=_world_size(),
+        world_size=world_size(),
         cuda=cuda,
         bf16_ok=bf16_ok,
         conversational=conversational,
