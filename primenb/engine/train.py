@@ -26,6 +26,7 @@ from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
 from primenb.engine.ranks import world_size
 from primenb.envs.episode_env import EpisodeEnvironment
+from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS
 from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
         has_generation_markers="generation" in str(tok.chat_template),
     )
     _write_trainer_args(ctx, "SFTTrainer (sft_warmup)", args, notes, file="trainer_args.sft_warmup")
-    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.rl.max_completion_tokens or 64)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.rl.max_completion_tokens or DEFAULT_ANSWER_TOKENS)
     log.info("SFT warm-up: %d steps on %d ideal answers before GRPO", wplan.max_steps, len(rows))
     trainer = SFTTrainer(
         model=model,
@@ -297,7 +298,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
     )
     _write_trainer_args(ctx, "SFTTrainer", args, notes)
     config = SFTConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
-    _setup_eval(plan, ctx, tok, chat, default_tokens=64)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=DEFAULT_ANSWER_TOKENS)
     sample_sources = ctx.evaluator.sources if ctx.evaluator else []
     if not sample_sources and data_env is not None:
         sample_sources = [Source(str(plan.data["name"]), data_env)]
@@ -307,7 +308,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
             tok,
             chat=chat,
             num_examples=SFT_SAMPLE_PROMPTS,
-            max_new_tokens=_eval_tokens(plan, 64),
+            max_new_tokens=_eval_tokens(plan, DEFAULT_ANSWER_TOKENS),
         )
     trainer = SFTTrainer(
         model=model,
