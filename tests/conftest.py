@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.homes import plain_home  # noqa: F401  (the `home` fixture, offered to every test)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

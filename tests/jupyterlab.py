@@ -13,12 +13,11 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.polling import wait_for
+from tests.ports import free_port
 from tests.server.packaging import ROOT, build_wheel, extract_data
 
 CHROMIUM = os.environ.get("PRIMENB_CHROMIUM", "/usr/bin/chromium")
@@ -50,22 +51,6 @@ def require_ui() -> None:
     need(Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     built = (ROOT / "primenb" / "labextension" / "static" / "style.js").exists()
     need(built or shutil.which("node") is not None, "the labextension is not built and node is missing")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @dataclass

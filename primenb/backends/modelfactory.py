@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -397,10 +397,6 @@ def continuation(backend: ModelFactoryBackend, parent_dir: Path, config: Config,
         )
     quote = backend.prepare(config)
     return backend.launch(config, quote, name=name, lineage=Lineage(parent=parent_id), resume_from=str(info["run_id"]))
-
-
-def quote_as_dict(quote: Quote) -> dict[str, Any]:
-    return {**asdict(quote), "per_hour": quote.per_hour}
 
 
 @dataclass

@@ -20,7 +20,7 @@ from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.documents import StatusDoc, parse
 from primenb.protocol.reader import loads, read_json_object
-from primenb.protocol.rundir import FAILED, FINAL_STATES, LIVE_STATES, RunDir, now_iso
+from primenb.protocol.rundir import FAILED, FINAL_STATES, LIVE_STATES, RunDir, checkpoint_step, now_iso
 
 log = logging.getLogger("primenb.backends")
 
@@ -193,9 +193,8 @@ class RemoteMirror:
         status = self.local.read_status()
         wanted = [RunDir.TRACE, RunDir.TRACKERS]
         final = status.get("final_checkpoint")
-        remote_ckpts = sorted(
-            (p for p in self._checkpoints if p[5:].isdigit() and p.startswith("step_")), key=lambda s: int(s[5:])
-        )
+        numbered = sorted((n, p) for p in self._checkpoints if (n := checkpoint_step(p)) is not None)
+        remote_ckpts = [p for _, p in numbered]
         if final and str(final).startswith(self.remote_dir):
             wanted.append(str(final)[len(self.remote_dir) :].lstrip("/"))
         elif remote_ckpts:

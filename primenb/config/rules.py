@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
@@ -13,6 +12,7 @@ from primenb.config.positions import Path
 from primenb.config.problem import Check, Problem
 from primenb.config.renderer_check import rl_renderer, sft_renderer
 from primenb.config.schema import RLConfig, SFTConfig
+from primenb.protocol.rundir import checkpoint_step
 
 
 def rl_rules(c: RLConfig) -> Iterator[Problem]:
@@ -463,7 +463,7 @@ def _resume_rules(r: Any, at: Path) -> Iterator[Problem]:
         return
     if r.step is not None and r.dir is not None:
         yield Problem(at + ("dir",), "set either resume.step or resume.dir, not both")
-    if r.dir is not None and not re.fullmatch(r"step_\d+", PurePosixPath(r.dir).name):
+    if r.dir is not None and checkpoint_step(PurePosixPath(r.dir).name) is None:
         yield Problem(
             at + ("dir",),
             f"resume.dir must end in step_<N> (got `{r.dir}`)",

@@ -24,6 +24,11 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return []
 
 
+def union_tags(annotation: Any, key: str = "type") -> tuple[str, ...]:
+    """The ``type`` values a typed union accepts (an optimizer's), in the order it declares them."""
+    return tuple(str(m.model_fields[key].default) for m in _models_in(annotation))
+
+
 def tables_at(root: type[BaseModel], path: Path, data: Any) -> list[type[BaseModel]]:
     """Model classes for the table at `path` (list indices skipped, unions by their `type`)."""
     models = [root]

@@ -9,12 +9,13 @@ from typing import Any
 
 from primenb.engine.plan import Plan, SourceSpec
 from primenb.envs import Environment, get_environment, is_known, verifiers_adapter
-from primenb.envs.errors import UnsupportedEnvironmentError, _Base
+from primenb.envs.errors import UnsupportedEnvironmentError
+from primenb.errors import PrimenbError
 
 log = logging.getLogger("primenb.engine")
 
 
-class DatasetLoadError(_Base, RuntimeError):
+class DatasetLoadError(PrimenbError, RuntimeError):
     """A dataset could not be loaded (offline, wrong name)."""
 
 

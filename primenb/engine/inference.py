@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS
+
 _CACHE: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
@@ -26,7 +28,7 @@ class Trained:
     # the task's prompt format: built by the caller's trust road (the engine never turns a
     # trace's recorded environment id into code itself); None = prompts are used as given
     environment: Callable[[], Any] | None = field(default=None, compare=False)
-    default_tokens: int = 64
+    default_tokens: int = DEFAULT_ANSWER_TOKENS
 
 
 def load(trained: Trained, *, device: str | None = None) -> tuple[Any, Any]:

@@ -26,7 +26,7 @@ from primenb.engine.models_info import (
     tiny_size,
 )
 from primenb.protocol.checkpoint import CheckpointDir
-from primenb.protocol.rundir import RunDir
+from primenb.protocol.rundir import RunDir, checkpoint_step
 
 log = logging.getLogger("primenb.engine")
 
@@ -184,7 +184,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if CheckpointDir(p).is_checkpoint():
         return p
     for base in (RunDir(p).checkpoints, p):
-        steps = sorted((int(c.name[5:]), c) for c in base.glob("step_*") if c.name[5:].isdigit() and c.is_dir())
+        steps = sorted((n, c) for c in base.glob("step_*") if (n := checkpoint_step(c.name)) is not None and c.is_dir())
         if steps:
             return steps[-1][1]
     return p

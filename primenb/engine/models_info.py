@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from primenb.envs.errors import _Base
+from primenb.errors import PrimenbError
 from primenb.protocol.fields import DEFAULT_MODEL
 
 TINY_SIZES: dict[str, dict[str, int]] = {
@@ -22,7 +22,7 @@ TINY_MODELS: dict[str, str] = {
 }
 
 
-class ModelLoadError(_Base, RuntimeError):
+class ModelLoadError(PrimenbError, RuntimeError):
     """A model or tokenizer could not be loaded (offline, wrong id, bad checkpoint)."""
 
 

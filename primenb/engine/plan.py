@@ -19,19 +19,19 @@ from typing import Any, TypeVar
 from pydantic_core import PydanticUndefined
 
 from primenb.config.schema import RLConfig, SFTConfig
-from primenb.config.schema.common import CkptConfig, LoraConfig, PrimenbSettings
+from primenb.config.schema.common import CkptConfig, LoraConfig, Optimizer, PrimenbSettings
 from primenb.config.schema.orchestrator import EvalConfig, EvalSourceConfig, TrainSourceConfig
+from primenb.config.schema_walk import union_tags
 from primenb.engine.models_info import DEFAULT_MODEL
 from primenb.engine.reads import Reads, peek, view
-from primenb.envs.errors import _Base
+from primenb.errors import PrimenbError
 from primenb.protocol.fields import detect_mode
 
-OPTIM_TYPES = ("adamw", "sgd", "muon", "sign_sgd")
-SCHEDULER_TYPES = ("constant", "linear", "cosine")
+OPTIM_TYPES = union_tags(Optimizer)  # what the schema accepts; a plan built by hand is checked too
 TypedConfig = RLConfig | SFTConfig
 
 
-class PlanError(_Base, ValueError):
+class PlanError(PrimenbError, ValueError):
     """The resolved config asks for something the local engine cannot do. ``path``: the setting
     at fault (dotted, ``[]`` for a list item), when one is known."""
 
@@ -198,7 +198,7 @@ def _sources(raw: Sequence[TrainSourceConfig | EvalSourceConfig], where: str) ->
 
 def _optim(raw: Any) -> OptimSpec:
     kind = str(raw.type)
-    if kind not in OPTIM_TYPES:  # the schema's union; kept for plans built by hand
+    if kind not in OPTIM_TYPES:
         raise PlanError(f"optimizer type {kind!r} is not supported; use one of {', '.join(OPTIM_TYPES)}")
     return OptimSpec(
         type=kind,

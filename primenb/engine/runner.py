@@ -15,15 +15,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from primenb.engine import ranks
 from primenb.protocol.privacy import LogFilter, error_text, set_private
 from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, tail_lines
 
 log = logging.getLogger("primenb.engine")
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0") or 0)
 
 
 def setup_logging(run_dir: RunDir, *, is_main: bool, rank: int) -> None:
@@ -73,9 +70,9 @@ def _flush_logs() -> None:
 
 
 def _error_text(exc: BaseException) -> str:
-    from primenb.envs.errors import _Base
+    from primenb.errors import PrimenbError
 
-    if isinstance(exc, _Base):  # primenb's own messages: no user data in them
+    if isinstance(exc, PrimenbError):  # primenb's own messages: no user data in them
         return str(exc)
     return error_text(exc)  # redacted; the type only under data_collection = "deny"
 
@@ -122,9 +119,9 @@ def _main(argv: list[str] | None = None) -> int:
 
     malloc = tune_malloc()  # before torch allocates anything
     prepare_determinism()  # before torch is imported
-    rank = _rank()
+    rank = ranks.rank()
     is_main = rank == 0
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    world = ranks.world_size()
     if world == 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
         # one process trains on one GPU (TRL refuses nn.DataParallel); more GPUs need N ranks
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
@@ -219,9 +216,9 @@ def _main(argv: list[str] | None = None) -> int:
         )
         return 130
     except BaseException as exc:  # any failure: leave a readable status behind
-        from primenb.envs.errors import _Base
+        from primenb.errors import PrimenbError
 
-        if isinstance(exc, _Base):
+        if isinstance(exc, PrimenbError):
             log.error("%s", _error_text(exc))
         else:
             log.exception("engine failed: %s", _error_text(exc))

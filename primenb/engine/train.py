@@ -24,7 +24,9 @@ from primenb.engine.models import load_model
 from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
+from primenb.engine.ranks import world_size
 from primenb.envs.episode_env import EpisodeEnvironment
+from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS
 from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
 if TYPE_CHECKING:
@@ -113,10 +115,6 @@ def _write_trainer_args(
     log.info("%s arguments: %s", kind, json.dumps(args, default=str, sort_keys=True))
 
 
-def _world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
 def _apply_optimizer(trainer: Any, plan: Plan) -> None:
     custom = custom_optimizer(plan.optim)
     if custom is not None:
@@ -156,7 +154,7 @@ def build_grpo(
     rows = rl_rows(sources, chat=chat)
     longest = 0 if plan.rl.max_completion_tokens else _longest_prompt(tok, rows, chat)
     cuda, bf16_ok = device_info()
-    args, notes = grpo_args(plan, world_size=_world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest)
+    args, notes = grpo_args(plan, world_size=world_size(), cuda=cuda, bf16_ok=bf16_ok, prompt_tokens=longest)
     _write_trainer_args(ctx, "GRPOTrainer", args, notes)
 
     recorder = RewardRecorder(ctx)
@@ -252,14 +250,14 @@ def run_sft_warmup(plan: Plan, ctx: EngineContext) -> Loaded:
     cuda, bf16_ok = device_info()
     args, notes = sft_args(
         wplan,
-        world_size=_world_size(),
+        world_size=world_size(),
         cuda=cuda,
         bf16_ok=bf16_ok,
         conversational=bool(episodic),  # ideal episodes: whole conversations, loss on the replies
         has_generation_markers="generation" in str(tok.chat_template),
     )
     _write_trainer_args(ctx, "SFTTrainer (sft_warmup)", args, notes, file="trainer_args.sft_warmup")
-    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.rl.max_completion_tokens or 64)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=plan.rl.max_completion_tokens or DEFAULT_ANSWER_TOKENS)
     log.info("SFT warm-up: %d steps on %d ideal answers before GRPO", wplan.max_steps, len(rows))
     trainer = SFTTrainer(
         model=model,
@@ -294,7 +292,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
     cuda, bf16_ok = device_info()
     args, notes = sft_args(
         plan,
-        world_size=_world_size(),
+        world_size=world_size(),
         cuda=cuda,
         bf16_ok=bf16_ok,
         conversational=conversational,
@@ -302,7 +300,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
     )
     _write_trainer_args(ctx, "SFTTrainer", args, notes)
     config = SFTConfig(output_dir=str(ctx.run_dir.root / "trainer"), **args)
-    _setup_eval(plan, ctx, tok, chat, default_tokens=64)
+    _setup_eval(plan, ctx, tok, chat, default_tokens=DEFAULT_ANSWER_TOKENS)
     sample_sources = ctx.evaluator.sources if ctx.evaluator else []
     if not sample_sources and data_env is not None:
         sample_sources = [Source(str(plan.data["name"]), data_env)]
@@ -312,7 +310,7 @@ def build_sft(plan: Plan, ctx: EngineContext, extra_callbacks: list[TrainerCallb
             tok,
             chat=chat,
             num_examples=SFT_SAMPLE_PROMPTS,
-            max_new_tokens=_eval_tokens(plan, 64),
+            max_new_tokens=_eval_tokens(plan, DEFAULT_ANSWER_TOKENS),
         )
     trainer = SFTTrainer(
         model=model,

@@ -6,31 +6,26 @@ messages and the engine records them as a run's failure reason without a traceba
 
 from __future__ import annotations
 
-try:  # the shared error base lives outside envs/; fall back to Exception without it
-    from primenb.errors import PrimenbError as _Base
-except Exception:  # pragma: no cover - depends on the rest of the package
-
-    class _Base(Exception):  # type: ignore[no-redef]
-        """Stand-in for `primenb.errors.PrimenbError`."""
+from primenb.errors import PrimenbError
 
 
-class EnvironmentLookupError(_Base, KeyError):
+class EnvironmentLookupError(PrimenbError, KeyError):
     """An environment id is not known. The message names the closest known ids."""
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""
 
 
-class EnvironmentArgumentError(_Base, TypeError):
+class EnvironmentArgumentError(PrimenbError, TypeError):
     """An environment got an argument it does not take, or a bad value."""
 
 
-class EnvironmentLoadError(_Base, RuntimeError):
+class EnvironmentLoadError(PrimenbError, RuntimeError):
     """An environment raised while loading, or what it returned is not a usable environment.
     The message names the environment and says why."""
 
 
-class UnsupportedEnvironmentError(_Base, RuntimeError):
+class UnsupportedEnvironmentError(PrimenbError, RuntimeError):
     """The environment needs something the local engine cannot run (tools, several turns, a
     container, a judge model): it runs on a remote backend only."""
 
@@ -45,12 +40,12 @@ class EpisodePartError(UnsupportedEnvironmentError):
         super().__init__(f"{part}: {message}")
 
 
-class RewardFunctionError(_Base, RuntimeError):
+class RewardFunctionError(PrimenbError, RuntimeError):
     """A reward function broke its contract for a whole batch (e.g. returned the wrong number
     of scores). One failing completion is not this: it is scored 0.0 and logged."""
 
 
-class RegistryError(_Base, ValueError):
+class RegistryError(PrimenbError, ValueError):
     """Adding or removing a registered environment was refused; the registry is unchanged."""
 
 

@@ -18,8 +18,9 @@ from typing import Any
 from primenb.envs import local, store
 from primenb.envs.card import EnvironmentCard
 from primenb.envs.catalog import make_card, perfect_reply, score_each
-from primenb.envs.errors import RegistryError, _Base
+from primenb.envs.errors import RegistryError
 from primenb.envs.registry import _BUILTINS, build_environment, suggest
+from primenb.errors import PrimenbError
 
 
 def default_id(target: str, is_path: bool) -> str:
@@ -67,7 +68,7 @@ def add(target: str, env_id: str | None = None, *, force: bool = False) -> Envir
         _check_scores(env_id, env)
     except RegistryError:
         raise
-    except _Base as exc:
+    except PrimenbError as exc:
         raise RegistryError(f"not registered: {exc}") from exc
     entry = store.Entry(
         id=env_id,

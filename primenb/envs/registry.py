@@ -30,8 +30,8 @@ from primenb.envs.errors import (
     EnvironmentArgumentError,
     EnvironmentLoadError,
     EnvironmentLookupError,
-    _Base,
 )
+from primenb.errors import PrimenbError
 from primenb.protocol.privacy import error_text
 
 Factory = Callable[..., Any]
@@ -43,12 +43,11 @@ _BUILTINS: dict[str, str] = {
 }
 _REGISTERED: dict[str, Factory] = {}
 
-SOURCES = ("in this process", "local path", "installed package", "built-in", "import path", "verifiers")
-
 
 @dataclass
 class Resolved:
-    """Where an id resolves: ``source`` is one of `SOURCES`; ``where`` a path or module."""
+    """Where an id resolves: ``source`` says how (in this process, a registered entry's
+    source, built-in, import path, verifiers); ``where`` a path or module."""
 
     id: str
     source: str
@@ -241,7 +240,7 @@ def build_environment(env_id: str, factory: Factory, kwargs: dict[str, Any]) -> 
             )
     try:
         obj = factory(**kwargs)
-    except _Base:
+    except PrimenbError:
         raise
     except (Exception, SystemExit) as exc:  # a factory calling sys.exit() is a load error, not an exit
         raise EnvironmentLoadError(f"environment {env_id!r} raised while loading: {error_text(exc)}") from exc

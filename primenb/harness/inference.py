@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from primenb.errors import PrimenbError
-from primenb.protocol.fields import DEFAULT_MODEL, SETTINGS, detect_mode, get_path
+from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS, DEFAULT_MODEL, SETTINGS, detect_mode, get_path
 from primenb.traces.trace import Trace, get
 
 if TYPE_CHECKING:
@@ -16,13 +16,13 @@ if TYPE_CHECKING:
 
 
 def _default_tokens(trace: Trace) -> int:
-    """The run's own answer budget (`SETTINGS["answer_tokens"]`), else 64."""
+    """The run's own answer budget (`SETTINGS["answer_tokens"]`), else `DEFAULT_ANSWER_TOKENS`."""
     config = trace.config
     for path in SETTINGS["answer_tokens"].paths(detect_mode(config)):
         node = get_path(config, path)
         if isinstance(node, int) and not isinstance(node, bool) and node > 0:
             return node
-    return 64
+    return DEFAULT_ANSWER_TOKENS
 
 
 class PlainFormat:

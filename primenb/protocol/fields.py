@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 Mode = Literal["rl", "sft"]
 DEFAULT_MODEL = "primenb/tiny-byte"  # the embedded default: built in code, no download
+DEFAULT_ANSWER_TOKENS = 64  # an answer's token budget when the config sets none ("answer_tokens")
 # where a config that names no backend runs (`[primenb] backend`'s default), and where a run whose
 # status or trace records none ran: the kernel's own host (`primenb.backends.local`)
 DEFAULT_BACKEND = "local"
@@ -132,6 +133,7 @@ def get_field(data: dict[str, Any], field: str, mode: Mode | None = None) -> Any
 
 
 __all__ = [
+    "DEFAULT_ANSWER_TOKENS",
     "DEFAULT_BACKEND",
     "DEFAULT_MODEL",
     "MISSING",

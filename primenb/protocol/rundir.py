@@ -53,6 +53,12 @@ PHASES = (STARTING, IMPORTING, BUILDING_MODEL, SFT_WARMUP, BUILDING_TRAINER, TRA
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
+def checkpoint_step(name: str) -> int | None:
+    """N of a ``step_N`` checkpoint folder's name; None for any other name."""
+    m = _STEP_DIR.match(name)
+    return int(m.group(1)) if m else None
+
+
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime())
 
@@ -245,9 +251,9 @@ class RunDir:
             return []
         found = []
         for child in self.checkpoints.iterdir():
-            m = _STEP_DIR.match(child.name)
-            if m and child.is_dir():
-                found.append((int(m.group(1)), child))
+            step = checkpoint_step(child.name)
+            if step is not None and child.is_dir():
+                found.append((step, child))
         return sorted(found)
 
     # readers: every one goes through `primenb.protocol.reader` (regular files, bounded)
@@ -388,6 +394,7 @@ __all__ = [
     "State",
     "StatusFile",
     "atomic_write_json",
+    "checkpoint_step",
     "claim_run_dir",
     "finite_numbers",
     "metric_row",

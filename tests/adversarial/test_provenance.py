@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from primenb.protocol.provenance import FOLDER, record_engine_run
 from primenb.protocol.record import write_trace
+from tests.homes import plain_home  # noqa: F401  (this folder's conftest has a work/ home; these take the plain one)
 
 HOSTILE = ["subprocess:getoutput", "os:system", "builtins:exec", "some_pkg.mod:build"]
 VERBS = ["serve add", "rerun", "apply", "eval", "generate", "load"]
@@ -109,13 +110,6 @@ WAYS = {
     "another trace written into a made folder": _other_trace_in_a_made_folder,
     "marked imported": _marked_imported,
 }
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

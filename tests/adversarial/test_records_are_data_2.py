@@ -21,14 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from primenb.serve import client, registry
+from tests.homes import plain_home  # noqa: F401  (this folder's conftest has a work/ home; these take the plain one)
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    return tmp_path
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from primenb.config import check
 from primenb.protocol.hashing import has_credential, is_secret_name, redact, redact_text
 from tests.adversarial.conftest import rl_text
+from tests.homes import plain_home  # noqa: F401  (this folder's conftest has a work/ home; these take the plain one)
 
 _ALNUM = string.ascii_letters + string.digits
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -185,13 +186,6 @@ def test_names_that_only_look_close_are_not_secrets(name: str) -> None:
 
 
 # -- recorded places: the trace's tracker location, the launcher log, exports ---------------------
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _uri(user: str, password: str) -> str:

@@ -17,6 +17,7 @@ import pytest
 import primenb
 from primenb.errors import PrimenbError
 from primenb.protocol.record import write_trace
+from tests.homes import plain_home  # noqa: F401  (this folder's conftest has a work/ home; these take the plain one)
 
 ROOT = Path(primenb.__file__).parent
 
@@ -123,13 +124,6 @@ def _bundle(
 
         record_engine_run(run_dir, doc["trace_id"])
     return run_dir
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_serve_and_serve_add_take_the_recorded_prompt_format_as_data(home: Path) -> None:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from primenb.errors import PrimenbError
+from tests.homes import plain_home  # noqa: F401  (this folder's conftest has a work/ home; these take the plain one)
 
 FIELDS = [
     "model",
@@ -70,13 +71,6 @@ def _trace_dir(root: Path, name: str, doc_extra: dict[str, Any]) -> Path:
         node[parts[-1]] = value
     (run_dir / "trace.json").write_text(json.dumps(doc, default=str))
     return run_dir
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -7,9 +7,8 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -110,15 +109,6 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
     return tmp_path
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 120.0, what: str = "") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def services_script(svc: dict[str, str], action: str) -> None:

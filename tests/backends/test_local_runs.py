@@ -16,6 +16,7 @@ from primenb.errors import PrimenbError
 from primenb.notebook.monitor import MetricSeries, Monitor
 from primenb.run import Run
 
+from ..polling import wait_for
 from ..tiny import rl_toml, sft_toml
 
 pytestmark = pytest.mark.slow  # trains real (tiny) models in subprocesses
@@ -30,15 +31,6 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
     return tmp_path
-
-
-def _wait_for(predicate, timeout=120.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def test_magic_wait_trains_and_fills_the_run_directory(shell, workdir):
@@ -64,7 +56,7 @@ def test_launch_returns_at_once_then_stop_saves_a_final_checkpoint(shell, workdi
     assert time.monotonic() - t0 < 10  # the kernel is free while the run trains
     run = shell.user_ns["_"]
     assert run.name == "long" and run.state in ("queued", "running")
-    assert _wait_for(lambda: len(run.metric_rows()) >= 3), run.logs()
+    wait_for(lambda: len(run.metric_rows()) >= 3, what=run.logs)
     assert shell.run_cell("%prime_train --stop long --wait").success  # plain --stop returns at once
     assert run.state == "stopped"
     assert run.checkpoints, "a stopped run keeps a final checkpoint"
@@ -76,7 +68,7 @@ def test_attach_after_kernel_restart_sees_full_history_and_follows(workdir):
     from primenb.backends import submit
 
     launched = submit(config, name="attachme")
-    assert _wait_for(lambda: len(launched.metric_rows()) >= 2), launched.logs()
+    wait_for(lambda: len(launched.metric_rows()) >= 2, what=launched.logs)
     again = attach("attachme")  # what a fresh kernel does: no process handle, only files
     assert again.dir == launched.dir and again._process is None
     assert again.wait(timeout=180) == "completed"
@@ -146,9 +138,9 @@ def test_a_killed_engine_ends_failed_with_the_reason(workdir):
     from primenb.backends import submit
 
     run = submit(config, name="killed")
-    assert _wait_for(lambda: len(run.metric_rows()) >= 2), run.logs()
+    wait_for(lambda: len(run.metric_rows()) >= 2, what=run.logs)
     os.killpg(run.launcher["pgid"], signal.SIGKILL)
-    assert _wait_for(lambda: run.status["state"] == "failed")
+    wait_for(lambda: run.status["state"] == "failed", what="the killed run to be failed")
     assert "killed by signal 9" in run.status["error"]
     assert attach("killed").status["state"] == "failed"  # written to disk for every later viewer
 

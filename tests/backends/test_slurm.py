@@ -11,7 +11,8 @@ from primenb import load_config
 from primenb.backends import attach, submit
 from primenb.backends.remote import read_remote
 from primenb.backends.spec import add
-from tests.backends.conftest import forwarded_env, need_service, remote_python, sft_tiny, wait_for
+from tests.backends.conftest import forwarded_env, need_service, remote_python, sft_tiny
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.slow  # real runs on a real SLURM cluster
 

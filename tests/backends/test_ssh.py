@@ -15,7 +15,8 @@ import pytest
 from primenb import load_config
 from primenb.backends.remote import read_remote
 from primenb.backends.sshconn import SSHConnection
-from tests.backends.conftest import services_script, sft_tiny, wait_for
+from tests.backends.conftest import services_script, sft_tiny
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.slow  # real runs over a real sshd
 

@@ -14,7 +14,8 @@ import pytest
 
 from primenb import load_config
 from primenb.backends.remote import read_remote
-from tests.backends.conftest import forwarded_env, need_service, remote_python, sft_tiny, wait_for
+from tests.backends.conftest import forwarded_env, need_service, remote_python, sft_tiny
+from tests.polling import wait_for
 from tests.trackers.test_trackers import read_wandb, same
 
 pytestmark = pytest.mark.slow  # real runs over a real sshd / SLURM

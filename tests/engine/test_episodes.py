@@ -28,7 +28,7 @@ import torch
 
 from primenb.engine.episodes import Sample, cut
 from primenb.engine.policy_server import PolicyServer
-from tests.engine.conftest import wait_for
+from tests.polling import wait_for
 
 VF_ENVS = Path(__file__).resolve().parent.parent / "data" / "vf_envs"
 TURN_TOKENS = 256  # long turns: a step's episodes take far longer than a stop takes to cancel them

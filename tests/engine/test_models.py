@@ -16,6 +16,7 @@ from primenb.engine.models import (
     tiny_config,
 )
 from primenb.engine.models_info import TINY_SIZES, ModelLoadError
+from tests.ports import free_port
 
 TEXTS = ["hello=", "<reversed_text>olleh</reversed_text>", "héllo wörld ✓ 日本\n\t", ""]
 
@@ -126,7 +127,7 @@ def test_unreachable_hub_fails_fast_without_offline_flag(monkeypatch: pytest.Mon
     import time
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     t0 = time.time()

@@ -21,9 +21,10 @@ from tests.engine.conftest import (
     sft_config,
     start_engine,
     status,
-    wait_for,
     write_run,
 )
+from tests.polling import wait_for
+from tests.ports import free_port
 
 # raised by peft/TRL internals when a PeftModel is loaded in-process; nothing to act on
 pytestmark = [
@@ -252,7 +253,7 @@ def test_unreachable_hub_dataset_fails_fast(tmp_path: Path) -> None:
         "all_proxy",
     ):
         env.pop(var, None)
-    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: "offline"
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{free_port()}"  # nothing listens there: "offline"
     cfg = deep_update(sft_config(), "data.name", "someone/some-sft-dataset")
     run_dir = write_run(tmp_path / "nodata", cfg)
     t0 = time.time()

@@ -13,12 +13,11 @@ import primenb.harness as h
 from tests.harness.synth import write_runs
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(autouse=True)
+def usual_umask() -> Iterator[None]:
+    """The modes asserted here are those of the usual umask, whatever the test process has."""
     old = os.umask(0o022)
-    yield tmp_path
+    yield
     os.umask(old)
 
 

@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import primenb.harness as h
 from primenb.protocol.index import index_trace
 from primenb.protocol.record import write_trace
@@ -17,13 +15,6 @@ from tests.harness.synth import make_doc
 
 LONG = "reverse-text-qwen3-0.6b-lora-r16-lr3e-4-sweep-seed-"  # names of a sweep differ at the end
 IDS = ["3fa9c0d1e2", "3fa9c0ffff", "7b00000000", "7b10000000", "c0ffee0001"]
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _write(home: Path, ids: list[str], *, name: Any = None) -> None:

@@ -26,9 +26,9 @@ from tests.jupyterlab import (
     open_notebook,
     require_ui,
     screenshot,
-    wait_for,
     write_notebook,
 )
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.slow  # a Jupyter server + Chromium
 

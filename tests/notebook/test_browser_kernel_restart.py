@@ -31,9 +31,9 @@ from tests.jupyterlab import (
     set_theme,
     stop_runs,
     text_contrasts,
-    wait_for,
     write_notebook,
 )
+from tests.polling import wait_for
 from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # a JupyterLab (or Notebook 7), Chromium and a real tiny run

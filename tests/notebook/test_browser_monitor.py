@@ -34,10 +34,10 @@ from tests.jupyterlab import (
     require_ui,
     screenshot,
     stop_runs,
-    wait_for,
     wait_outputs_settled,
     write_notebook,
 )
+from tests.polling import wait_for
 from tests.tiny import rl_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + a real tiny run

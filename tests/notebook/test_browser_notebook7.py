@@ -26,10 +26,10 @@ from tests.jupyterlab import (
     saved_outputs,
     screenshot,
     stop_runs,
-    wait_for,
     wait_outputs_settled,
     write_notebook,
 )
+from tests.polling import wait_for
 from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # Notebook 7 + Chromium + a real tiny run

@@ -30,10 +30,10 @@ from tests.jupyterlab import (
     screenshot,
     set_theme,
     text_contrasts,
-    wait_for,
     wait_outputs_settled,
     write_notebook,
 )
+from tests.polling import wait_for
 from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium

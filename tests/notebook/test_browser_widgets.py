@@ -25,9 +25,9 @@ from tests.jupyterlab import (
     require_ui,
     saved_outputs,
     screenshot,
-    wait_for,
     write_notebook,
 )
+from tests.polling import wait_for
 from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + two real tiny runs

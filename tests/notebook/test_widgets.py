@@ -22,16 +22,10 @@ from primenb.notebook.browser import GRID_COLUMNS, HarnessBrowser
 from primenb.notebook.builder import ConfigBuilder
 from primenb.traces.table import COLUMNS
 from tests.harness.synth import write_runs
+from tests.polling import wait_for
 from tests.tiny import rl_toml, sft_toml
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 # -- the config builder ------------------------------------------------------------------------
@@ -485,10 +479,8 @@ def test_the_browser_refreshes_when_runs_change_and_keeps_the_selection(home):
     b.start()
     try:
         write_runs(home / "more", 2, prefix="u")
-        deadline = time.monotonic() + 120  # only catches a hang
-        while len(b.frame) < 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert len(b.frame) == 4 and len(b.grid.data) == 4
+        # the frame is replaced before the grid is given it: wait for both
+        wait_for(lambda: len(b.frame) == 4 and len(b.grid.data) == 4, 120, "the new runs in the frame and the grid")
         assert b.selected == ["t00000000"]
     finally:
         b.close()

@@ -20,13 +20,6 @@ from tests.harness.synth import make_doc, write_runs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def test_two_processes_writing_at_once_lose_nothing(home: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [

@@ -4,7 +4,6 @@ metric name of its own."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -113,24 +112,77 @@ def test_a_bad_row_fails_at_import_not_in_a_view() -> None:
         M._check((Metric("x", "x", (M.RL,), shown=frozenset({"dashboard"})),))
 
 
-# The count of the closing note: files outside the engine (which writes the names) and this table
-# that spell a metric name or prefix. serve/evaluate.py and traces/evals.py name fields of the
-# %prime_eval result document (evals/<env>.json: reward_mean, reward_std), not metrics.jsonl keys.
-NAME_PATTERN = (
-    r"[\"'](eval/|warmup/|/reward|reward_std|rewards/mean|train/reward|warmup/loss|grad_norm|mean_token_accuracy)[\"']"
-    r"|SPARK_KEYS = \[|CURVE_KEYS = "
-)
+# The guard's names come from the table itself (every key, alias, prefix and literal part of a
+# pattern): a view spelling any of them, "loss" or "tokens/s" as much as "eval/", fails it.
+# Outside the views: the engine writes the names, and the generated sidebar copy is the table's.
 NOT_VIEWS = ("primenb/engine/", "primenb/protocol/metrics.py", "labextension/src/documents.ts")
-EVAL_DOCUMENT = ("primenb/serve/evaluate.py", "primenb/traces/evals.py")
+# Files that spell such a word as another vocabulary's: a sample or eval-record field (samples.jsonl,
+# evals/<env>.json), a reward hook's name, a config field or hosted-platform key, a tracker's note.
+OTHER_VOCABULARY = {
+    "primenb/backends/hosted_mirror.py": {"reward"},  # a hosted sample's field
+    "primenb/config/limits.py": {"lr"},  # the config field
+    "primenb/config/migrate.py": {"learning_rate", "loss"},  # hosted-config keys with no prime-rl twin
+    "primenb/config/schema/common.py": {"reward", "loss"},  # [primenb.monitor] metrics' default
+    "primenb/config/synonyms.py": {"learning_rate", "lr"},
+    "primenb/envs/base.py": {"reward"},  # a reward function's fallback name
+    "primenb/envs/catalog.py": {"reward"},
+    "primenb/envs/guard.py": {"reward"},
+    "primenb/envs/verifiers_adapter.py": {"reward"},  # the verifiers hook kind
+    "primenb/notebook/builder.py": {"lr"},  # the config form's field
+    "primenb/notebook/form_fields.py": {"lr"},
+    "primenb/protocol/fields.py": {"lr"},
+    "primenb/protocol/index.py": {"lr"},  # the index's config column
+    "primenb/protocol/rundir.py": {"reward"},  # samples.jsonl's fields, in its docstring
+    "primenb/render/summary.py": {"reward"},  # a sample's reward
+    "primenb/render/tidy.py": {"reward"},  # the samples DataFrame's columns
+    "primenb/serve/episode_eval.py": {"reward"},  # eval-record fields
+    "primenb/serve/eval_stats.py": {"reward"},
+    "primenb/serve/evaluate.py": {"reward", "reward_std"},
+    "primenb/serve/vf_eval.py": {"reward"},
+    "primenb/server/data.py": {"reward"},  # a sample's fields
+    "primenb/traces/evals.py": {"reward_std"},  # evals/<env>.json's summary
+    "primenb/traces/table.py": {"lr", "reward"},  # config column; final_reward's header
+    "primenb/traces/trace.py": {"reward"},  # a sample's reward
+    "primenb/trackers/sinks.py": {"reward_errors"},  # a comment on MLflow's file store
+}
+HAND_WRITTEN_TS = re.compile(r"SPARK_KEYS = \[|CURVE_KEYS = ")
+
+
+def metric_words() -> set[str]:
+    """Every spelling the table owns: names, aliases, prefixes and the literal parts of patterns."""
+    words = {M.WARMUP_PREFIX, M.EVAL_PREFIX}
+    for m in M.METRICS:
+        words.update(part for part in re.split(r"<\w+>", m.key) if part)
+        words.update(m.aliases)
+    return words
+
+
+def spellings(root: Path) -> dict[str, set[str]]:
+    """The quoted metric words (and hand-written sidebar key lists) in each view file under ``root``."""
+    words = sorted(metric_words(), key=len, reverse=True)
+    quoted = re.compile(r"([\"'])(" + "|".join(re.escape(w) for w in words) + r")\1")
+    files = [*(root / "primenb").rglob("*.py"), *(root / "labextension" / "src").rglob("*.ts")]
+    found: dict[str, set[str]] = {}
+    for path in files:
+        name = path.relative_to(root).as_posix()
+        if name.startswith(NOT_VIEWS):
+            continue
+        text = path.read_text(encoding="utf-8")
+        seen = {m.group(2) for m in quoted.finditer(text)} | set(HAND_WRITTEN_TS.findall(text))
+        if seen - OTHER_VOCABULARY.get(name, set()):
+            found[name] = seen - OTHER_VOCABULARY.get(name, set())
+    return found
 
 
 def test_no_view_spells_a_metric_name_of_its_own() -> None:
-    found = subprocess.run(
-        ["grep", "-rlE", NAME_PATTERN, "primenb", "labextension/src", "--include=*.py", "--include=*.ts"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    views = sorted(f for f in found if not f.startswith(NOT_VIEWS) and f not in EVAL_DOCUMENT)
-    assert views == [], f"parse metric names through primenb.protocol.metrics, not in {views}"
+    views = spellings(ROOT)
+    assert views == {}, f"parse metric names through primenb.protocol.metrics, not in {views}"
+
+
+@pytest.mark.parametrize("spelled", ['"loss"', "'tokens/s'", '"eval/"', '"rewards/mean"'])
+def test_the_guard_catches_a_view_spelling_any_name_of_the_table(tmp_path: Path, spelled: str) -> None:
+    """A copy of the views with one metric name spelled in the panels: the guard names the file."""
+    view = tmp_path / "primenb" / "render" / "panels.py"
+    view.parent.mkdir(parents=True)
+    view.write_text((ROOT / "primenb/render/panels.py").read_text() + f"\nFIRST = {spelled}\n")
+    assert spellings(tmp_path) == {"primenb/render/panels.py": {spelled.strip("\"'")}}

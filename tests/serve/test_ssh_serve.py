@@ -19,13 +19,14 @@ import pytest
 from primenb.backends.remote import read_remote
 from primenb.backends.ssh_serve import forward_running
 from primenb.serve import client, registry
-from tests.backends.conftest import sft_tiny, wait_for
+from tests.backends.conftest import sft_tiny
 
 # the backend tests' fixtures (sshd on 127.0.0.1, a fresh remote work dir, the remote Python)
 from tests.backends.conftest import ssh_options as ssh_options
 from tests.backends.conftest import ssh_url as ssh_url
 from tests.backends.conftest import svc as svc
 from tests.backends.conftest import workdir as workdir
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.slow  # a real run over ssh, then a server process on the "host"
 

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from primenb.backends.ssh_serve import (
 )
 from primenb.errors import PrimenbError
 from primenb.serve import remote
+from tests.bystander import Bystander
 
 
 class FakeTrace:
@@ -124,26 +124,25 @@ def test_host_answers_and_records_are_checked() -> None:
 
 
 def test_stop_script_ends_only_the_serve_worker_and_removes_its_folder(tmp_path: Path) -> None:
-    def folder_with(cmd: list[str]) -> tuple[Path, subprocess.Popen[bytes]]:
-        proc = subprocess.Popen(cmd, start_new_session=True)
+    def folder_for(pid: int) -> Path:
         folder = Path(
             subprocess.check_output(["mktemp", "-d", f"{tmp_path}/primenb-serve.XXXXXXXX"], text=True).strip()
         )
-        (folder / "worker.pid").write_text(f"{proc.pid}\n")
-        return folder, proc
+        (folder / "worker.pid").write_text(f"{pid}\n")
+        return folder
 
-    stranger = [sys.executable, "-c", "import time; time.sleep(60)"]
-    folder, proc = folder_with(stranger)
+    stranger = Bystander.start(tmp_path / "stranger.log", new_session=True)
+    folder = folder_for(stranger.proc.pid)
     try:
         out = subprocess.run(["sh", "-c", stop_script(_folder(str(folder)), 2.0)], capture_output=True, text=True)
         assert "stopped" in out.stdout and not folder.exists()
-        time.sleep(0.3)
-        assert proc.poll() is None  # a process that reused the pid is not ours: left alone
+        assert stranger.signals() == []  # a process that reused the pid is not ours: left alone
     finally:
-        proc.kill()
-        proc.wait()
+        stranger.end()
 
-    folder, proc = folder_with([*stranger, "-m", "primenb.serve.worker"])
+    worker = [sys.executable, "-c", "import time; time.sleep(60)", "-m", "primenb.serve.worker"]
+    proc = subprocess.Popen(worker, start_new_session=True)
+    folder = folder_for(proc.pid)
     out = subprocess.run(["sh", "-c", stop_script(str(folder), 2.0)], capture_output=True, text=True)
     assert "stopped" in out.stdout and not folder.exists()
     assert proc.wait(timeout=120) != 0  # the worker got SIGTERM

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.jupyterlab import ARTIFACTS, CHROMIUM, ROOT, jupyterlab, lab_env, require_ui, wait_for
+from tests.jupyterlab import ARTIFACTS, CHROMIUM, ROOT, jupyterlab, lab_env, require_ui
+from tests.polling import wait_for
 from tests.tiny import sft_toml
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium + a real tiny run

@@ -30,9 +30,9 @@ from tests.jupyterlab import (
     lab_env,
     open_notebook,
     require_ui,
-    wait_for,
     write_notebook,
 )
+from tests.polling import wait_for
 from tests.server.synth_runs import WARMUP_STEPS, bulk_runs, warmup_rows, write_run
 
 pytestmark = pytest.mark.slow  # JupyterLab + Chromium (no training)

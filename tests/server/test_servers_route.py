@@ -20,6 +20,7 @@ import pytest
 
 from primenb.serve import registry
 from primenb.serve.registry import WORKER
+from tests.bystander import Bystander
 from tests.server.test_routes import error, get
 
 
@@ -93,13 +94,13 @@ async def test_a_record_naming_another_process_is_never_listed_nor_signalled(
     home: Path, jp_fetch: Any, procs: list[Any]
 ) -> None:
     """A stale record whose pid was reused, or a forged one: the process is not a serve worker."""
-    other = _sleeper(procs)
-    _record(other.pid)
+    other = Bystander.start(home / "bystander.log")
+    procs.append(other.proc)
+    _record(other.proc.pid)
     assert (await get(jp_fetch, "servers"))["servers"] == []
-    code, _ = await error(jp_fetch, "servers", "stop", method="POST", body=json.dumps({"pid": other.pid}))
+    code, _ = await error(jp_fetch, "servers", "stop", method="POST", body=json.dumps({"pid": other.proc.pid}))
     assert code == 404
-    time.sleep(0.2)
-    assert other.poll() is None  # still running: nothing was sent to it
+    assert other.signals() == []  # still running: nothing was sent to it
     _record(os.getpid())  # not even the Jupyter server itself
     assert (await get(jp_fetch, "servers"))["servers"] == []
 

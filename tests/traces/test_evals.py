@@ -14,8 +14,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 import primenb.harness as h
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.index import index_trace
@@ -24,13 +22,6 @@ from primenb.protocol.rundir import RunDir
 from tests.harness.synth import make_doc
 
 WHEN = 1_790_000_000.0
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _runs(home: Path, n: int = 3) -> list[Path]:

@@ -54,13 +54,6 @@ def _imported_trace(root: Path, text: str, *, imported: bool = True) -> Path:
     return run_dir
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PRIME_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.mark.parametrize("where", sorted(PLACES))
 @pytest.mark.parametrize("verb", ["rerun", "apply"])
 def test_imported_trace_with_unknown_environment_is_refused_and_nothing_runs(home: Path, verb: str, where: str):
