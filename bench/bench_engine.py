@@ -8,6 +8,17 @@ is printed with the results: on a shared machine only the ratio of one side-by-s
 The bare script runs with glibc's default malloc settings, as a user's TRL script would;
 ``BENCH_BARE_MALLOC=engine`` gives it the engine's (primenb/engine/allocator.py) to compare the
 two on the same allocator.
+
+Two more halves time the episode path (verifiers' own episodes against the policy server inside
+the training process, primenb/engine/episodes.py), in small runs (batch 8 = 2 prompts x group 4,
+``BENCH_EPISODE_STEPS`` steps; steps/s and tokens/s from the second logged step on):
+
+- ``BENCH_MODES=episodes``: one-turn reverse-text three ways: the engine's own generation, the
+  episode path (bench/vf_envs/reverse_text_episode: the same strings and reward as a verifiers
+  taskset with its own Env, which only the episode path runs) and bare TRL.
+- ``BENCH_MODES=turns``: the built-in two-turn ``reverse-turns`` through the episode path and
+  through TRL's own multi-turn loop, ``GRPOTrainer(environment_factory=...)`` (bench/trl_turns.py,
+  which says what TRL's loop cannot express and how the bench bridges it).
 """
 
 from __future__ import annotations
@@ -27,6 +38,8 @@ from primenb.backends.local import submit
 from primenb.protocol.rundir import read_jsonl
 
 ROOT = Path(__file__).resolve().parent
+VF_ENVS = ROOT / "vf_envs"  # the bench-only taskset reverse-text-episode
+EPISODE_STEPS = int(os.environ.get("BENCH_EPISODE_STEPS", "5"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 STEPS = int(os.environ.get("BENCH_STEPS", "80"))
 MODES = os.environ.get("BENCH_MODES", "grpo,sft").split(",")  # e.g. BENCH_MODES=sft for the SFT half only
@@ -186,9 +199,131 @@ def compare(label: str, config: str, work: Path) -> None:
     print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}, {os.cpu_count()} CPUs")
 
 
+Points = list[tuple[float, int, float]]  # (time, step, TRL's num_tokens) of each logged step
+AGENT = """
+[orchestrator.train.source.env.agent]
+max_turns = 4
+
+[orchestrator.train.source.env.agent.harness]
+id = "null"
+
+[orchestrator.train.source.env.agent.runtime]
+type = "subprocess"
+"""
+
+
+def small_grpo(taskset: str, *, episodes: bool, max_tokens: int, seq_len: int, args: str = "") -> str:
+    """The episode halves' config: batch 8 (2 prompts x group 4); ``episodes`` adds the agent seat
+    (harness null, runtime subprocess) a verifiers taskset with its own Env plays in."""
+    return f"""max_steps = {EPISODE_STEPS}
+seq_len = {seq_len}
+
+[model]
+name = "primenb/tiny-byte"
+
+[orchestrator]
+batch_size = 8
+group_size = 4
+
+[orchestrator.train.sampling]
+max_completion_tokens = {max_tokens}
+
+[[orchestrator.train.source]]
+name = "{taskset}"
+
+[orchestrator.train.source.env.taskset]
+id = "{taskset}"
+{args}{AGENT if episodes else ""}
+[trainer.optim]
+lr = 5e-5
+"""
+
+
+def primenb_points(work: Path, name: str, config: str) -> tuple[Points, Path]:
+    os.chdir(work)
+    run = submit(load_config(config), name=f"{name}-{int(time.time())}")
+    assert run.wait(timeout=1800) == "completed", run.logs()
+    rows = [r for r in read_jsonl(run.files.metrics_path) if "loss" in r and "train_loss" not in r]
+    return [(r["time"], r["step"], float(r.get("num_tokens", 0.0))) for r in rows], run.dir
+
+
+def script_points(script: str, run_dir: Path, out: Path) -> tuple[Points, dict[str, object]]:
+    """A baseline script's logged steps (it writes [time, step, num_tokens] per log call to ``out``)."""
+    subprocess.run(
+        [sys.executable, str(ROOT / script), str(run_dir), str(out)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    result = json.loads(out.read_text())
+    # the training summary's log call carries no num_tokens: only the steps' calls count
+    return [(t, int(step), float(tokens)) for t, step, tokens in result["logs"] if tokens], result
+
+
+def rates(points: Points) -> tuple[float, float]:
+    """Steps/s and tokens/s from the second logged step to the last: the first step of an episode
+    run also starts the policy server and the environment's serving resources."""
+    a, b = points[1], points[-1]
+    return (b[1] - a[1]) / (b[0] - a[0]), (b[2] - a[2]) / (b[0] - a[0])
+
+
+def print_sides(label: str, results: dict[str, list[Points]], reference: str) -> None:
+    """One line per side: median steps/s, tokens/s and tokens per step, and each side's ratio to
+    ``reference`` (goal: the episode path at >= 1.0x of it)."""
+    print(f"{label}, {ROUNDS} rounds (median; steps/s and tokens/s from step 2 to {EPISODE_STEPS})")
+    med = {k: tuple(statistics.median(x) for x in zip(*(rates(p) for p in v), strict=True)) for k, v in results.items()}
+    ref_steps, ref_tokens = med[reference]
+    for side, (steps, tokens) in med.items():
+        per_step = tokens / steps
+        ratio = f"{steps / ref_steps:.3f}x steps/s, {tokens / ref_tokens:.3f}x tokens/s of {reference}"
+        print(f"  {side:<30} {steps:6.3f} steps/s {tokens:8.1f} tokens/s {per_step:7.1f} tokens/step  {ratio}")
+    for side, runs in results.items():
+        print(f"  ({side}, all rounds: {[tuple(round(x, 3) for x in rates(p)) for p in runs]})")
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}, {os.cpu_count()} CPUs")
+
+
+def compare_one_turn(work: Path) -> None:
+    """One-turn reverse-text: the engine's own generation, the episode path, bare TRL."""
+    engine = small_grpo("reverse-text", episodes=False, max_tokens=48, seq_len=128)
+    episode = small_grpo("reverse-text-episode", episodes=True, max_tokens=48, seq_len=128)
+    results: dict[str, list[Points]] = {"episode path": [], "engine's own generation": [], "bare TRL": []}
+    for i in range(ROUNDS):
+        results["episode path"].append(primenb_points(work, f"episode-{i}", episode)[0])
+        points, run_dir = primenb_points(work, f"one-turn-{i}", engine)
+        results["engine's own generation"].append(points)
+        results["bare TRL"].append(script_points("bare_trl.py", run_dir, work / f"bare-{i}.json")[0])
+    label = f"one-turn reverse-text, tiny-byte, batch 8 = 2 x group 4, 48 tokens, {EPISODE_STEPS} steps"
+    print_sides(label, results, "engine's own generation")
+    print_sides(label + " (against bare TRL)", {k: results[k] for k in ("episode path", "bare TRL")}, "bare TRL")
+
+
+def compare_turns(work: Path) -> None:
+    """Two-turn reverse-turns: the episode path against TRL's environment_factory loop."""
+    config = small_grpo("reverse-turns", episodes=True, max_tokens=12, seq_len=256, args="num_tasks = 200\n")
+    results: dict[str, list[Points]] = {"episode path": [], "TRL environment_factory": []}
+    turns: list[float] = []
+    for i in range(ROUNDS):
+        points, run_dir = primenb_points(work, f"turns-{i}", config)
+        results["episode path"].append(points)
+        points, result = script_points("trl_turns.py", run_dir, work / f"trl-turns-{i}.json")
+        results["TRL environment_factory"].append(points)
+        played = list(result.get("turns") or [])  # type: ignore[call-overload]
+        turns.append(sum(played) / max(1, len(played)))
+    label = f"two-turn reverse-turns, tiny-byte, batch 8 = 2 x group 4, 12 tokens a turn, {EPISODE_STEPS} steps"
+    print_sides(label, results, "TRL environment_factory")
+    print(f"  (model turns per TRL rollout, per round: {turns}; the episode path logs episodes/turns)")
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="primenb-bench-engine-"))
     os.environ.setdefault("PRIME_HOME", str(work / "home"))
+    if {"episodes", "turns"} & set(MODES):  # the bench taskset, for this process and the runs it starts
+        sys.path.insert(0, str(VF_ENVS))
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(VF_ENVS), os.environ.get("PYTHONPATH")]))
+    if "episodes" in MODES:
+        compare_one_turn(work)
+    if "turns" in MODES:
+        compare_turns(work)
     if "grpo" in MODES:
         compare(f"GRPO, tiny-byte, batch 32 x group 8, {STEPS} steps", GRPO_CONFIG, work)
     if "sft" in MODES:
