@@ -33,15 +33,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from primenb.engine.batching import Scheduler
-from primenb.engine.serve_errors import ServeError
+from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Delta as _Delta
 from primenb.engine.serve_requests import Done, Failed, Finished, GenRequest, Sampling
 from primenb.engine.serving import ModelPool
+from primenb.protocol import openai_api as api
 
 log = logging.getLogger("primenb.engine")
 
 MAX_BODY = 8 * 1024 * 1024
-GENERATE_ROUTE = "/inference/v1/generate"
+GENERATE_ROUTE = api.GENERATE
 # A request waits at most this long for its tokens: an episode whose turn never comes back fails
 # (verifiers records the error) instead of holding the training step forever.
 ANSWER_TIMEOUT_S = 600.0
@@ -131,31 +132,35 @@ class PolicyServer:
 
     # -- what a request thread runs ----------------------------------------------------------------
     def models(self) -> dict[str, Any]:
-        card = {"id": self.served_id, "object": "model", "owned_by": "primenb", "max_model_len": self.context}
-        return {"object": "list", "data": [card]}
+        card = {"id": self.served_id, "object": api.MODEL, "owned_by": "primenb", "max_model_len": self.context}
+        return {"object": api.LIST, "data": [card]}
 
     def generate(self, body: bytes, gone: Callable[[], bool] = lambda: False) -> dict[str, Any]:
         """The answer to one generate request; ``gone`` says whether its client has left (an
         episode cancelled, verifiers' timeout): its rows are then dropped, not decoded to the end."""
         if self._stopping.is_set():
-            raise ServeError(STOPPING_MESSAGE, 503)
+            raise ServeError(STOPPING_MESSAGE, ErrorKind.STOPPING)
         try:
             req = _Generate.model_validate_json(body)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
-            raise ServeError(f"{where}: {first['msg']}", 400, where) from None
+            raise ServeError(f"{where}: {first['msg']}", ErrorKind.INVALID, where) from None
         if req.model not in (None, self.served_id):
-            raise ServeError(f"The model {req.model!r} does not exist; this server serves {self.served_id!r}.", 404)
+            raise ServeError(
+                f"The model {req.model!r} does not exist; this server serves {self.served_id!r}.", ErrorKind.NOT_FOUND
+            )
         bad = [t for t in req.token_ids if not 0 <= t < self.vocab]
         if bad:
-            raise ServeError(f"token_ids: {bad[0]} is outside the vocabulary (0..{self.vocab - 1})", 400, "token_ids")
+            raise ServeError(
+                f"token_ids: {bad[0]} is outside the vocabulary (0..{self.vocab - 1})", ErrorKind.INVALID, "token_ids"
+            )
         s = req.sampling_params
         max_tokens = self.context - len(req.token_ids)
         if max_tokens < 1:
             raise ServeError(
                 f"token_ids: the prompt is {len(req.token_ids)} tokens; the model's context is {self.context}",
-                400,
+                ErrorKind.INVALID,
                 "token_ids",
             )
         sampling = Sampling(
@@ -199,11 +204,11 @@ class PolicyServer:
                     raise ClientGone
                 if self._stopping.is_set():
                     gen.cancel()
-                    raise ServeError(STOPPING_MESSAGE, 503)
+                    raise ServeError(STOPPING_MESSAGE, ErrorKind.STOPPING)
             if event is None:
                 if now > quiet_until:  # no token for ANSWER_TIMEOUT_S
                     gen.cancel()
-                    raise ServeError("generation timed out", 504)
+                    raise ServeError("generation timed out", ErrorKind.TIMED_OUT)
                 continue
             quiet_until = now + ANSWER_TIMEOUT_S
             if isinstance(event, _Delta):
@@ -267,10 +272,10 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if not self._authorised():
-                return self._error(ServeError("missing or wrong bearer token", 401))
-            if self.path.rstrip("/") == "/v1/models":
+                return self._error(ServeError("missing or wrong bearer token", ErrorKind.UNAUTHORISED))
+            if self.path.rstrip("/") == api.MODELS:
                 return self._send(200, server.models())
-            return self._error(ServeError(f"no route {self.path[:100]!r}", 404))
+            return self._error(ServeError(f"no route {self.path[:100]!r}", ErrorKind.NOT_FOUND))
 
         def do_POST(self) -> None:
             try:
@@ -279,12 +284,14 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 length = -1
             if not 0 <= length <= MAX_BODY:
                 self.close_connection = True
-                return self._error(ServeError(f"the body must be 0..{MAX_BODY} bytes with a Content-Length", 413))
+                return self._error(
+                    ServeError(f"the body must be 0..{MAX_BODY} bytes with a Content-Length", ErrorKind.TOO_LARGE)
+                )
             body = self.rfile.read(length)
             if not self._authorised():
-                return self._error(ServeError("missing or wrong bearer token", 401))
+                return self._error(ServeError("missing or wrong bearer token", ErrorKind.UNAUTHORISED))
             if self.path != GENERATE_ROUTE:
-                return self._error(ServeError(f"no route {self.path[:100]!r}", 404))
+                return self._error(ServeError(f"no route {self.path[:100]!r}", ErrorKind.NOT_FOUND))
             try:
                 self._send(200, server.generate(body, self._client_gone))
             except ClientGone:
@@ -294,7 +301,7 @@ def _handler(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 self._error(exc)
             except Exception as exc:  # a bug must answer (the episode records it), not hang the client
                 log.exception("policy server: generate failed")
-                self._error(ServeError(f"generation failed: {type(exc).__name__}", 500))
+                self._error(ServeError(f"generation failed: {type(exc).__name__}", ErrorKind.FAILED))
 
     return Handler
 

@@ -37,15 +37,6 @@ HTTP_STATUS: dict[ErrorKind, int] = {
     ErrorKind.STOPPING: 503,
     ErrorKind.TIMED_OUT: 504,
 }
-_KIND_OF_STATUS = {status: kind for kind, status in HTTP_STATUS.items()}
-
-
-def kind_of_status(status: int) -> ErrorKind:
-    """The kind an HTTP status says (for callers that still pass a status)."""
-    try:
-        return _KIND_OF_STATUS[status]
-    except KeyError:
-        raise ValueError(f"HTTP status {status} names no ErrorKind; pass one of {list(ErrorKind)}") from None
 
 
 class ServeError(PrimenbError):
@@ -55,12 +46,12 @@ class ServeError(PrimenbError):
     def __init__(
         self,
         message: str,
-        kind: ErrorKind | int = ErrorKind.INVALID,
+        kind: ErrorKind = ErrorKind.INVALID,
         param: str | None = None,
         code: str | None = None,
     ) -> None:
         super().__init__(message)
-        self.kind = kind if isinstance(kind, ErrorKind) else kind_of_status(kind)
+        self.kind = kind
         self.param, self.code = param, code
 
     @property
@@ -69,4 +60,4 @@ class ServeError(PrimenbError):
         return HTTP_STATUS[self.kind]
 
 
-__all__ = ["HTTP_STATUS", "ErrorKind", "ServeError", "kind_of_status"]
+__all__ = ["HTTP_STATUS", "ErrorKind", "ServeError"]

@@ -220,7 +220,7 @@ def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok
         seq_len=plan.seq_len,
         private=plan.data_collection == "deny",
         # one process cancels a step's episodes on a stop; ranks must agree, so they stop between steps
-        should_stop=ctx.stop.poll if _world_size() == 1 else None,
+        should_stop=ctx.stop.poll if world_size() == 1 else None,
     )
     ctx.closers.append(rollouts.close)
     ctx.closers.append(lambda: shutil.rmtree(folder, ignore_errors=True))

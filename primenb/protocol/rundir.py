@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from primenb.fsutil import atomic_write_json
 from primenb.protocol import reader
+from primenb.protocol import stage as _stage
 from primenb.protocol.documents import (
     FINAL_STATES,
     LIVE_STATES,
@@ -145,7 +146,7 @@ class RunDir:
     CONFIGS = "configs"
     LOGS = "logs"
     CHECKPOINTS = "checkpoints"
-    WARMUP_CHECKPOINT = "sft_warmup"  # checkpoints/sft_warmup: the full model an RL run's SFT warm-up made
+    WARMUP_CHECKPOINT = _stage.SFT_WARMUP  # checkpoints/sft_warmup: the full model an RL run's SFT warm-up made
     EVALS = "evals"  # evals/<env slug>.json: the latest `%prime_eval` of that environment
     ENGINE_LOG = f"{LOGS}/engine.log"
     LAUNCHER_LOG = f"{LOGS}/launcher.log"

@@ -31,7 +31,7 @@ from primenb.protocol import openai_api as api
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.rundir import RunDir
-from primenb.protocol.stage import FINAL, SFT_WARMUP
+from primenb.protocol.stage import FINAL, SFT_WARMUP, Stage
 from primenb.protocol.weights import ADAPTER, FULL, Weights, from_finetune
 from primenb.serve import registry, remote
 
@@ -252,7 +252,7 @@ class Server:
         data = _admin(self, "GET", api.MODELS, timeout=30.0).get("data")
         return [c for c in data or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
 
-    def model_of(self, trace: Any, stage: str = FINAL) -> str | None:  # str: evaluate.py passes its own
+    def model_of(self, trace: Any, stage: Stage = FINAL) -> str | None:
         """The id it serves a trace's model under (``stage`` ``sft_warmup``: its warm-up's)."""
         for card in self.cards():
             info = card.get("primenb") or {}

@@ -28,14 +28,15 @@ from primenb.envs import verifiers_adapter
 from primenb.envs.errors import UnsupportedEnvironmentError
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
-from primenb.protocol.fields import DEFAULT_MODEL
+from primenb.protocol import openai_api as api
+from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS, DEFAULT_MODEL
 from primenb.protocol.hashing import redact
 from primenb.protocol.privacy import private_while
 from primenb.protocol.rundir import RunDir
+from primenb.protocol.stage import FINAL, SFT_WARMUP, Stage
 from primenb.render.svgchart import Bar, Figure, bar_chart
 from primenb.serve import client, episode_eval, eval_stats
 
-WARMUP = RunDir.WARMUP_CHECKPOINT
 log = logging.getLogger("primenb.serve")
 MAX_IN_FLIGHT = 64  # rollouts asked at once: the server batches them (its --max-batch) and queues the rest
 
@@ -45,7 +46,7 @@ class Target:
     label: str  # what the user typed
     model_id: str
     trace: Any = None  # a Trace, when the target is one
-    stage: str = "final"  # "sft_warmup": the model the trace's run trained its adapter on
+    stage: Stage = FINAL  # SFT_WARMUP: the model the trace's run trained its adapter on
     role: str = "model"  # "baseline": added to compare the one trace asked for against
 
 
@@ -140,7 +141,7 @@ def _targets(refs: list[str], running: list[client.Server]) -> list[Target]:
     if len(out) == 1 and out[0].trace is not None:
         trace = out[0].trace
         if client.warmup_of(trace) is not None:
-            out.insert(0, Target(f"{trace.name} (SFT warm-up)", "", trace, stage=WARMUP, role="baseline"))
+            out.insert(0, Target(f"{trace.name} (SFT warm-up)", "", trace, stage=SFT_WARMUP, role="baseline"))
         else:
             base = str(trace.model.get("id") or DEFAULT_MODEL)
             out.insert(0, Target(base, base, role="baseline"))
@@ -205,7 +206,7 @@ def _env_args(env_id: str, given: dict[str, Any], traces: list[Any]) -> tuple[di
 def _max_tokens(traces: list[Any]) -> int:
     from primenb.harness.inference import _default_tokens
 
-    return max([_default_tokens(t) for t in traces] or [64])
+    return max([_default_tokens(t) for t in traces] or [DEFAULT_ANSWER_TOKENS])
 
 
 async def _ask(aclient: Any, model: str, prompt: str, *, chat: bool, kw: dict[str, Any]) -> tuple[str, int]:
@@ -311,7 +312,7 @@ def _evaluate(
         }
         base = next(((t, r) for t, r in zip(targets, summary, strict=True) if t.role == "baseline"), None)
         for target, row in zip(targets, summary, strict=True):
-            if target.trace is not None and target.stage == "final":
+            if target.trace is not None and target.stage == FINAL:
                 compared = None
                 if base is not None and base[0] is not target:
                     compared = {
@@ -446,7 +447,7 @@ def _model_card(server: client.Server, model_id: str) -> dict[str, Any]:
     """primenb's part of the served model's card (how the server shows it chat messages)."""
     from urllib.parse import quote
 
-    card = client._admin(server, "GET", f"/v1/models/{quote(model_id, safe='/')}")
+    card = client._admin(server, "GET", f"{api.MODELS}/{quote(model_id, safe='/')}")
     extra = card.get("primenb") if isinstance(card, dict) else None
     return extra if isinstance(extra, dict) else {}
 
@@ -566,7 +567,6 @@ def _store(
     it was taken (``taken``, the temperature, each model's ``max_tokens`` in its summary) and the
     model it was compared against, with its samples (``baseline``)."""
     from primenb.protocol.documents import EVAL_VERSION
-    from primenb.protocol.rundir import RunDir
 
     path = RunDir(trace.run_dir).eval_file(env)
     path.parent.mkdir(parents=True, exist_ok=True)

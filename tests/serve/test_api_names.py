@@ -14,7 +14,6 @@ from primenb.serve.app import ROUTES
 from primenb.serve.generate import ROUTES as TOKEN_ROUTES
 
 SERVE = Path(primenb.__file__).parent / "serve"
-OWNED_ELSEWHERE = {"evaluate.py", "verbs.py", "episode_eval.py"}  # issue 43: another helper's part
 ROUTE_ROOTS = (api.API_ROOT, "/admin", "/inference", api.HEALTH, api.VERSION)
 OBJECTS = {api.CHAT_COMPLETION, api.CHAT_COMPLETION_CHUNK, api.TEXT_COMPLETION}
 
@@ -35,7 +34,7 @@ def test_a_completion_and_its_chunks_name_their_object(chat: bool) -> None:
     )
 
 
-@pytest.mark.parametrize("path", sorted(p for p in SERVE.glob("*.py") if p.name not in OWNED_ELSEWHERE))
+@pytest.mark.parametrize("path", sorted(SERVE.glob("*.py")))
 def test_the_serving_modules_do_not_spell_a_route_or_object_again(path: Path) -> None:
     spelled = [
         f"{n.lineno}: {n.value!r}"
