@@ -25,6 +25,7 @@ from primenb.engine.models_info import is_tiny
 from primenb.engine.optim import custom_optimizer
 from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_plan
 from primenb.envs.episode_env import EpisodeEnvironment
+from primenb.protocol.privacy import denies
 from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
 if TYPE_CHECKING:
@@ -220,7 +221,7 @@ def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok
         temperature=plan.rl.temperature,
         max_turn_tokens=plan.rl.max_completion_tokens or DEFAULT_TURN_TOKENS,
         seq_len=plan.seq_len,
-        private=plan.data_collection == "deny",
+        private=denies(plan),
     )
     ctx.closers.append(rollouts.close)
     ctx.closers.append(lambda: shutil.rmtree(folder, ignore_errors=True))

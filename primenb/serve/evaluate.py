@@ -29,7 +29,7 @@ from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.hashing import redact
-from primenb.protocol.privacy import private_while
+from primenb.protocol.privacy import private_while, trace_denies
 from primenb.protocol.rundir import RunDir
 from primenb.render.svgchart import Bar, Figure, bar_chart
 from primenb.serve import client, episode_eval, eval_stats
@@ -241,7 +241,7 @@ def evaluate(
     targets = _targets(models, client.servers())
     traces = [t.trace for t in targets if t.trace is not None]
     # deny is a property of the run: an eval of a deny trace withholds reward errors' messages too
-    private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
+    private = any(trace_denies(t.doc) for t in traces)
     with private_while(private):
         return _evaluate(
             targets,
