@@ -70,3 +70,13 @@ def test_the_trackers_guide_lists_the_registered_trackers() -> None:
     listed = re.search(r"report_to = .*# any of (.+)", text)
     assert listed is not None
     assert tuple(listed.group(1).strip().split(", ")) == tuple(TRACKERS)
+
+
+def test_every_export_to_the_docs_spell_out_offers_the_registered_trackers() -> None:
+    spelled = [
+        (path.name, found)
+        for path in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]
+        for found in re.findall(r"--to ([a-z]+(?:\|[a-z]+)+)", path.read_text(encoding="utf-8"))
+    ]
+    assert spelled, "the docs name the trackers an export may go to"
+    assert [(name, found) for name, found in spelled if found != "|".join(TRACKERS)] == []
