@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
+from primenb.tracker_kinds import TRACKER_KINDS
+
 CLI, MAGIC = "cli", "magic"
 BOTH = (CLI, MAGIC)
 _SPEC = "primenb.arg"  # the dataclass field metadata key that makes a field a command-line argument
@@ -389,7 +391,7 @@ class HarnessExportArgs:
     to: str | None = arg(
         "--to",
         default=None,
-        choices=("mlflow", "trackio", "wandb", "tensorboard"),
+        choices=TRACKER_KINDS,
         help="backfill a tracker from the stored metrics instead (docs/trackers.md)",
     )
 

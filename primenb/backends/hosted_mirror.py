@@ -22,7 +22,7 @@ from primenb.backends.remote import read_remote, write_remote
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_json, atomic_write_text
 from primenb.protocol import metrics as M
-from primenb.protocol.privacy import WITHHELD, config_denies, withheld_or, withhold_sample
+from primenb.protocol.privacy import WITHHELD, run_denies, withheld_or, withhold_sample
 from primenb.protocol.rundir import COMPLETED, FAILED, FINAL_STATES, QUEUED, RUNNING, STOPPED, RunDir, now_iso
 
 STATES = {
@@ -181,12 +181,8 @@ class HostedControl:
             _append(self.files.samples_path, [withhold_sample(r) for r in kept] if self._denies() else kept)
 
     def _denies(self) -> bool:
-        """The run's own config says data_collection = "deny" (read each time: cheap, and a
-        config that cannot be read counts as denying)."""
-        try:
-            return config_denies(self.files.read_config())
-        except (OSError, ValueError):
-            return True
+        """The run's own config says data_collection = "deny" (read each time: it is the run's)."""
+        return run_denies(self.files)
 
     def _pull_logs(self) -> None:
         if self._denies():  # platform logs quote prompts and completions: none is kept here

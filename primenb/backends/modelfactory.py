@@ -41,6 +41,7 @@ from primenb.backends.remote import read_remote, write_remote
 from primenb.config.backend_rules import BackendRules
 from primenb.errors import PrimenbError
 from primenb.fsutil import atomic_write_text
+from primenb.protocol.privacy import denies
 from primenb.protocol.rundir import (
     FAILED,
     QUEUED,
@@ -104,8 +105,7 @@ class Quote:
 
 
 def _denies(config: Config) -> bool:
-    privacy = getattr(getattr(config.model, "primenb", None), "privacy", None)
-    return getattr(privacy, "data_collection", "allow") == "deny"
+    return denies(getattr(getattr(config.model, "primenb", None), "privacy", None))
 
 
 def gpu_count(config: Config) -> int:

@@ -23,7 +23,7 @@ from primenb.envs import Environment, completion_text, prompt_text
 from primenb.envs.errors import RewardFunctionError
 from primenb.protocol import metrics as M
 from primenb.protocol.checkpoint import CheckpointDir
-from primenb.protocol.privacy import error_text, withhold_sample
+from primenb.protocol.privacy import denies, error_text, withhold_sample
 from primenb.protocol.rundir import SFT_WARMUP, TRAINING, JsonlWriter, RunDir, StatusFile, finite_numbers
 
 log = logging.getLogger("primenb.engine")
@@ -168,7 +168,7 @@ class EngineContext:
     def write_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if self.samples is not None:
             for row in rows:
-                if self.plan.data_collection == "deny":
+                if denies(self.plan):
                     row = withhold_sample(row)
                 clean = {k: v for k, v in row.items() if v is not None or k == "reward"}
                 reward = clean.get("reward")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from primenb.engine import ranks
-from primenb.protocol.privacy import LogFilter, error_text, set_private
+from primenb.protocol.privacy import LogFilter, error_text, run_denies, set_private
 from primenb.protocol.rundir import DONE, IMPORTING, STARTING, RunDir, State, tail_lines
 
 log = logging.getLogger("primenb.engine")
@@ -77,16 +77,6 @@ def _error_text(exc: BaseException) -> str:
     return error_text(exc)  # redacted; the type only under data_collection = "deny"
 
 
-def _denies(run_dir: RunDir) -> bool:
-    """``[primenb.privacy] data_collection = "deny"`` in the run's config (unreadable: assume it does)."""
-    try:
-        primenb = run_dir.read_config().get("primenb")
-    except (OSError, ValueError):
-        return True
-    privacy = primenb.get("privacy") if isinstance(primenb, dict) else None
-    return isinstance(privacy, dict) and privacy.get("data_collection") == "deny"
-
-
 def main(argv: list[str] | None = None) -> int:
     """The engine process; its stdout and stderr (logs/launcher.log) pass the secret rule, since
     libraries print there without the engine's log filter (MLflow's run URL with its password)."""
@@ -112,7 +102,7 @@ def _main(argv: list[str] | None = None) -> int:
     if not run_dir.resolved_config.exists():
         print(f"error: {run_dir.resolved_config} does not exist", file=sys.stderr)
         return 2
-    set_private(_denies(run_dir))  # before anything can log or fail
+    set_private(run_denies(run_dir))  # before anything can log or fail
 
     from primenb.engine.allocator import tune_malloc
     from primenb.engine.trace import TraceRecorder, enable_determinism, prepare_determinism

@@ -27,6 +27,7 @@ from primenb.engine.plan import Plan, PlanError, grpo_args, sft_args, warmup_pla
 from primenb.engine.ranks import world_size
 from primenb.envs.episode_env import EpisodeEnvironment
 from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS
+from primenb.protocol.privacy import denies
 from primenb.protocol.rundir import BUILDING_MODEL, BUILDING_TRAINER, SAVING, RunDir, atomic_write_json
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ def _episode_rollouts(plan: Plan, ctx: EngineContext, sources: list[Source], tok
         temperature=plan.rl.temperature,
         max_turn_tokens=plan.rl.max_completion_tokens or DEFAULT_TURN_TOKENS,
         seq_len=plan.seq_len,
-        private=plan.data_collection == "deny",
+        private=denies(plan),
         # one process cancels a step's episodes on a stop; ranks must agree, so they stop between steps
         should_stop=ctx.stop.poll if world_size() == 1 else None,
     )

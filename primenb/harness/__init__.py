@@ -54,7 +54,7 @@ def reindex(paths: Iterable[str] = ()) -> dict[str, Any]:
 
 
 def export_to(ref: Any, kind: str) -> dict[str, str]:
-    """Backfill tracker ``kind`` (mlflow, trackio, wandb, tensorboard) from a trace's stored metrics."""
+    """Backfill tracker ``kind`` (one of `primenb.tracker_kinds.TRACKER_KINDS`) from a trace's stored metrics."""
     from primenb.traces.backfill import backfill
 
     return backfill(ref, kind)

@@ -10,11 +10,15 @@ import contextlib
 import logging
 import re
 import traceback
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from primenb.protocol.hashing import redact_text
 
+if TYPE_CHECKING:
+    from primenb.protocol.rundir import RunDir
+
+DENY = "deny"  # the `data_collection` value that keeps prompt and completion text out of the run
 WITHHELD = '(message withheld: data_collection = "deny")'
 _private = False
 
@@ -62,14 +66,39 @@ def private_while(on: bool) -> Iterator[None]:
 TEXT_FIELDS = ("prompt", "completion", "answer")
 
 
+def denies(privacy: Any) -> bool:
+    """The one answer to "does this run deny data collection?", from its privacy settings: a
+    config's ``[primenb.privacy]`` table (as a dict or as the parsed section), a trace's
+    ``privacy`` part, or the engine's plan; anything with a ``data_collection`` key or attribute.
+    Every other reader finds those settings and asks here."""
+    if isinstance(privacy, Mapping):
+        value = privacy.get("data_collection")
+    else:
+        value = getattr(privacy, "data_collection", None)
+    return value == DENY
+
+
 def config_denies(config: Any) -> bool:
     """``[primenb.privacy] data_collection = "deny"`` in a run's config (a dict read from its
     config.toml); a config that cannot be read as one counts as denying."""
     if not isinstance(config, dict):
         return True
     primenb = config.get("primenb")
-    privacy = primenb.get("privacy") if isinstance(primenb, dict) else None
-    return isinstance(privacy, dict) and privacy.get("data_collection") == "deny"
+    return denies(primenb.get("privacy") if isinstance(primenb, dict) else None)
+
+
+def run_denies(run_dir: RunDir) -> bool:
+    """The config of the run in ``run_dir`` denies (read each time: cheap); a config that cannot
+    be read counts as denying."""
+    try:
+        return config_denies(run_dir.read_config())
+    except (OSError, ValueError):
+        return True
+
+
+def trace_denies(doc: Mapping[str, Any]) -> bool:
+    """A trace document (trace.json) records a run that denied (one without a privacy part did not)."""
+    return denies(doc.get("privacy"))
 
 
 def withhold_sample(row: dict[str, Any]) -> dict[str, Any]:
@@ -191,14 +220,18 @@ class RedactingStream:
 
 
 __all__ = [
+    "DENY",
     "WITHHELD",
     "LogFilter",
     "RedactingStream",
     "config_denies",
+    "denies",
     "error_text",
     "frames_only",
     "is_private",
+    "run_denies",
     "set_private",
+    "trace_denies",
     "withheld_or",
     "withhold_sample",
 ]

@@ -31,7 +31,7 @@ from primenb.fsutil import atomic_write_json
 from primenb.protocol import openai_api as api
 from primenb.protocol.fields import DEFAULT_ANSWER_TOKENS, DEFAULT_MODEL
 from primenb.protocol.hashing import redact
-from primenb.protocol.privacy import private_while
+from primenb.protocol.privacy import private_while, trace_denies
 from primenb.protocol.rundir import RunDir
 from primenb.protocol.stage import FINAL, SFT_WARMUP, Stage
 from primenb.render.svgchart import Bar, Figure, bar_chart
@@ -245,7 +245,7 @@ def run(e: EvalArgs, *, env_args: dict[str, Any], store: bool = True) -> EvalRes
     targets = _targets(list(e.models), client.servers())
     traces = [t.trace for t in targets if t.trace is not None]
     # deny is a property of the run: an eval of a deny trace withholds reward errors' messages too
-    private = any(((t.doc.get("privacy") or {}).get("data_collection") == "deny") for t in traces)
+    private = any(trace_denies(t.doc) for t in traces)
     with private_while(private):
         return _evaluate(targets, traces, e, env_args, store, private)
 

@@ -17,6 +17,7 @@ from primenb.errors import PrimenbError
 from primenb.protocol import metrics as M
 from primenb.protocol.documents import StatusDoc, is_live_state, typed
 from primenb.protocol.index import Index, status_in
+from primenb.protocol.privacy import trace_denies
 from primenb.protocol.reader import read_text
 from primenb.protocol.record import current_status, read_trace, reconcile
 from primenb.protocol.rundir import RunDir, read_jsonl, read_metrics
@@ -203,7 +204,7 @@ def _metric_out(row: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
 def samples(trace_id: str, limit: int, index: Index | None = None) -> dict[str, Any]:
     """The latest ``limit`` sampled rollouts (withheld when the run denies data collection)."""
     doc, run_dir = load_doc(trace_id, index)
-    if (doc.get("privacy") or {}).get("data_collection") == "deny":
+    if trace_denies(doc):
         return {"trace": trace_id, "samples": [], "withheld": True}
     _sync(run_dir)
     rows = list(read_jsonl(RunDir(run_dir).samples_path))[-limit:] if limit else []

@@ -1,4 +1,4 @@
-"""`%prime_harness export TRACE --to mlflow|trackio|wandb|tensorboard`: replay a past trace's
+"""`%prime_harness export TRACE --to TRACKER` (`primenb.trackers.registry`): replay a past trace's
 stored metric rows through the same tracker sinks a live run uses (primenb.trackers), so a run
 made before trackers existed, or with them off, gets the same curves, the same keys (the final
 eval as ``final/eval/...``, from the last eval row) and the run's own final state.

@@ -11,6 +11,7 @@ from primenb.errors import PrimenbError
 from primenb.protocol import metrics as M
 from primenb.protocol.documents import EvalPoint, MetricsSummary, Reproduction, SampleRow, State, Steps, TraceDoc, typed
 from primenb.protocol.fields import Mode
+from primenb.protocol.privacy import trace_denies
 from primenb.protocol.reader import is_regular
 from primenb.protocol.record import TRACE_FILE, read_trace, reconcile
 from primenb.protocol.rundir import RunDir, read_jsonl, read_metrics
@@ -415,7 +416,7 @@ def _record_details(d: TraceDoc) -> list[str]:
 
 
 def _samples_html(t: Trace) -> str:
-    if t.typed.privacy and t.typed.privacy.data_collection == "deny":
+    if trace_denies(t.doc):
         return V.details(
             "samples", '<i>withheld: data_collection = "deny" (only hashes and aggregate metrics are kept)</i>'
         )

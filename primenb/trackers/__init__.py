@@ -13,6 +13,7 @@ Export (``%prime_harness export --to``) replays a trace's stored rows through th
 
 from __future__ import annotations
 
-from primenb.trackers.sinks import KINDS, Fanout, TrackerSettings, open_sinks
+from primenb.trackers.registry import KINDS, TRACKERS, open_sinks
+from primenb.trackers.sinks import Fanout, TrackerSettings
 
-__all__ = ["KINDS", "Fanout", "TrackerSettings", "open_sinks"]
+__all__ = ["KINDS", "TRACKERS", "Fanout", "TrackerSettings", "open_sinks"]

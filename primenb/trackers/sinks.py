@@ -15,7 +15,6 @@ from primenb.protocol.privacy import error_text
 
 log = logging.getLogger("primenb.trackers")
 
-KINDS = ("wandb", "trackio", "mlflow", "tensorboard")
 ENDINGS = ("completed", "stopped", "failed")  # a run's final state (status.json), as each tracker is told it
 MLFLOW_STATUS = {"completed": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
 # W&B: 0 is finished, anything else failed (a client cannot set "killed"); 130 is the shell's code
@@ -360,14 +359,6 @@ class WandbSink(Sink):
         return out
 
 
-_FACTORIES: dict[str, Callable[[TrackerSettings], Sink]] = {
-    "tensorboard": TensorBoardSink,
-    "mlflow": MlflowSink,
-    "trackio": TrackioSink,
-    "wandb": WandbSink,
-}
-
-
 class Fanout:
     """The open sinks. A sink that raises is closed and dropped; its error is kept in ``warnings``
     (and in ``failed``, by tracker) and passed to ``on_warning`` (the engine puts them in
@@ -422,33 +413,6 @@ class Fanout:
             where.setdefault(kind, {})["warning"] = why
         self.sinks = []
         return where
-
-
-def open_sinks(kinds: list[str], settings: TrackerSettings) -> Fanout:
-    """Open one sink per kind (unknown kinds are refused by the config schema before this)."""
-    sinks: list[Sink] = []
-    warnings: list[str] = []
-    failed: dict[str, str] = {}
-    for kind in dict.fromkeys(kinds):
-        msg = ""
-        try:
-            settings.root.mkdir(parents=True, exist_ok=True)  # each sink's own failure if it cannot be
-            sink = _FACTORIES[kind](settings)
-            sinks.append(sink)
-            if sink.note:
-                log.warning("%s", sink.note)
-                warnings.append(sink.note)
-        except AlreadyHeld as exc:
-            msg = f"tracker {kind}: {exc}"
-        except ImportError as exc:
-            msg = f"tracker {kind}: not installed ({exc.name}); install primenb[trackers]"
-        except Exception as exc:
-            msg = f"tracker {kind}: could not start ({_why(exc)}); the run goes on without it"
-        if msg:
-            log.warning("%s", msg)
-            warnings.append(msg)
-            failed[kind] = msg
-    return Fanout(sinks, warnings, failed)
 
 
 def records_hostname(config: Mapping[str, Any] | None) -> bool:

@@ -19,6 +19,7 @@ from primenb.commands import (
 )
 from primenb.errors import PrimenbError
 from primenb.render.summary import short_path
+from primenb.tracker_kinds import TRACKER_KINDS
 from primenb.verbs import Face, as_json, warnings_to
 
 
@@ -92,7 +93,7 @@ def export(args: HarnessExportArgs, face: Face) -> None:
         face.say(f"sent to {args.to}: " + ", ".join(f"{k} {v}" for k, v in where.items()))
         return
     if not args.path:
-        raise PrimenbError("export needs a folder to write (or --to mlflow|trackio|wandb|tensorboard)")
+        raise PrimenbError(f"export needs a folder to write (or --to {'|'.join(TRACKER_KINDS)})")
     face.say(f"exported to {h.export(face.ref(args.trace), args.path)}")
 
 

@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_core import CoreSchema, PydanticCustomError
 
 from primenb.protocol.fields import DEFAULT_BACKEND
+from primenb.tracker_kinds import TrackerKind
 
 # Validation runs twice. The lax pass decides errors exactly as upstream's loader (pydantic lax
 # mode: "20" and true are integers there). The sanity pass (strict, context SANITY) re-checks
@@ -362,5 +363,5 @@ class PrimenbSettings(Section):
     reward_error_limit: Annotated[float, Field(ge=0, le=1)] = 0.5
     monitor: PrimenbMonitorSettings = PrimenbMonitorSettings()
     # experiment trackers fed with the run's metric rows (docs/trackers.md); [monitors.wandb] adds wandb
-    report_to: list[Literal["wandb", "trackio", "mlflow", "tensorboard"]] = []
+    report_to: list[TrackerKind] = []
     privacy: PrimenbPrivacySettings = PrimenbPrivacySettings()
