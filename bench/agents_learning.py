@@ -45,7 +45,7 @@ type = "subprocess"
 # (and how many answers an episode has)
 TASKSETS: dict[str, dict[str, Any]] = {
     "reverse-turns": {"max_turns": 4, "max_tokens": 12, "seq_len": 256, "exact": "exact_turns", "per_turn": True},
-    "lookup-code": {"max_turns": 3, "max_tokens": 96, "seq_len": 512, "exact": "answered", "per_turn": False},
+    "lookup-code": {"max_turns": 3, "max_tokens": 96, "seq_len": 1024, "exact": "answered", "per_turn": False},
 }
 
 
@@ -130,12 +130,13 @@ def main() -> None:
     grpo = [r for r in rows if "reward" in r]
     tok = tempfile.mkdtemp(prefix="tiny-tok-")
     build_byte_tokenizer().save_pretrained(tok)
-    server = client.start([run.status["trace_id"]], parents=True)
-    try:  # the base model too (its random-init weights: what the warm-up starts from)
-        models = list(dict.fromkeys([*server.models, "primenb/tiny-byte"]))
-        results = {m: held_out(server, m, tok, args.eval_tasks, args.taskset) for m in models}
-    finally:
-        server.stop(30.0)
+    results = {}
+    # the base model (its random-init weights: what the warm-up starts from), then the run's
+    for server in (client.start(base="primenb/tiny-byte"), client.start([run.status["trace_id"]], parents=True)):
+        try:
+            results.update({m: held_out(server, m, tok, args.eval_tasks, args.taskset) for m in server.models})
+        finally:
+            server.stop(30.0)
     first = sum(r["reward"] for r in grpo[:3]) / max(1, len(grpo[:3]))
     last = sum(r["reward"] for r in grpo[-3:]) / max(1, len(grpo[-3:]))
     report = {
