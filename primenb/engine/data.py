@@ -106,7 +106,12 @@ def ideal_rows(env: Environment, name: str, *, chat: bool) -> list[dict[str, Any
                 f"environment {name!r} gives no ideal conversations (info['ideal'] on its tasks), so an SFT "
                 "warm-up cannot train on it; set primenb.sft_warmup_steps = 0"
             )
-        return [{"messages": c} for c in conversations]
+        rows = []
+        for row, conversation in zip(env.train_rows(), conversations, strict=True):
+            tools = env.ideal_tools(row)
+            # a JSON string (TRL reads it back): one column type whatever each taskset's schemas
+            rows.append({"messages": conversation, "tools": json.dumps(tools) if tools else None})
+        return rows
     rows = []
     for row in env.train_rows():
         ideal = env.ideal_completion(row)

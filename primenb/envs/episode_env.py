@@ -72,6 +72,13 @@ class EpisodeEnvironment(Environment):
             return None
         return [dict(m) for m in ideal]
 
+    def ideal_tools(self, row: Row) -> list[dict[str, Any]] | None:
+        """The tools the task's episodes advertise, as the model request carries them
+        (``info["tools"]``), so the warm-up renders its ideal conversation with them."""
+        info = getattr(self.task(row["info"]).data, "info", None)
+        tools = info.get("tools") if isinstance(info, dict) else None
+        return [dict(t) for t in tools] if isinstance(tools, list) and tools else None
+
 
 def task_label(source: str, position: int, task: Any) -> str:
     """A row's prompt: unique per task of a source (sources have distinct names), readable in

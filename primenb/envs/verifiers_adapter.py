@@ -35,6 +35,7 @@ import importlib.util
 import inspect
 import logging
 import math
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -111,6 +112,10 @@ def builtin_tasksets_on_path() -> None:
     folder = str(BUILTIN_TASKSETS)
     if folder not in sys.path:
         sys.path.append(folder)
+    # verifiers starts a taskset's tool servers as `python -m <module>` with this environment
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, folder])
 
 
 def could_be_taskset(env_id: str) -> bool:

@@ -399,3 +399,21 @@ def test_a_stop_during_a_steps_episodes_cancels_them_and_ends_as_a_stop_between_
     assert trace["status"] == "stopped" and trace["steps"]["last"] == 1
     assert trace["final"] and "step_1" in json.dumps(trace["final"])
     assert "its 4 episodes were cancelled" in run.logs(100_000)
+
+
+@pytest.mark.slow
+def test_the_built_in_tool_taskset_warms_up_with_its_tools_then_trains_on_tool_episodes(vf_workdir: Path) -> None:
+    """``lookup-code``: the warm-up trains on its ideal conversations, then GRPO plays episodes whose
+    tool server verifiers starts from primenb's own package (``python -m lookup_code.servers.lookup``)
+    and counts the tool calls. (That the warm-up renders the episode's tool block token for token:
+    tests/envs/test_lookup_code.py; that the model learns to call: bench/agents_learning.py.)"""
+    run = _episode_run("lookup-code", "num_tasks = 64\n", "lookup-code", max_turns=3, primenb="sft_warmup_steps = 6\n")
+    rows = run.metric_rows()
+    warm = [r["warmup/loss"] for r in rows if "warmup/loss" in r]
+    assert len(warm) >= 2 and warm[-1] < warm[0]
+    grpo = [r for r in rows if "reward" in r]
+    assert len(grpo) == 2
+    for row in grpo:  # every episode ran (a tool server that cannot start fails them all)
+        assert row["episodes/failed"] == 0.0 and row["episodes/tool_calls"] >= 0.0
+        assert 0.0 <= row["reward"] <= 1.0  # looked_up (0.2) + answered (0.8)
+    assert (run.files.checkpoints / "sft_warmup").is_dir() and (run.files.checkpoints / "step_2").is_dir()
