@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from primenb.serve import client, registry
 from tests.homes import plain_home  # noqa: F401  (this folder's conftest has a work/ home; these take the plain one)
+from tests.polling import wait_for
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -33,6 +34,8 @@ def fake_forward(home: Path) -> Any:
     ssh.symlink_to(sys.executable)
     spec = "127.0.0.1:8123:127.0.0.1:9000"
     proc = subprocess.Popen([str(ssh), "-c", "import time; time.sleep(120)", "-N", "-L", spec])
+    # until the child has exec'd, /proc shows the parent's command line (seen on a loaded machine)
+    wait_for(lambda: spec.encode() in Path(f"/proc/{proc.pid}/cmdline").read_bytes(), 60, "the forward's exec")
     yield proc, spec
     proc.kill()
     proc.wait()

