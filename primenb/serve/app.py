@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+import primenb
+from primenb.commands import ServeStartArgs
 from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
 from primenb.protocol import openai_api as api
@@ -56,7 +58,7 @@ class State:
     scheduler: Any
     api_key: str | None
     loader: Callable[[dict[str, Any]], Any]  # spec -> served entry, run on the scheduler's thread
-    host: str = "127.0.0.1"
+    host: str = ServeStartArgs.host
     port: int = 0
     max_body: int = guard.MAX_BODY
     stream_interval: int = 1  # vLLM's: a streamed row's tokens go out every this many (`wire.Pacing`)
@@ -435,14 +437,7 @@ async def health(request: Request) -> Response:
 
 
 async def version(request: Request) -> Response:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        ours = dist_version("primenb")
-    except PackageNotFoundError:
-        ours = "unknown"
-    return JSONResponse({"version": ours, "engine": "primenb"})
+    return JSONResponse({"version": primenb.__version__, "engine": "primenb"})
 
 
 # -- admin ----------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 
 import uvicorn
 
+from primenb.commands import ServeStartArgs
 from primenb.engine.serve_errors import ServeError
 from primenb.protocol.fields import DEFAULT_MODEL
 from primenb.protocol.stage import parse_stage
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = Path(args[0])
     spec = json.loads(spec_path.read_text())
     ready = Path(spec["ready_file"])
-    host, port = str(spec.get("host") or "127.0.0.1"), int(spec.get("port") or 0)
+    host, port = str(spec.get("host") or ServeStartArgs.host), int(spec.get("port") or 0)
     key = os.environ.get(spec["api_key_var"]) if spec.get("api_key_var") else None
 
     def fail(message: str) -> int:
@@ -121,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the caller shows this message; nothing is served
         return fail(str(exc) if isinstance(exc, ServeError) else f"{type(exc).__name__}: {exc}")
 
-    scheduler = Scheduler(pool, max_batch=int(spec.get("max_batch") or 32), max_queue=int(spec.get("max_queue") or 256))
+    scheduler = Scheduler(
+        pool,
+        max_batch=int(spec.get("max_batch") or ServeStartArgs.max_batch),
+        max_queue=int(spec.get("max_queue") or ServeStartArgs.max_queue),
+    )
     state = State(scheduler, api_key=key, loader=lambda s: load_into(pool, s), host=host, port=port)
     state.stream_interval = max(1, int(spec.get("stream_interval") or 1))
     state.refresh_cards()
