@@ -64,12 +64,9 @@ def __getattr__(name: str) -> Any:
     # `__version__` from the installed package metadata (pyproject.toml is the one place it is
     # written), read on first use: importlib.metadata costs ~100 ms, too much for %load_ext.
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from primenb.protocol.sysinfo import primenb_version
 
-        try:
-            return version("primenb")
-        except PackageNotFoundError:  # a source tree that was never installed
-            return "0+unknown"
+        return primenb_version()
     if name in _SUBPACKAGES:  # `primenb.harness.traces()` after a bare `import primenb` (docs/harness.md)
         import importlib
 

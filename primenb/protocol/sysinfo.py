@@ -83,6 +83,12 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def primenb_version() -> str:
+    """primenb's own version, from the installed metadata (pyproject.toml is the one place it is
+    written); a source tree that was never installed says so."""
+    return package_version("primenb") or "0+unknown"
+
+
 def deps(torch: Any = None) -> dict[str, Any]:
     """Python and package versions (absent packages are left out), torch's CUDA/cuDNN builds."""
     out: dict[str, Any] = {
@@ -203,4 +209,4 @@ def env_vars(environ: Any = None) -> dict[str, str]:
     return out
 
 
-__all__ = ["SAFE_ENV_NAMES", "cpu_model", "deps", "env_vars", "git_info", "hardware", "package_version"]
+__all__ = ["SAFE_ENV_NAMES", "cpu_model", "deps", "env_vars", "git_info", "hardware", "package_version", "primenb_version"]

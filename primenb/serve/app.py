@@ -25,13 +25,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-import primenb
 from primenb.commands import ServeStartArgs
 from primenb.engine.serve_errors import ErrorKind, ServeError
 from primenb.engine.serve_requests import Admitted, Delta, Done, Event, Failed, Finished, GenRequest
 from primenb.protocol import openai_api as api
 from primenb.protocol.checkpoint import CheckpointDir
 from primenb.protocol.stage import FINAL
+from primenb.protocol.sysinfo import primenb_version
 from primenb.serve import adapters, guard
 from primenb.serve.protocol import AddModel, ChatRequest, CompletionRequest, LoadLora, UnloadLora
 from primenb.serve.wire import Choices, Pacing, StreamChunks, ToolMode, chat_chunk, error_body, usage
@@ -437,7 +437,7 @@ async def health(request: Request) -> Response:
 
 
 async def version(request: Request) -> Response:
-    return JSONResponse({"version": primenb.__version__, "engine": "primenb"})
+    return JSONResponse({"version": primenb_version(), "engine": "primenb"})
 
 
 # -- admin ----------------------------------------------------------------------------------------
