@@ -209,4 +209,13 @@ def env_vars(environ: Any = None) -> dict[str, str]:
     return out
 
 
-__all__ = ["SAFE_ENV_NAMES", "cpu_model", "deps", "env_vars", "git_info", "hardware", "package_version", "primenb_version"]
+__all__ = [
+    "SAFE_ENV_NAMES",
+    "cpu_model",
+    "deps",
+    "env_vars",
+    "git_info",
+    "hardware",
+    "package_version",
+    "primenb_version",
+]
